@@ -1,0 +1,289 @@
+/*
+ * Flow control: SUB_WORKFLOW, DO_WHILE, SET_VARIABLE, TERMINATE, WAIT.
+ *
+ * SUB_WORKFLOW starts a child workflow (subWorkflowParam: name + version,
+ * or workflowDefinition inline) with the task's input and completes with
+ * the child's output plus subWorkflowId.
+ * DO_WHILE runs loopOver, then evaluates loopCondition (a Lua body; `input`
+ * holds the loop's own input, iteration = n and <ref> = the output of each
+ * body task) and runs the body again while it returns true, up to
+ * maxIterations. Body task refs get "__<n>" per iteration, as in Conductor.
+ * Output: { iteration = n, <ref> = last output ... }.
+ * SET_VARIABLE merges its input into workflow.variables.
+ * TERMINATE ends the workflow (terminationStatus COMPLETED or FAILED,
+ * terminationReason, workflowOutput).
+ * WAIT completes after inputParameters.duration, or waits for a signal.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <weft/plugin.h>
+
+static const weft_host *H;
+
+static const char *str_field(json_object *o, const char *key)
+{
+    json_object *v;
+    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+        return json_object_get_string(v);
+    return NULL;
+}
+
+static int fail(weft_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(weft_result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+    r->status = WEFT_TASK_FAILED;
+    return 0;
+}
+
+/* ---- SUB_WORKFLOW ---- */
+
+static int sub_validate(const weft_host *host, json_object *def, weft_error *err)
+{
+    json_object *p, *v;
+    if (!json_object_object_get_ex(def, "subWorkflowParam", &p) ||
+        !json_object_is_type(p, json_type_object))
+        return host->error(err, WEFT_EINVAL, "SUB_WORKFLOW needs subWorkflowParam");
+    if (json_object_object_get_ex(p, "workflowDefinition", &v)) {
+        if (!json_object_is_type(v, json_type_object))
+            return host->error(err, WEFT_EINVAL,
+                               "subWorkflowParam.workflowDefinition must be a workflow object");
+        return 0;
+    }
+    if (!str_field(p, "name"))
+        return host->error(err, WEFT_EINVAL,
+                           "subWorkflowParam needs a name or a workflowDefinition");
+    if (json_object_object_get_ex(p, "version", &v) && !json_object_is_type(v, json_type_int))
+        return host->error(err, WEFT_EINVAL, "subWorkflowParam.version must be a number");
+    return 0;
+}
+
+static int sub_execute(weft_ctx *ctx, weft_result *r)
+{
+    const weft_task_view *t = H->task(ctx);
+    json_object *p = json_object_object_get(t->def, "subWorkflowParam"), *inl = NULL, *v;
+    char id[64];
+    weft_error err = {0};
+    int version = 0;
+
+    if (t->output && json_object_object_get_ex(t->output, "subWorkflowId", NULL)) {
+        /* started already (we are being re-run): keep waiting for that child */
+        r->status = WEFT_TASK_IN_PROGRESS;
+        r->callback_after_ms = -1;
+        return 0;
+    }
+    json_object_object_get_ex(p, "workflowDefinition", &inl);
+    if (json_object_object_get_ex(p, "version", &v))
+        version = json_object_get_int(v);
+    if (H->start_child(ctx, inl, str_field(p, "name"), version, t->input, id, sizeof id, &err))
+        return fail(r, "cannot start sub-workflow: %s", err.msg);
+    r->output = json_object_new_object();
+    json_object_object_add(r->output, "subWorkflowId", json_object_new_string(id));
+    r->status = WEFT_TASK_IN_PROGRESS;
+    r->callback_after_ms = -1;
+    return 0;
+}
+
+/* ---- DO_WHILE ---- */
+
+static int loop_validate(const weft_host *host, json_object *def, weft_error *err)
+{
+    json_object *body, *max;
+    if (!json_object_object_get_ex(def, "loopOver", &body) ||
+        !json_object_is_type(body, json_type_array) || !json_object_array_length(body))
+        return host->error(err, WEFT_EINVAL, "DO_WHILE needs loopOver: a non-empty list of tasks");
+    if (!str_field(def, "loopCondition"))
+        return host->error(err, WEFT_EINVAL, "DO_WHILE needs loopCondition (a Lua body)");
+    if (json_object_object_get_ex(def, "maxIterations", &max) &&
+        (!json_object_is_type(max, json_type_int) || json_object_get_int(max) < 1))
+        return host->error(err, WEFT_EINVAL, "maxIterations must be a whole number >= 1");
+    return 0;
+}
+
+/* { iteration = n, <ref> = output of each body task } */
+static json_object *loop_state(weft_ctx *ctx, json_object *body, int n)
+{
+    json_object *o = json_object_new_object();
+    size_t i;
+    for (i = 0; i < json_object_array_length(body); i++) {
+        const char *ref = str_field(json_object_array_get_idx(body, i), "taskReferenceName");
+        const weft_task_view *v = ref ? H->lookup(ctx, ref) : NULL;
+        if (v)
+            json_object_object_add(o, ref, v->output ? json_object_get(v->output)
+                                                     : json_object_new_object());
+    }
+    json_object_object_add(o, "iteration", json_object_new_int(n));
+    return o;
+}
+
+static int loop_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
+{
+    const weft_task_view *t = H->task(ctx);
+    json_object *body = json_object_object_get(def, "loopOver"), *state, *input, *go = NULL, *max;
+    char chunk[160];
+    weft_error err = {0};
+    int n = t->iteration, again;
+
+    if (t->status == WEFT_TASK_SCHEDULED) {
+        json_object_array_add(out, json_object_get(json_object_array_get_idx(body, 0)));
+        r->iteration = 1;
+        r->output = json_object_new_object();
+        json_object_object_add(r->output, "iteration", json_object_new_int(1));
+        r->status = WEFT_TASK_IN_PROGRESS;
+        r->callback_after_ms = -1;
+        return 0;
+    }
+    /* the body ended: loop again? */
+    state = loop_state(ctx, body, n);
+    input = json_object_new_object();
+    json_object_object_foreach(t->input, k, v) json_object_object_add(input, k, json_object_get(v));
+    json_object_object_foreach(state, k2, v2) json_object_object_add(input, k2,
+                                                                     json_object_get(v2));
+    snprintf(chunk, sizeof chunk, "do_while '%s' condition", t->def_ref);
+    if (H->lua_eval(ctx, chunk, str_field(def, "loopCondition"), input, &go, &err)) {
+        json_object_put(input);
+        json_object_put(state);
+        return fail(r, "%s", err.msg);
+    }
+    json_object_put(input);
+    again = go && !(json_object_is_type(go, json_type_boolean) && !json_object_get_boolean(go));
+    json_object_put(go);
+    if (again && json_object_object_get_ex(def, "maxIterations", &max) &&
+        n >= json_object_get_int(max))
+        again = 0;
+    r->output = state;
+    if (again) {
+        json_object_array_add(out, json_object_get(json_object_array_get_idx(body, 0)));
+        r->iteration = n + 1;
+        json_object_object_add(r->output, "iteration", json_object_new_int(n + 1));
+        r->status = WEFT_TASK_IN_PROGRESS;
+        r->callback_after_ms = -1;
+    } else {
+        r->status = WEFT_TASK_COMPLETED;
+    }
+    return 0;
+}
+
+/* ---- SET_VARIABLE ---- */
+
+static int setvar_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
+{
+    weft_error err = {0};
+    if (H->set_variables(ctx, H->task(ctx)->input, &err))
+        return fail(r, "%s", err.msg);
+    r->output = json_object_new_object();
+    r->status = WEFT_TASK_COMPLETED;
+    return 0;
+}
+
+/* ---- TERMINATE ---- */
+
+static int term_status(const char *s, weft_wf_status *out)
+{
+    if (!s || !strcmp(s, "COMPLETED"))
+        *out = WEFT_WF_COMPLETED;
+    else if (!strcmp(s, "FAILED"))
+        *out = WEFT_WF_FAILED;
+    else if (!strcmp(s, "TERMINATED"))
+        *out = WEFT_WF_TERMINATED;
+    else
+        return -1;
+    return 0;
+}
+
+static int term_validate(const weft_host *host, json_object *def, weft_error *err)
+{
+    json_object *in = json_object_object_get(def, "inputParameters");
+    const char *s = in ? str_field(in, "terminationStatus") : NULL;
+    weft_wf_status st;
+    if (s && !strstr(s, "${") && term_status(s, &st))
+        return host->error(err, WEFT_EINVAL,
+                           "terminationStatus '%s' (use COMPLETED, FAILED or TERMINATED)", s);
+    return 0;
+}
+
+static int term_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
+{
+    const weft_task_view *t = H->task(ctx);
+    const char *s = str_field(t->input, "terminationStatus");
+    const char *reason = str_field(t->input, "terminationReason");
+    json_object *output = NULL;
+    weft_wf_status st;
+    if (term_status(s, &st))
+        return fail(r, "terminationStatus '%s' (use COMPLETED, FAILED or TERMINATED)", s);
+    json_object_object_get_ex(t->input, "workflowOutput", &output);
+    r->output = json_object_new_object();
+    r->status = WEFT_TASK_COMPLETED;
+    r->end_workflow = st;
+    r->end_output = output && json_object_is_type(output, json_type_object)
+                        ? json_object_get(output)
+                        : json_object_new_object();
+    if (reason)
+        snprintf(r->reason, sizeof r->reason, "%s", reason);
+    return 0;
+}
+
+/* ---- WAIT ---- */
+
+static int wait_validate(const weft_host *host, json_object *def, weft_error *err)
+{
+    json_object *in, *d;
+    int64_t ms;
+    if (json_object_object_get_ex(def, "inputParameters", &in) &&
+        json_object_object_get_ex(in, "duration", &d) &&
+        !(json_object_is_type(d, json_type_string) && strstr(json_object_get_string(d), "${")) &&
+        host->parse_duration(d, &ms, err))
+        return WEFT_EINVAL;
+    return 0;
+}
+
+static int wait_execute(weft_ctx *ctx, weft_result *r)
+{
+    const weft_task_view *t = H->task(ctx);
+    json_object *d;
+    weft_error err = {0};
+    int64_t ms, elapsed;
+    if (!json_object_object_get_ex(t->input, "duration", &d) ||
+        json_object_is_type(d, json_type_null)) {
+        r->status = WEFT_TASK_IN_PROGRESS; /* until a signal */
+        r->callback_after_ms = -1;
+        return 0;
+    }
+    if (H->parse_duration(d, &ms, &err))
+        return fail(r, "duration: %s", err.msg);
+    elapsed = H->now_ms() - t->started_ms;
+    if (elapsed >= ms) {
+        r->output = json_object_new_object();
+        r->status = WEFT_TASK_COMPLETED;
+    } else {
+        r->status = WEFT_TASK_IN_PROGRESS;
+        r->callback_after_ms = ms - elapsed;
+    }
+    return 0;
+}
+
+static const weft_task_type types[] = {
+    {.name = "SUB_WORKFLOW", .validate = sub_validate, .execute = sub_execute},
+    {.name = "DO_WHILE", .validate = loop_validate, .map = loop_map},
+    {.name = "SET_VARIABLE", .map = setvar_map},
+    {.name = "TERMINATE", .validate = term_validate, .map = term_map},
+    {.name = "WAIT", .validate = wait_validate, .execute = wait_execute},
+};
+
+int weft_plugin_init(const weft_host *host)
+{
+    weft_error err = {0};
+    size_t i;
+    int rc;
+    WEFT_PLUGIN_BEGIN(host);
+    H = host;
+    for (i = 0; i < sizeof types / sizeof types[0]; i++)
+        if ((rc = host->register_task_type(&types[i], &err)))
+            return rc;
+    return 0;
+}
+WEFT_PLUGIN_ENTRY(flow)

@@ -1,0 +1,194 @@
+#include "config.h"
+#include "host.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin_loader.h"
+
+static int log_level = WEFT_LOG_INFO;
+
+static void host_log(int level, const char *fmt, ...)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    char line[1024];
+    va_list ap;
+    if (level < 0 || level > WEFT_LOG_DEBUG)
+        level = WEFT_LOG_ERROR;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    pl_host_note(level, line);
+    if (level <= log_level)
+        fprintf(stderr, "weft: %s: %s\n", names[level], line);
+}
+
+static int host_error(weft_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wu_verr(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void fill_view(weft_task_view *v, const xc_exec *x, const xc_task *t)
+{
+    v->task_id = t->id;
+    v->workflow_id = x->id;
+    v->ref = t->ref;
+    v->def_ref = t->def->ref;
+    v->type = t->def->type_name;
+    v->status = t->status;
+    v->def = host_task_json(t);
+    v->input = t->input;
+    v->output = t->output;
+    v->retry_count = t->retry_count;
+    v->poll_count = t->poll_count;
+    v->iteration = t->iteration;
+    v->scheduled_ms = t->scheduled_ms;
+    v->started_ms = t->started_ms;
+}
+
+static const weft_task_view *host_task(weft_ctx *c)
+{
+    return &c->view;
+}
+
+static void *host_type_data(weft_ctx *c)
+{
+    return c->t->def->type->data;
+}
+
+static const weft_task_view *view_of(weft_ctx *c, const xc_task *t)
+{
+    weft_task_view *v;
+    if (!t)
+        return NULL;
+    v = calloc(1, sizeof *v);
+    if (!v || wu_vec_push(&c->views, v)) {
+        free(v);
+        return NULL;
+    }
+    fill_view(v, c->x, t);
+    return v;
+}
+
+static const weft_task_view *host_lookup(weft_ctx *c, const char *ref)
+{
+    return ref ? view_of(c, xc_find_ref(c->x, ref)) : NULL;
+}
+
+static const weft_task_view *host_previous(weft_ctx *c)
+{
+    const def_task *d = c->t->def;
+    if (d->index == 0)
+        return NULL;
+    return view_of(c, xc_latest(c->x, d->list->tasks[d->index - 1]));
+}
+
+static json_object *host_workflow_input(weft_ctx *c)
+{
+    return c->x->input;
+}
+
+static json_object *host_workflow_variables(weft_ctx *c)
+{
+    return c->x->variables;
+}
+
+static int host_set_variables(weft_ctx *c, json_object *vars, weft_error *err)
+{
+    if (!json_object_is_type(vars, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "variables must be an object");
+    json_object_object_foreach(vars, k, v)
+    {
+        if (json_object_object_add(c->x->variables, k, json_object_get(v)))
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int host_lua_eval(weft_ctx *c, const char *chunkname, const char *body, json_object *input,
+                         json_object **out, weft_error *err)
+{
+    sbx *s = c->svc && c->svc->sandbox ? c->svc->sandbox(c->svc->ud) : NULL;
+    *out = NULL;
+    if (!s)
+        return wu_err(err, WEFT_ESTATE, "no Lua sandbox available here");
+    return sbx_eval(s, chunkname, body, input, out, err);
+}
+
+static int host_start_child(weft_ctx *c, json_object *def, const char *name, int version,
+                            json_object *input, char *id_out, size_t id_size, weft_error *err)
+{
+    if (!c->svc || !c->svc->start_child)
+        return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
+    return c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, input, id_out, id_size,
+                               err);
+}
+
+static int host_parse_duration(json_object *v, int64_t *ms, weft_error *err)
+{
+    return wu_parse_duration(v, ms, err);
+}
+
+static const weft_host table = {
+    .abi_major = WEFT_ABI_MAJOR,
+    .size = sizeof(weft_host),
+    .version = PACKAGE_VERSION,
+    .declare = pl_host_declare,
+    .register_task_type = pl_host_register_task_type,
+    .register_lock_provider = pl_host_register_lock_provider,
+    .log = host_log,
+    .error = host_error,
+    .task = host_task,
+    .type_data = host_type_data,
+    .lookup = host_lookup,
+    .workflow_input = host_workflow_input,
+    .workflow_variables = host_workflow_variables,
+    .set_variables = host_set_variables,
+    .lua_eval = host_lua_eval,
+    .start_child = host_start_child,
+    .parse_duration = host_parse_duration,
+    .now_ms = wu_now_ms,
+    .previous = host_previous,
+};
+
+const weft_host *host_table(void)
+{
+    return &table;
+}
+
+void host_ctx_init(weft_ctx *c, const host_services *svc, xc_exec *x, xc_task *t)
+{
+    memset(c, 0, sizeof *c);
+    c->svc = svc;
+    c->x = x;
+    c->t = t;
+    fill_view(&c->view, x, t);
+}
+
+void host_ctx_done(weft_ctx *c)
+{
+    size_t i;
+    for (i = 0; i < c->views.len; i++)
+        free(c->views.items[i]);
+    wu_vec_free(&c->views);
+}
+
+void host_result_init(weft_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->status = WEFT_TASK_SCHEDULED;
+    r->end_workflow = WEFT_WF_RUNNING;
+}
+
+void host_result_clear(weft_result *r)
+{
+    json_object_put(r->output);
+    json_object_put(r->end_output);
+    host_result_init(r);
+}

@@ -1,0 +1,47 @@
+/*
+ * The weft_host table handed to plugins, and the call context behind
+ * weft_ctx. Prefix host_.
+ */
+#ifndef WEFT_HOST_H
+#define WEFT_HOST_H
+
+#include "weft/plugin.h"
+#include "exec.h"
+#include "lua_sandbox.h"
+
+/* What the engine provides to task callbacks. */
+typedef struct host_services {
+    void *ud;
+    /* The Lua sandbox of the calling thread. */
+    sbx *(*sandbox)(void *ud);
+    /* Start a child workflow for task t of x (see weft_host.start_child). */
+    int (*start_child)(void *ud, xc_exec *x, xc_task *t, json_object *def, const char *name,
+                       int version, json_object *input, char *id_out, size_t id_size,
+                       weft_error *err);
+} host_services;
+
+struct weft_ctx {
+    const host_services *svc;
+    xc_exec *x;
+    xc_task *t;
+    weft_task_view view;
+    wu_vec views; /* views handed out by lookup(), freed by host_ctx_done */
+};
+
+/* The one host table (static storage). */
+const weft_host *host_table(void);
+
+void host_ctx_init(weft_ctx *c, const host_services *svc, xc_exec *x, xc_task *t);
+void host_ctx_done(weft_ctx *c);
+
+/* Initialise a result before a callback. */
+void host_result_init(weft_result *r);
+void host_result_clear(weft_result *r);
+
+/* The task's WorkflowTask JSON (dynamic tasks carry their own). */
+static inline json_object *host_task_json(const xc_task *t)
+{
+    return t->dyn_json ? t->dyn_json : t->def->json;
+}
+
+#endif

@@ -1,0 +1,985 @@
+#include "lua_sandbox.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "util.h"
+
+#define SBX_DEFAULT_MEM ((size_t)32 << 20)
+#define SBX_DEFAULT_INSTR 10000000u
+#define SBX_DEFAULT_TIME_MS 5000u
+#define SBX_HOOK_STEP 1000
+#define SBX_CACHE_MAX 512
+#define SBX_JSON_DEPTH 200
+#define SBX_PATH_MAX 200
+
+/*
+ * Scripts are compiled as this prefix followed by the body, on the same line
+ * so error line numbers match the user's. Unlike `return function(...) body
+ * end`, a body cannot close the wrapper early and run code outside it.
+ */
+static const char body_prefix[] = "local _ENV, input = ...; ";
+
+struct sbx {
+    lua_State *L;
+    size_t used;  /* bytes currently allocated by L */
+    size_t limit; /* refuse growth past this while capped */
+    int capped;
+    size_t mem_cap;
+    uint64_t instr_cap, instr_used;
+    uint64_t time_cap_ms;
+    int64_t deadline_ms; /* monotonic */
+    int hook_step;
+    int mem_hit, instr_hit, time_hit, aborting;
+    int cache_n;
+    lua_Hook line_hook;
+};
+
+/* Registry keys: only their addresses matter. */
+static char reg_env, reg_cache, reg_array_mt;
+
+/* Safe base functions; setmetatable is replaced by safe_setmetatable. */
+static const char *const base_names[] = {
+    "assert",   "error",    "getmetatable", "ipairs", "next",     "pairs",
+    "pcall",    "rawequal", "rawget",       "rawlen", "rawset",   "select",
+    "tonumber", "tostring", "type",         "xpcall", "_VERSION", NULL,
+};
+
+static const struct {
+    const char *name;
+    lua_CFunction open;
+} libs[] = {
+    {LUA_STRLIBNAME, luaopen_string},
+    {LUA_TABLIBNAME, luaopen_table},
+    {LUA_MATHLIBNAME, luaopen_math},
+    {LUA_UTF8LIBNAME, luaopen_utf8},
+};
+
+/* Left out of the library copies: dump makes bytecode; randomseed would let
+ * one script fix the random sequence the next one sees. */
+static const char *const dropped[] = {"dump", "randomseed", NULL};
+
+static void *sbx_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+    sbx *s = ud;
+    size_t old = ptr ? osize : 0; /* osize is a type tag when ptr is NULL */
+    void *p;
+    if (nsize == 0) {
+        free(ptr);
+        s->used -= old;
+        return NULL;
+    }
+    /* never refuse a shrink: Lua assumes those succeed */
+    if (s->capped && nsize > old && s->used - old + nsize > s->limit) {
+        s->mem_hit = 1;
+        return NULL;
+    }
+    p = realloc(ptr, nsize);
+    if (!p) return NULL;
+    s->used = s->used - old + nsize;
+    return p;
+}
+
+static sbx *sbx_of(lua_State *L)
+{
+    void *ud;
+    lua_getallocf(L, &ud);
+    return ud;
+}
+
+/*
+ * Yielding from a count hook unwinds the coroutine straight to lua_resume:
+ * pcall inside the script cannot catch it. Where yielding is impossible (a
+ * C call such as table.sort's comparator is on the stack) raise an error
+ * instead and fire on every instruction from then on, so each pcall that
+ * catches it is hit again until the script is back where it can yield.
+ */
+static void count_hook(lua_State *L, lua_Debug *ar)
+{
+    sbx *s = sbx_of(L);
+    if (ar->event == LUA_HOOKLINE) {
+        s->line_hook(L, ar);
+        return;
+    }
+    if (!s->aborting) {
+        s->instr_used += (uint64_t)s->hook_step;
+        if (s->instr_used >= s->instr_cap)
+            s->instr_hit = 1;
+        else if (wu_mono_ms() >= s->deadline_ms)
+            s->time_hit = 1;
+        else if (!s->mem_hit)
+            return;
+        s->aborting = 1;
+    }
+    if (lua_isyieldable(L)) {
+        lua_yield(L, 0);
+        return;
+    }
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    luaL_error(L, "sandbox limit exceeded");
+}
+
+/* setmetatable without __gc: a finalizer would run outside the limits. */
+static int safe_setmetatable(lua_State *L)
+{
+    int t = lua_type(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+    if (t == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "__gc metamethods are not allowed in the sandbox");
+        lua_pop(L, 1);
+    }
+    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+        return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+/*
+ * Library functions that can loop in C without allocating, where neither
+ * limit would stop them, are wrapped: upvalue 1 is the original.
+ */
+#define SBX_SHIFT_MAX ((lua_Integer)1 << 24)
+
+static int call_original(lua_State *L)
+{
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+/* string.rep("", 1e18) would copy nothing 1e18 times */
+static int safe_rep(lua_State *L)
+{
+    size_t len, seplen = 0;
+    luaL_checklstring(L, 1, &len);
+    luaL_checkinteger(L, 2);
+    luaL_optlstring(L, 3, "", &seplen);
+    if (len + seplen == 0) {
+        lua_pushliteral(L, "");
+        return 1;
+    }
+    return call_original(L);
+}
+
+/* table.insert / table.remove shift #t elements; __len can claim any length */
+static int safe_shift(lua_State *L)
+{
+    if (lua_type(L, 1) == LUA_TTABLE && luaL_len(L, 1) > SBX_SHIFT_MAX)
+        return luaL_error(L, "table too long (more than %d elements)", (int)SBX_SHIFT_MAX);
+    return call_original(L);
+}
+
+/* table.move({}, 1, 1e18, 2) moves nils without allocating */
+static int safe_move(lua_State *L)
+{
+    lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+    if (e >= f && (lua_Unsigned)e - (lua_Unsigned)f >= (lua_Unsigned)SBX_SHIFT_MAX)
+        return luaL_error(L, "too many elements to move (more than %d)", (int)SBX_SHIFT_MAX);
+    return call_original(L);
+}
+
+static const struct {
+    const char *lib, *name;
+    lua_CFunction fn;
+} wrapped[] = {
+    {LUA_STRLIBNAME, "rep", safe_rep},
+    {LUA_TABLIBNAME, "insert", safe_shift},
+    {LUA_TABLIBNAME, "remove", safe_shift},
+    {LUA_TABLIBNAME, "move", safe_move},
+};
+
+static int is_dropped(const char *name)
+{
+    const char *const *d;
+    for (d = dropped; *d; d++)
+        if (!strcmp(*d, name)) return 1;
+    return 0;
+}
+
+#define NLIBS (sizeof libs / sizeof libs[0])
+
+/*
+ * Given the env template t (base functions by name, library copies at
+ * t[1..4] named by the other arguments), make a function that returns a
+ * fresh env: table constructors the VM runs several times faster than the
+ * same copy through the C API.
+ */
+static const char env_maker_gen[] =
+    "local t, names = ...\n"
+    "local src = { 'local t = ...\\nlocal l1, l2, l3, l4 = t[1], t[2], t[3], t[4]\\n',\n"
+    "  'return function()\\nlocal e = {' }\n"
+    "local function fields(tbl, ref)\n"
+    "  local keys = {}\n"
+    "  for k in next, tbl do if type(k) == 'string' then keys[#keys + 1] = k end end\n"
+    "  table.sort(keys)\n"
+    "  for _, k in ipairs(keys) do\n"
+    "    src[#src + 1] = string.format('[%q] = %s[%q],', k, ref, k)\n"
+    "  end\n"
+    "end\n"
+    "fields(t, 't')\n"
+    "src[#src + 1] = '}\\n'\n"
+    "for i, name in ipairs(names) do\n"
+    "  src[#src + 1] = string.format('e[%q] = {', name)\n"
+    "  fields(t[i], 'l' .. i)\n"
+    "  src[#src + 1] = '}\\n'\n"
+    "end\n"
+    "src[#src + 1] = 'e._G = e\\nreturn e\\nend\\n'\n"
+    "return assert(load(table.concat(src), '=sandbox env', 't'))(t)\n";
+
+/* Runs once per state (protected): libraries, the env maker, the cache. */
+static int setup_state(lua_State *L)
+{
+    const char *const *n;
+    size_t i;
+    int tmpl;
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    lua_pop(L, 1);
+    lua_newtable(L);
+    tmpl = lua_gettop(L);
+    for (n = base_names; *n; n++) {
+        lua_getglobal(L, *n);
+        lua_setfield(L, tmpl, *n);
+    }
+    lua_pushcfunction(L, safe_setmetatable);
+    lua_setfield(L, tmpl, "setmetatable");
+    for (i = 0; i < NLIBS; i++) {
+        int lib, copy;
+        size_t j;
+        /* as globals of the real _G, which no script can reach */
+        luaL_requiref(L, libs[i].name, libs[i].open, 1);
+        lib = lua_gettop(L);
+        /* in the real tables too: string methods ("").rep reach those */
+        for (j = 0; j < sizeof wrapped / sizeof wrapped[0]; j++) {
+            if (strcmp(wrapped[j].lib, libs[i].name)) continue;
+            lua_getfield(L, lib, wrapped[j].name);
+            lua_pushcclosure(L, wrapped[j].fn, 1);
+            lua_setfield(L, lib, wrapped[j].name);
+        }
+        lua_newtable(L);
+        copy = lib + 1;
+        lua_pushnil(L);
+        while (lua_next(L, lib)) {
+            if (lua_type(L, -2) == LUA_TSTRING && is_dropped(lua_tostring(L, -2))) {
+                lua_pop(L, 1);
+                continue;
+            }
+            lua_pushvalue(L, -2);
+            lua_insert(L, -2);
+            lua_rawset(L, copy);
+        }
+        lua_rawseti(L, tmpl, (lua_Integer)i + 1);
+        /* ("").dump would reach the real string table through the metatable */
+        lua_pushnil(L);
+        lua_setfield(L, lib, "dump");
+        lua_pop(L, 1);
+    }
+    if (luaL_loadbufferx(L, env_maker_gen, sizeof env_maker_gen - 1, "=sandbox setup", "t"))
+        return lua_error(L);
+    lua_insert(L, tmpl);
+    lua_createtable(L, (int)NLIBS, 0); /* NLIBS must be 4: see env_maker_gen */
+    for (i = 0; i < NLIBS; i++) {
+        lua_pushstring(L, libs[i].name);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_call(L, 2, 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_env);
+
+    lua_pushliteral(L, "");
+    lua_getmetatable(L, -1);
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 2);
+
+    /* shared by every array pushed from JSON, so protected against edits */
+    lua_createtable(L, 0, 2);
+    lua_pushliteral(L, "array");
+    lua_setfield(L, -2, "__jsontype");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_array_mt);
+
+    lua_newtable(L);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_cache);
+    return 0;
+}
+
+sbx *sbx_new(const sbx_limits *limits, weft_error *err)
+{
+    sbx *s = calloc(1, sizeof *s);
+    if (!s) {
+        wu_err(err, WEFT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    s->mem_cap = limits && limits->mem_bytes ? limits->mem_bytes : SBX_DEFAULT_MEM;
+    s->instr_cap = limits && limits->instructions ? limits->instructions : SBX_DEFAULT_INSTR;
+    s->time_cap_ms = limits && limits->time_ms ? limits->time_ms : SBX_DEFAULT_TIME_MS;
+    s->hook_step = s->instr_cap < SBX_HOOK_STEP ? (int)s->instr_cap : SBX_HOOK_STEP;
+    s->L = lua_newstate(sbx_alloc, s);
+    if (!s->L) {
+        free(s);
+        wu_err(err, WEFT_ENOMEM, "out of memory");
+        return NULL;
+    }
+    lua_pushcfunction(s->L, setup_state);
+    if (lua_pcall(s->L, 0, 0, 0) != LUA_OK) {
+        wu_err(err, WEFT_ENOMEM, "cannot set up the Lua sandbox: %s", lua_tostring(s->L, -1));
+        sbx_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sbx_free(sbx *s)
+{
+    if (!s) return;
+    s->capped = 0;
+    lua_close(s->L);
+    free(s);
+}
+
+lua_State *sbx_state(sbx *s)
+{
+    return s->L;
+}
+
+void sbx_set_line_hook(sbx *s, lua_Hook hook)
+{
+    s->line_hook = hook;
+}
+
+size_t sbx_mem_used(const sbx *s)
+{
+    return s->used;
+}
+
+void sbx_push_env(lua_State *L)
+{
+    luaL_checkstack(L, 4, NULL);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_env);
+    lua_call(L, 0, 1);
+}
+
+static void push_json(lua_State *L, json_object *v, int depth)
+{
+    size_t i, n;
+    if (depth > SBX_JSON_DEPTH)
+        luaL_error(L, "JSON value nested deeper than %d levels", SBX_JSON_DEPTH);
+    luaL_checkstack(L, 4, "JSON value nested too deeply");
+    switch (json_object_get_type(v)) {
+    case json_type_null:
+        lua_pushnil(L);
+        break;
+    case json_type_boolean:
+        lua_pushboolean(L, json_object_get_boolean(v));
+        break;
+    case json_type_int: {
+        int64_t i64 = json_object_get_int64(v);
+        /* json-c clamps unsigned values above INT64_MAX */
+        if (i64 == INT64_MAX && json_object_get_uint64(v) > (uint64_t)INT64_MAX)
+            lua_pushnumber(L, (lua_Number)json_object_get_uint64(v));
+        else
+            lua_pushinteger(L, (lua_Integer)i64);
+        break;
+    }
+    case json_type_double:
+        lua_pushnumber(L, json_object_get_double(v));
+        break;
+    case json_type_string:
+        lua_pushlstring(L, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+        break;
+    case json_type_array:
+        n = json_object_array_length(v);
+        lua_createtable(L, n > INT32_MAX ? 0 : (int)n, 0);
+        for (i = 0; i < n; i++) {
+            push_json(L, json_object_array_get_idx(v, i), depth + 1);
+            lua_rawseti(L, -2, (lua_Integer)i + 1);
+        }
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_array_mt);
+        lua_setmetatable(L, -2);
+        break;
+    case json_type_object:
+        lua_createtable(L, 0, json_object_object_length(v));
+        json_object_object_foreach(v, key, val)
+        {
+            if (!val) continue;
+            lua_pushstring(L, key);
+            push_json(L, val, depth + 1);
+            lua_rawset(L, -3);
+        }
+        break;
+    }
+}
+
+void sbx_push_json(lua_State *L, json_object *v)
+{
+    push_json(L, v, 0);
+}
+
+/* Lua -> JSON. The key path of the value being converted is kept in path. */
+struct tj {
+    lua_State *L;
+    weft_error *err;
+    int depth;
+    const void *parents[SBX_JSON_DEPTH];
+    char path[SBX_PATH_MAX];
+    size_t plen;
+};
+
+struct tj_entry {
+    json_object *val;
+    const char *key; /* a string key (NULL for integer keys: see num) */
+    size_t klen;
+    lua_Integer ikey;
+    int is_int, done;
+    char num[24];
+};
+
+static int tj_value(struct tj *t, int idx, json_object **out);
+
+static int tj_fail(struct tj *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int tj_fail(struct tj *t, const char *fmt, ...)
+{
+    char msg[WEFT_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return wu_err(t->err, WEFT_EINVAL, "%s: %s", t->path, msg);
+}
+
+static void tj_append(struct tj *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void tj_append(struct tj *t, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    if (t->plen >= sizeof t->path - 1) return;
+    va_start(ap, fmt);
+    n = vsnprintf(t->path + t->plen, sizeof t->path - t->plen, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->plen += (size_t)n;
+    if (t->plen > sizeof t->path - 1) t->plen = sizeof t->path - 1;
+}
+
+static void tj_append_key(struct tj *t, const char *k, size_t len)
+{
+    size_t i;
+    int ident = len > 0 && !(k[0] >= '0' && k[0] <= '9');
+    for (i = 0; i < len && ident; i++)
+        ident = k[i] == '_' || (k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
+                (k[i] >= '0' && k[i] <= '9');
+    if (ident)
+        tj_append(t, ".%.*s", (int)len, k);
+    else
+        tj_append(t, "[\"%.*s\"]", (int)(len > 40 ? 40 : len), k);
+}
+
+/* num lives inside the entry, which qsort moves: never keep a pointer to it */
+static const char *entry_key(const struct tj_entry *x)
+{
+    return x->is_int ? x->num : x->key;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    const struct tj_entry *x = a, *y = b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(entry_key(x), entry_key(y), n);
+    if (c) return c;
+    return x->klen < y->klen ? -1 : x->klen > y->klen;
+}
+
+/* Lua's own float formatting is lossy; json-c's %.17g is noisy (0.1 ->
+ * 0.10000000000000001). Use the shortest form that reads back exactly. */
+static json_object *new_double(double d)
+{
+    char buf[40];
+    int prec;
+    for (prec = 15; prec <= 17; prec++) {
+        snprintf(buf, sizeof buf, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    if (!strpbrk(buf, ".eE")) strcat(buf, ".0"); /* stays a float when read back */
+    return json_object_new_double_s(d, buf);
+}
+
+static int tj_table(struct tj *t, int idx, json_object **out)
+{
+    lua_State *L = t->L;
+    const void *self = lua_topointer(L, idx);
+    int top = lua_gettop(L), jtype = 0, order = 0, all_int = 1, rc = 0, i;
+    size_t n = 0, cap = 0, k, saved = t->plen;
+    lua_Integer max = 0;
+    struct tj_entry *e = NULL;
+    json_object *res = NULL;
+
+    if (t->depth >= SBX_JSON_DEPTH)
+        return tj_fail(t, "nested deeper than %d levels", SBX_JSON_DEPTH);
+    for (i = 0; i < t->depth; i++)
+        if (t->parents[i] == self)
+            return tj_fail(t, "cannot convert a table that contains itself (a cycle) to JSON");
+    if (!lua_checkstack(L, 8)) return wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+    if (lua_getmetatable(L, idx)) {
+        int mt = lua_gettop(L);
+        lua_pushliteral(L, "__jsontype");
+        switch (lua_rawget(L, mt)) {
+        case LUA_TNIL:
+            break;
+        case LUA_TSTRING:
+            if (!strcmp(lua_tostring(L, -1), "array")) {
+                jtype = 1;
+                break;
+            }
+            if (!strcmp(lua_tostring(L, -1), "object")) {
+                jtype = 2;
+                break;
+            }
+            /* fall through */
+        default:
+            lua_settop(L, top);
+            return tj_fail(t, "__jsontype must be \"array\" or \"object\"");
+        }
+        lua_pop(L, 1);
+        lua_pushliteral(L, "__jsonorder");
+        if (lua_rawget(L, mt) == LUA_TTABLE) order = lua_gettop(L);
+    }
+    t->parents[t->depth++] = self;
+
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        struct tj_entry *x;
+        int kt = lua_type(L, -2);
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            struct tj_entry *ne = realloc(e, ncap * sizeof *ne);
+            if (!ne) {
+                rc = wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+                goto done;
+            }
+            e = ne;
+            cap = ncap;
+        }
+        x = &e[n];
+        memset(x, 0, sizeof *x);
+        if (kt == LUA_TNUMBER && lua_isinteger(L, -2)) {
+            x->is_int = 1;
+            x->ikey = lua_tointeger(L, -2);
+            if (x->ikey < 1)
+                all_int = 0;
+            else if (x->ikey > max)
+                max = x->ikey;
+            snprintf(x->num, sizeof x->num, LUA_INTEGER_FMT, x->ikey);
+            x->klen = strlen(x->num);
+            tj_append(t, "[%s]", x->num);
+        } else if (kt == LUA_TSTRING) {
+            all_int = 0;
+            x->key = lua_tolstring(L, -2, &x->klen);
+            tj_append_key(t, x->key, x->klen);
+        } else {
+            rc = tj_fail(t, "cannot use a %s as a JSON object key",
+                         kt == LUA_TNUMBER ? "non-integer number" : lua_typename(L, kt));
+            goto done;
+        }
+        n++;
+        rc = tj_value(t, lua_gettop(L), &x->val);
+        t->plen = saved;
+        t->path[saved] = 0;
+        if (rc) goto done;
+        lua_pop(L, 1);
+    }
+
+    if (jtype == 1 || (jtype == 0 && n > 0 && all_int && (size_t)max == n)) {
+        if (!all_int) {
+            rc = tj_fail(t, "an array (__jsontype) can only have keys 1, 2, 3 ...");
+            goto done;
+        }
+        if ((size_t)max > n * 4 + 64) {
+            rc = tj_fail(t, "array is too sparse (%zu values, largest index " LUA_INTEGER_FMT ")",
+                         n, max);
+            goto done;
+        }
+        res = json_object_new_array_ext((int)max);
+        if (!res) goto nomem;
+        for (k = 0; k < n; k++) {
+            if (json_object_array_put_idx(res, (size_t)(e[k].ikey - 1), e[k].val)) goto nomem;
+            e[k].val = NULL;
+        }
+        /* put_idx leaves earlier holes as null but not trailing ones */
+        while (json_object_array_length(res) < (size_t)max)
+            if (json_object_array_add(res, NULL)) goto nomem;
+    } else {
+        res = json_object_new_object();
+        if (!res) goto nomem;
+        if (n > 1) qsort(e, n, sizeof *e, entry_cmp);
+        if (order) {
+            lua_Integer j, len = (lua_Integer)lua_rawlen(L, order);
+            for (j = 1; j <= len; j++) {
+                struct tj_entry key = {0}, *hit;
+                if (lua_rawgeti(L, order, j) == LUA_TSTRING) {
+                    key.key = lua_tolstring(L, -1, &key.klen);
+                    hit = n ? bsearch(&key, e, n, sizeof *e, entry_cmp) : NULL;
+                    if (hit && !hit->done) {
+                        if (json_object_object_add(res, entry_key(hit), hit->val)) goto nomem;
+                        hit->val = NULL;
+                        hit->done = 1;
+                    }
+                }
+                lua_pop(L, 1);
+            }
+        }
+        for (k = 0; k < n; k++) {
+            if (e[k].done) continue;
+            if (json_object_object_add(res, entry_key(&e[k]), e[k].val)) goto nomem;
+            e[k].val = NULL;
+        }
+    }
+    *out = res;
+    res = NULL;
+    goto done;
+nomem:
+    rc = wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+done:
+    for (k = 0; k < n; k++)
+        json_object_put(e[k].val);
+    free(e);
+    json_object_put(res);
+    t->depth--;
+    lua_settop(L, top);
+    return rc;
+}
+
+static int tj_value(struct tj *t, int idx, json_object **out)
+{
+    lua_State *L = t->L;
+    int type = lua_type(L, idx);
+    *out = NULL;
+    switch (type) {
+    case LUA_TNIL:
+        return 0;
+    case LUA_TBOOLEAN:
+        *out = json_object_new_boolean(lua_toboolean(L, idx));
+        break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx)) {
+            *out = json_object_new_int64(lua_tointeger(L, idx));
+        } else {
+            double d = lua_tonumber(L, idx);
+            if (isnan(d)) return tj_fail(t, "cannot convert NaN to JSON");
+            if (isinf(d)) return tj_fail(t, "cannot convert an infinite number to JSON");
+            *out = new_double(d);
+        }
+        break;
+    case LUA_TSTRING: {
+        size_t len;
+        const char *p = lua_tolstring(L, idx, &len);
+        if (len > INT32_MAX) return tj_fail(t, "string too long for JSON");
+        *out = json_object_new_string_len(p, (int)len);
+        break;
+    }
+    case LUA_TTABLE:
+        return tj_table(t, lua_absindex(L, idx), out);
+    default:
+        return tj_fail(t, "cannot convert a %s to JSON", lua_typename(L, type));
+    }
+    if (!*out) return wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+    return 0;
+}
+
+int sbx_to_json_path(lua_State *L, int idx, const char *root, json_object **out, weft_error *err)
+{
+    struct tj t;
+    t.L = L;
+    t.err = err;
+    t.depth = 0;
+    snprintf(t.path, sizeof t.path, "%s", root ? root : "value");
+    t.plen = strlen(t.path);
+    return tj_value(&t, lua_absindex(L, idx), out);
+}
+
+int sbx_to_json(lua_State *L, int idx, json_object **out, weft_error *err)
+{
+    return sbx_to_json_path(L, idx, "value", out, err);
+}
+
+/* A readable message for any error object, without running user code. */
+static void error_text(lua_State *L, int idx, char *buf, size_t size)
+{
+    int type = lua_type(L, idx);
+    switch (type) {
+    case LUA_TSTRING:
+        snprintf(buf, size, "%s", lua_tostring(L, idx));
+        break;
+    case LUA_TNUMBER:
+        if (lua_isinteger(L, idx))
+            snprintf(buf, size, "error " LUA_INTEGER_FMT, lua_tointeger(L, idx));
+        else
+            snprintf(buf, size, "error %.14g", lua_tonumber(L, idx));
+        break;
+    case LUA_TNIL:
+        snprintf(buf, size, "error (nil)");
+        break;
+    case LUA_TBOOLEAN:
+        snprintf(buf, size, "error (%s)", lua_toboolean(L, idx) ? "true" : "false");
+        break;
+    case LUA_TTABLE: {
+        json_object *j = NULL;
+        weft_error e;
+        if (sbx_to_json_path(L, idx, "error", &j, &e) == 0) {
+            snprintf(buf, size, "error %s",
+                     json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN |
+                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+            json_object_put(j);
+        } else {
+            snprintf(buf, size, "error object is a table (%.400s)", e.msg);
+        }
+        break;
+    }
+    default:
+        snprintf(buf, size, "error object is a %s value", lua_typename(L, type));
+        break;
+    }
+}
+
+static void limits_begin(sbx *s)
+{
+    s->mem_hit = s->instr_hit = s->time_hit = s->aborting = 0;
+    s->instr_used = 0;
+    s->deadline_ms = wu_mono_ms() + (int64_t)s->time_cap_ms;
+    s->limit = s->used + s->mem_cap;
+    s->capped = 1;
+}
+
+/* Garbage from a script that hit a limit can be large: give it back now. */
+static void limits_end(sbx *s)
+{
+    s->capped = 0;
+    if (s->mem_hit || s->instr_hit || s->time_hit) lua_gc(s->L, LUA_GCCOLLECT);
+}
+
+static int limit_error(sbx *s, weft_error *err)
+{
+    if (s->mem_hit)
+        return wu_err(err, WEFT_ELIMIT, "memory limit (%zu bytes) exceeded", s->mem_cap);
+    if (s->time_hit)
+        return wu_err(err, WEFT_ELIMIT, "time limit (%llu ms) exceeded",
+                      (unsigned long long)s->time_cap_ms);
+    return wu_err(err, WEFT_ELIMIT, "instruction limit (%llu) exceeded",
+                  (unsigned long long)s->instr_cap);
+}
+
+/*
+ * Run the function below the top nargs values in a fresh coroutine with the
+ * count hook set (and the line hook, if lines). Returns the number of values left on L: nresults
+ * results, the error object, or nothing if the hook yielded.
+ */
+static int run_thread(lua_State *L, sbx *s, int nargs, int nresults, int lines, int *status)
+{
+    lua_State *co;
+    int nres = 0, i;
+    luaL_checkstack(L, nresults + 2, NULL);
+    co = lua_newthread(L);
+    lua_insert(L, -(nargs + 2));
+    if (!lua_checkstack(co, nargs + 1)) luaL_error(L, "out of memory");
+    lua_xmove(L, co, nargs + 1);
+    lua_sethook(co, count_hook, LUA_MASKCOUNT | (lines && s->line_hook ? LUA_MASKLINE : 0),
+                s->hook_step);
+    *status = lua_resume(co, L, nargs, &nres);
+    if (*status == LUA_OK) {
+        if (nres > nresults) {
+            lua_pop(co, nres - nresults);
+            nres = nresults;
+        }
+        lua_xmove(co, L, nres);
+        for (i = nres; i < nresults; i++)
+            lua_pushnil(L);
+        return nresults;
+    }
+    if (*status == LUA_YIELD) return 0;
+    lua_xmove(co, L, 1);
+    return 1;
+}
+
+struct call_ctx {
+    sbx *s;
+    const char *chunkname, *body;
+    json_object *input;
+    int nargs, nresults;
+    int status; /* lua_resume's */
+    int syntax; /* the error object is a compile error */
+};
+
+/* A reader feeding body_prefix, then the body, to lua_load. */
+struct body_reader {
+    const char *parts[2];
+    size_t lens[2];
+    int i;
+};
+
+static const char *read_body(lua_State *L, void *ud, size_t *size)
+{
+    struct body_reader *r = ud;
+    (void)L;
+    while (r->i < 2) {
+        int i = r->i++;
+        if (r->lens[i]) {
+            *size = r->lens[i];
+            return r->parts[i];
+        }
+    }
+    *size = 0;
+    return NULL;
+}
+
+/* Compile body as a function of (env, input); pushes it or the message. */
+static int load_body(lua_State *L, const char *chunkname, const char *body)
+{
+    struct body_reader r = {{body_prefix, body}, {sizeof body_prefix - 1, strlen(body)}, 0};
+    char name[128];
+    int rc;
+    snprintf(name, sizeof name, "=%s", chunkname ? chunkname : "script");
+    rc = lua_load(L, read_body, &r, name, "t");
+    if (rc == LUA_OK) {
+        /* the chunk's own _ENV (the real globals) is shadowed; drop it anyway */
+        lua_pushnil(L);
+        lua_setupvalue(L, -2, 1);
+    }
+    return rc;
+}
+
+int sbx_check_syntax(lua_State *L, const char *chunkname, const char *body, weft_error *err)
+{
+    int rc;
+    if (!lua_checkstack(L, 2)) return wu_err(err, WEFT_ENOMEM, "out of memory");
+    rc = load_body(L, chunkname, body);
+    if (rc == LUA_OK) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    rc = wu_err(err, rc == LUA_ERRMEM ? WEFT_ENOMEM : WEFT_EINVAL, "%s", lua_tostring(L, -1));
+    lua_pop(L, 1);
+    return rc;
+}
+
+static int eval_protected(lua_State *L)
+{
+    struct call_ctx *c = lua_touserdata(L, 1);
+    int cache;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_cache);
+    cache = lua_gettop(L);
+    lua_pushfstring(L, "%s\n%s", c->chunkname ? c->chunkname : "", c->body);
+    lua_pushvalue(L, -1);
+    if (lua_rawget(L, cache) != LUA_TFUNCTION) {
+        lua_pop(L, 1);
+        if (load_body(L, c->chunkname, c->body) != LUA_OK) {
+            c->syntax = 1;
+            return 1;
+        }
+        if (++c->s->cache_n > SBX_CACHE_MAX) {
+            lua_newtable(L);
+            lua_pushvalue(L, -1);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_cache);
+            lua_replace(L, cache);
+            c->s->cache_n = 1;
+        }
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, -2);
+        lua_rawset(L, cache);
+    }
+    sbx_push_env(L);
+    push_json(L, c->input, 0);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "input");
+    return run_thread(L, c->s, 2, 1, 0, &c->status);
+}
+
+static int call_protected(lua_State *L)
+{
+    struct call_ctx *c = lua_touserdata(L, 1);
+    return run_thread(L, c->s, c->nargs, c->nresults, 1, &c->status);
+}
+
+/* Map a protected run to a code; the error object, if any, is on top. */
+static int run_result(sbx *s, int pstatus, const struct call_ctx *c, int has_value, weft_error *err)
+{
+    lua_State *L = s->L;
+    char msg[WEFT_ERROR_MAX];
+    if (s->mem_hit || s->instr_hit || s->time_hit) return limit_error(s, err);
+    if (pstatus == LUA_OK && c->status == LUA_YIELD)
+        return wu_err(err, WEFT_ESCRIPT, "%s: the script yielded",
+                      c->chunkname ? c->chunkname : "script");
+    if (pstatus == LUA_OK && c->status == LUA_OK && !c->syntax) return 0;
+    if (has_value)
+        error_text(L, -1, msg, sizeof msg);
+    else
+        snprintf(msg, sizeof msg, "unknown error");
+    if (pstatus == LUA_ERRMEM || c->status == LUA_ERRMEM)
+        return wu_err(err, WEFT_ENOMEM, "%s", msg);
+    if (c->syntax) return wu_err(err, WEFT_EINVAL, "%s", msg);
+    if (lua_type(L, -1) != LUA_TSTRING && c->chunkname)
+        return wu_err(err, WEFT_ESCRIPT, "%s: %s", c->chunkname, msg);
+    return wu_err(err, WEFT_ESCRIPT, "%s", msg);
+}
+
+int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input, json_object **out,
+             weft_error *err)
+{
+    lua_State *L = s->L;
+    struct call_ctx c = {0};
+    int top = lua_gettop(L), pstatus, rc;
+    *out = NULL;
+    if (!body) return wu_err(err, WEFT_EINVAL, "%s: no script", chunkname ? chunkname : "script");
+    if (!lua_checkstack(L, 4)) return wu_err(err, WEFT_ENOMEM, "out of memory");
+    c.s = s;
+    c.chunkname = chunkname;
+    c.body = body;
+    c.input = input;
+    limits_begin(s);
+    lua_pushcfunction(L, eval_protected);
+    lua_pushlightuserdata(L, &c);
+    pstatus = lua_pcall(L, 1, LUA_MULTRET, 0);
+    limits_end(s);
+    rc = run_result(s, pstatus, &c, lua_gettop(L) > top, err);
+    if (rc == 0) {
+        rc = sbx_to_json_path(L, -1, "result", out, err);
+        if (rc == WEFT_EINVAL) {
+            rc = WEFT_ESCRIPT;
+            err->code = rc;
+            if (chunkname) wu_err_prefix(err, "%s: ", chunkname);
+        }
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
+int sbx_pcall(sbx *s, int nargs, int nresults, weft_error *err)
+{
+    lua_State *L = s->L;
+    struct call_ctx c = {0};
+    int base = lua_gettop(L) - nargs - 1, pstatus, rc;
+    if (!lua_checkstack(L, 3 + nresults)) {
+        lua_settop(L, base);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    c.s = s;
+    c.nargs = nargs;
+    c.nresults = nresults;
+    lua_pushcfunction(L, call_protected);
+    lua_insert(L, base + 1);
+    lua_pushlightuserdata(L, &c);
+    lua_insert(L, base + 2);
+    limits_begin(s);
+    pstatus = lua_pcall(L, nargs + 2, LUA_MULTRET, 0);
+    limits_end(s);
+    rc = run_result(s, pstatus, &c, lua_gettop(L) > base, err);
+    if (rc) lua_settop(L, base);
+    return rc;
+}

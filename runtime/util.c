@@ -1,0 +1,339 @@
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int wu_verr(weft_error *err, int code, const char *fmt, va_list ap)
+{
+    if (err) {
+        err->code = code;
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    }
+    return code;
+}
+
+int wu_err(weft_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wu_verr(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int wu_err_prefix(weft_error *err, const char *fmt, ...)
+{
+    char old[WEFT_ERROR_MAX];
+    size_t n, m;
+    va_list ap;
+    if (!err)
+        return WEFT_EINVAL;
+    memcpy(old, err->msg, sizeof old);
+    old[sizeof old - 1] = 0;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    n = strlen(err->msg);
+    m = strlen(old);
+    if (m > sizeof err->msg - 1 - n)
+        m = sizeof err->msg - 1 - n;
+    memcpy(err->msg + n, old, m);
+    err->msg[n + m] = 0;
+    return err->code;
+}
+
+int64_t wu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wu_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void random_bytes(unsigned char *buf, size_t n)
+{
+    static __thread uint64_t state;
+    size_t i;
+    if (state == 0) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (read(fd, &state, sizeof state) != (ssize_t)sizeof state)
+                state = 0;
+            close(fd);
+        }
+        state ^= (uint64_t)wu_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+        if (state == 0)
+            state = 0x2545F4914F6CDD1Dull;
+    }
+    for (i = 0; i < n; i++) {
+        /* xorshift64*: ids need to be unique, not unpredictable */
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        buf[i] = (unsigned char)((state * 0x2545F4914F6CDD1Dull) >> 56);
+    }
+}
+
+void wu_uuid(char buf[37])
+{
+    unsigned char b[16];
+    random_bytes(b, sizeof b);
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+             b[13], b[14], b[15]);
+}
+
+int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
+{
+    char *end;
+    double v, mult;
+    if (!s || !*s)
+        return wu_err(err, WEFT_EINVAL, "empty duration");
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0)
+        goto bad;
+    while (*end == ' ')
+        end++;
+    if (!*end || !strcmp(end, "s"))
+        mult = 1000;
+    else if (!strcmp(end, "ms"))
+        mult = 1;
+    else if (!strcmp(end, "m"))
+        mult = 60000;
+    else if (!strcmp(end, "h"))
+        mult = 3600000;
+    else if (!strcmp(end, "d"))
+        mult = 86400000;
+    else
+        goto bad;
+    if (v * mult > 9.0e15)
+        goto bad;
+    *ms = (int64_t)llround(v * mult);
+    return 0;
+bad:
+    return wu_err(err, WEFT_EINVAL,
+                  "bad duration '%s' (use e.g. \"250ms\", \"5s\", \"2m\", \"1h\" or seconds)", s);
+}
+
+int wu_parse_duration(json_object *v, int64_t *ms, weft_error *err)
+{
+    double d;
+    switch (json_object_get_type(v)) {
+    case json_type_int:
+    case json_type_double:
+        d = json_object_get_double(v);
+        if (!isfinite(d) || d < 0 || d > 9.0e12)
+            return wu_err(err, WEFT_EINVAL, "bad duration %s (must be >= 0 seconds)",
+                          json_object_to_json_string(v));
+        *ms = (int64_t)llround(d * 1000.0);
+        return 0;
+    case json_type_string:
+        return wu_parse_duration_str(json_object_get_string(v), ms, err);
+    default:
+        return wu_err(err, WEFT_EINVAL, "bad duration %s (use a string like \"5s\" or seconds)",
+                      v ? json_object_to_json_string(v) : "null");
+    }
+}
+
+int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    char *b;
+    size_t n;
+    if (!f)
+        return wu_err(err, errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO, "%s: %s", path,
+                      strerror(errno));
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return wu_err(err, WEFT_EIO, "%s: not a regular file", path);
+    }
+    b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        fclose(f);
+        return wu_err(err, WEFT_ENOMEM, "%s: out of memory", path);
+    }
+    n = fread(b, 1, (size_t)st.st_size, f);
+    if (ferror(f)) {
+        free(b);
+        fclose(f);
+        return wu_err(err, WEFT_EIO, "%s: read error", path);
+    }
+    fclose(f);
+    b[n] = 0;
+    *buf = b;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err)
+{
+    struct json_tokener *tok = json_tokener_new();
+    json_object *obj;
+    enum json_tokener_error jerr;
+    size_t len = strlen(text), off, line = 1, i;
+    if (!tok)
+        return wu_err(err, WEFT_ENOMEM, "%s: out of memory", what);
+    /* strict: no trailing commas, single quotes or other leniencies */
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    /* len + 1: the NUL ends a bare top-level number ("42") */
+    obj = json_tokener_parse_ex(tok, text, (int)len + 1);
+    jerr = json_tokener_get_error(tok);
+    off = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_success && off < len) {
+        /* trailing garbage after a complete value is an error too, unless blank */
+        for (i = off; i < len; i++)
+            if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r')
+                break;
+        if (i < len) {
+            json_object_put(obj);
+            obj = NULL;
+            off = i;
+            jerr = json_tokener_error_parse_unexpected;
+        }
+    } else if (jerr == json_tokener_continue) {
+        jerr = json_tokener_error_parse_eof;
+    }
+    json_tokener_free(tok);
+    if (jerr != json_tokener_success) {
+        for (i = 0; i < off && i < len; i++)
+            if (text[i] == '\n')
+                line++;
+        return wu_err(err, WEFT_EINVAL, "%s: invalid JSON at line %zu: %s", what, line,
+                      json_tokener_error_desc(jerr));
+    }
+    *out = obj;
+    return 0;
+}
+
+struct wu_map {
+    struct {
+        char *key;
+        void *val;
+        uint32_t hash;
+    } *slots;
+    size_t cap, count;
+};
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h ? h : 1;
+}
+
+wu_map *wu_map_new(void)
+{
+    wu_map *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cap = 16;
+    m->slots = calloc(m->cap, sizeof *m->slots);
+    if (!m->slots) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void wu_map_free(wu_map *m)
+{
+    size_t i;
+    if (!m)
+        return;
+    for (i = 0; i < m->cap; i++)
+        free(m->slots[i].key);
+    free(m->slots);
+    free(m);
+}
+
+static size_t map_find(const wu_map *m, const char *key, uint32_t h)
+{
+    size_t i = h & (m->cap - 1);
+    while (m->slots[i].key && (m->slots[i].hash != h || strcmp(m->slots[i].key, key)))
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+int wu_map_put(wu_map *m, const char *key, void *val)
+{
+    uint32_t h = hash_str(key);
+    size_t i;
+    if ((m->count + 1) * 4 > m->cap * 3) {
+        wu_map grown = {0};
+        size_t j;
+        grown.cap = m->cap * 2;
+        grown.slots = calloc(grown.cap, sizeof *grown.slots);
+        if (!grown.slots)
+            return WEFT_ENOMEM;
+        for (j = 0; j < m->cap; j++)
+            if (m->slots[j].key)
+                grown.slots[map_find(&grown, m->slots[j].key, m->slots[j].hash)] = m->slots[j];
+        free(m->slots);
+        m->slots = grown.slots;
+        m->cap = grown.cap;
+    }
+    i = map_find(m, key, h);
+    if (!m->slots[i].key) {
+        m->slots[i].key = strdup(key);
+        if (!m->slots[i].key)
+            return WEFT_ENOMEM;
+        m->slots[i].hash = h;
+        m->count++;
+    }
+    m->slots[i].val = val;
+    return 0;
+}
+
+void *wu_map_get(const wu_map *m, const char *key)
+{
+    size_t i;
+    if (!m || !key)
+        return NULL;
+    i = map_find(m, key, hash_str(key));
+    return m->slots[i].key ? m->slots[i].val : NULL;
+}
+
+size_t wu_map_count(const wu_map *m)
+{
+    return m ? m->count : 0;
+}
+
+int wu_vec_push(wu_vec *v, void *item)
+{
+    if (v->len == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 8;
+        void **items = realloc(v->items, cap * sizeof *items);
+        if (!items)
+            return WEFT_ENOMEM;
+        v->items = items;
+        v->cap = cap;
+    }
+    v->items[v->len++] = item;
+    return 0;
+}
+
+void wu_vec_free(wu_vec *v)
+{
+    free(v->items);
+    v->items = NULL;
+    v->len = v->cap = 0;
+}

@@ -1,0 +1,56 @@
+/* Small shared helpers: errors, time, ids, durations, a string map. Prefix wu_. */
+#ifndef WEFT_UTIL_H
+#define WEFT_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include "weft/plugin.h"
+
+#define WEFT_HIDDEN __attribute__((visibility("hidden")))
+
+/* Set err (may be NULL) to code and a printf-style message; returns code. */
+int wu_err(weft_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int wu_verr(weft_error *err, int code, const char *fmt, va_list ap);
+/* Prefix err->msg with a printf-style context ("order.lua: "); returns err->code. */
+int wu_err_prefix(weft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Wall-clock ms since the epoch; monotonic ms for intervals. */
+int64_t wu_now_ms(void);
+int64_t wu_mono_ms(void);
+
+/* A random version-4 UUID string into buf (at least 37 bytes). */
+void wu_uuid(char buf[37]);
+
+/*
+ * Parse a duration: "250ms", "5s", "2m", "1h", "1d", or a plain number of
+ * seconds (JSON number or numeric string). NULL/json null -> WEFT_EINVAL.
+ */
+int wu_parse_duration(json_object *v, int64_t *ms, weft_error *err);
+int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err);
+
+/* Read a whole file (NUL-terminated; *len excludes the NUL). Caller frees. */
+int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err);
+
+/* Parse JSON text with a clear error ("<what>: line 3: unexpected ..."). */
+int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err);
+
+/* A string -> pointer hash map (open addressing). Keys are copied. */
+typedef struct wu_map wu_map;
+wu_map *wu_map_new(void);
+void wu_map_free(wu_map *m);
+/* Insert or replace; returns 0 or WEFT_ENOMEM. */
+int wu_map_put(wu_map *m, const char *key, void *val);
+void *wu_map_get(const wu_map *m, const char *key);
+size_t wu_map_count(const wu_map *m);
+
+/* A growable pointer array. */
+typedef struct wu_vec {
+    void **items;
+    size_t len, cap;
+} wu_vec;
+int wu_vec_push(wu_vec *v, void *item);
+void wu_vec_free(wu_vec *v);
+
+#endif

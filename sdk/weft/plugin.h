@@ -1,0 +1,331 @@
+/*
+ * weft plugin SDK: everything a task-type or lock plugin may use.
+ *
+ * A plugin is one shared object exporting one entry point:
+ *
+ *     int weft_plugin_init(const weft_host *host);
+ *
+ * The host hands over a table of functions (weft_host) rather than exporting
+ * symbols, so a plugin links against nothing of weft's. Inside init the plugin
+ * checks the ABI and registers its task types or lock providers; registration
+ * is only allowed during init. If init returns non-zero, everything it
+ * registered is undone and the object is unloaded.
+ *
+ * Ownership: json-c objects handed to a plugin are borrowed, valid until the
+ * callback returns; keep one with json_object_get(). Objects a plugin hands
+ * to the host are described on each field or function.
+ */
+#ifndef WEFT_PLUGIN_H
+#define WEFT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Incompatible changes bump the major; the host refuses other majors. */
+#define WEFT_ABI_MAJOR 1
+
+#if defined(__GNUC__)
+#define WEFT_EXPORT __attribute__((visibility("default")))
+#else
+#define WEFT_EXPORT
+#endif
+
+/*
+ * Error convention: functions return 0 on success or a negative WEFT_E* code,
+ * and put a human message naming the file, field, ref or id involved into a
+ * caller-owned weft_error.
+ */
+enum {
+    WEFT_OK = 0,
+    WEFT_EINVAL = -1,    /* bad argument or bad input (definition, JSON) */
+    WEFT_ENOMEM = -2,    /* allocation failed */
+    WEFT_ENOTFOUND = -3, /* no such file, ref, id, type or key */
+    WEFT_EEXIST = -4,    /* already registered / duplicate */
+    WEFT_EABI = -5,      /* plugin built for another ABI */
+    WEFT_ELIMIT = -6,    /* a limit was hit (memory, instructions, size) */
+    WEFT_ESCRIPT = -7,   /* a Lua script raised an error */
+    WEFT_EIO = -8,       /* I/O or network failure */
+    WEFT_ESTATE = -9,    /* call not allowed now (e.g. registration after init) */
+    WEFT_ETIMEOUT = -10, /* a deadline passed */
+};
+
+#define WEFT_ERROR_MAX 512
+typedef struct weft_error {
+    int code;
+    char msg[WEFT_ERROR_MAX];
+} weft_error;
+
+/* Task statuses, as in Conductor. */
+typedef enum weft_task_status {
+    WEFT_TASK_SCHEDULED = 0,
+    WEFT_TASK_IN_PROGRESS,
+    WEFT_TASK_COMPLETED,
+    WEFT_TASK_COMPLETED_WITH_ERRORS,
+    WEFT_TASK_FAILED,
+    WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
+    WEFT_TASK_TIMED_OUT,
+    WEFT_TASK_CANCELED,
+    WEFT_TASK_SKIPPED,
+} weft_task_status;
+
+/* Workflow statuses. */
+typedef enum weft_wf_status {
+    WEFT_WF_RUNNING = 0,
+    WEFT_WF_COMPLETED,
+    WEFT_WF_FAILED,
+    WEFT_WF_TIMED_OUT,
+    WEFT_WF_TERMINATED,
+    WEFT_WF_PAUSED,
+} weft_wf_status;
+
+/* The call context of one task callback. Opaque; valid until the callback returns. */
+typedef struct weft_ctx weft_ctx;
+
+/* A read-only view of a task instance (borrowed; valid until the callback returns). */
+typedef struct weft_task_view {
+    const char *task_id;
+    const char *workflow_id;
+    const char *ref;          /* instance reference name (with __N inside loops) */
+    const char *def_ref;      /* taskReferenceName in the definition */
+    const char *type;
+    weft_task_status status;
+    json_object *def;         /* the WorkflowTask JSON of this task */
+    json_object *input;       /* resolved inputParameters */
+    json_object *output;      /* output so far (may be NULL) */
+    int retry_count;          /* 0 on the first attempt */
+    int poll_count;           /* how many times execute was called for this instance */
+    int iteration;            /* loop iteration (1-based) inside DO_WHILE, else 0 */
+    int64_t scheduled_ms;     /* wall-clock times in ms since the epoch; 0 = not yet */
+    int64_t started_ms;
+} weft_task_view;
+
+/*
+ * What a callback reports. The host initialises it (status SCHEDULED, all
+ * pointers NULL) before each call and owns it; the plugin fills it in.
+ */
+typedef struct weft_result {
+    /* COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR or IN_PROGRESS. */
+    weft_task_status status;
+    /* The task's output. The host takes ownership of the object stored here. */
+    json_object *output;
+    /* Why the task failed; shown as reasonForIncompletion. */
+    char reason[WEFT_ERROR_MAX];
+    /*
+     * IN_PROGRESS only: run execute (or, for inline types, map) again after
+     * this many ms. A negative value means: wait for an external completion
+     * (a worker, a signal, a child workflow).
+     */
+    int64_t callback_after_ms;
+    /*
+     * map only: start a new loop iteration numbered `iteration` (> 0) for the
+     * tasks appended to out_tasks. 0 = schedule them in the current scope.
+     */
+    int iteration;
+    /*
+     * Ending the whole workflow (TERMINATE): set end_workflow to
+     * WEFT_WF_COMPLETED or WEFT_WF_FAILED; end_output (host takes ownership)
+     * becomes the workflow output, `reason` its reason.
+     */
+    weft_wf_status end_workflow;
+    json_object *end_output;
+} weft_result;
+
+typedef struct weft_host weft_host;
+
+/*
+ * A task type. Only `name` and one of `execute` / `map` are required.
+ * A type with `map` is control flow: it runs inside the decider, and its
+ * map must be quick and do no I/O. A type with only `execute` is queued and
+ * runs on a worker.
+ * The struct and its strings must stay valid until fini (static storage is usual).
+ */
+typedef struct weft_task_type {
+    const char *name; /* the `type` string in definitions, e.g. "LAMBDA" */
+    unsigned flags;   /* none defined yet: set 0 */
+    void *data;       /* plugin data, given back through weft_host.type_data() */
+
+    /*
+     * At definition load: reject bad fields early. def_task is the WorkflowTask
+     * JSON (borrowed). Return 0 or a WEFT_E* code with a message in err (the
+     * host prefixes the workflow name and ref).
+     */
+    int (*validate)(const weft_host *host, json_object *def_task, weft_error *err);
+
+    /*
+     * Control-flow types: called when the task is scheduled, and
+     * again whenever the host re-evaluates it while it is IN_PROGRESS: when a
+     * task list nested in it ends (loop bodies), when it is reached again from
+     * a finished branch (joins), or after callback_after_ms.
+     * Append the tasks to schedule to out_tasks (borrowed JSON array): nodes
+     * of def_task taken with json_object_get(), or new WorkflowTask objects
+     * (dynamic forks; the host validates them). Fill `result` with this
+     * task's own status and output.
+     * Returns 0, or a WEFT_E* code with result->reason set: the task fails.
+     */
+    int (*map)(weft_ctx *ctx, json_object *def_task, json_object *out_tasks,
+               weft_result *result);
+
+    /*
+     * Queued types: run the task. Called on a worker thread; may block, but
+     * should honour its own timeouts. Set result->status (COMPLETED, FAILED,
+     * FAILED_WITH_TERMINAL_ERROR or IN_PROGRESS with callback_after_ms) and
+     * result->output. Returns 0, or a WEFT_E* code with result->reason set:
+     * the task fails (and is retried as its definition says).
+     */
+    int (*execute)(weft_ctx *ctx, weft_result *result);
+
+    /* The task was canceled (workflow terminated, sibling failed). Optional. */
+    void (*cancel)(weft_ctx *ctx);
+
+    /* Called once after registration with the plugin's config (borrowed, may be NULL). */
+    int (*init)(const weft_host *host, json_object *config, weft_error *err);
+    /* Called once before the plugin is unloaded. */
+    void (*fini)(void);
+} weft_task_type;
+
+/*
+ * A lock provider (e.g. none, local, redis): guards one workflow's decider.
+ * acquire returns 0 with a fencing token in *token, WEFT_ETIMEOUT when the
+ * lock is held elsewhere past wait_ms, or another WEFT_E* code.
+ */
+typedef struct weft_lock_provider {
+    const char *name;
+    void *(*open)(const weft_host *host, json_object *config, weft_error *err);
+    int (*acquire)(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms,
+                   char *token, size_t token_size, weft_error *err);
+    int (*release)(void *lock, const char *key, const char *token, weft_error *err);
+    void (*close)(void *lock);
+} weft_lock_provider;
+
+/* Log levels for weft_host.log. */
+enum { WEFT_LOG_ERROR = 0, WEFT_LOG_WARN, WEFT_LOG_INFO, WEFT_LOG_DEBUG };
+
+/*
+ * The host API. Append-only: fields are never reordered or removed, so a
+ * plugin built against an older minor version keeps working. Test for a
+ * newer function with WEFT_HOST_HAS(host, field).
+ */
+struct weft_host {
+    /* These four fields keep their place in every ABI version. */
+    uint32_t abi_major;  /* WEFT_ABI_MAJOR of the host */
+    uint32_t size;       /* sizeof(weft_host) of the host */
+    const char *version; /* weft's version string */
+    /*
+     * First call of every plugin init (WEFT_PLUGIN_BEGIN does it): tells the
+     * host which ABI and host-table size the plugin was built against.
+     * Returns WEFT_EABI when the majors differ (the host reports both);
+     * registration without it fails with WEFT_ESTATE.
+     */
+    int (*declare)(uint32_t plugin_abi_major, uint32_t plugin_host_size);
+
+    /* Registration: only inside weft_plugin_init. type is borrowed and must
+     * outlive the plugin. Returns WEFT_EEXIST if the name is taken (the
+     * message names the other plugin), WEFT_ESTATE outside init. */
+    int (*register_task_type)(const weft_task_type *type, weft_error *err);
+    int (*register_lock_provider)(const weft_lock_provider *lock, weft_error *err);
+
+    /* printf-style log line, tagged with the plugin's name. */
+    void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+    /* Set err->code and a printf-style message; returns code. */
+    int (*error)(weft_error *err, int code, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+    /* --- inside task callbacks --- */
+
+    /* The task being mapped or executed. */
+    const weft_task_view *(*task)(weft_ctx *ctx);
+    /* The type's `data` pointer. */
+    void *(*type_data)(weft_ctx *ctx);
+    /* The latest instance of another task of the same workflow, by its
+     * definition ref (newest iteration and retry) or instance ref; NULL if it
+     * has not been scheduled. Borrowed, valid until the callback returns. */
+    const weft_task_view *(*lookup)(weft_ctx *ctx, const char *ref);
+    /* The workflow's input and variables (borrowed). */
+    json_object *(*workflow_input)(weft_ctx *ctx);
+    json_object *(*workflow_variables)(weft_ctx *ctx);
+    /* Merge the members of vars (borrowed) into workflow.variables. */
+    int (*set_variables)(weft_ctx *ctx, json_object *vars, weft_error *err);
+
+    /*
+     * Run a Lua function body in a fresh sandbox (no io/os/require/load/debug,
+     * memory cap, instruction budget). `input` (borrowed) is visible to the
+     * script as the global `input`. On success *out is the returned value as
+     * JSON (caller owns it; NULL for nil). WEFT_ELIMIT when a limit was hit,
+     * WEFT_ESCRIPT for a Lua error; err says which.
+     */
+    int (*lua_eval)(weft_ctx *ctx, const char *chunkname, const char *body, json_object *input,
+                    json_object **out, weft_error *err);
+
+    /*
+     * Start a child workflow for this task (SUB_WORKFLOW). Either def (a
+     * WorkflowDef JSON, borrowed) or name + version (0 = latest registered).
+     * input is borrowed. On success the child's id is copied to id_out. When
+     * the child ends the host completes this task with the child's output
+     * (plus subWorkflowId) or fails it with the child's reason.
+     */
+    int (*start_child)(weft_ctx *ctx, json_object *def, const char *name, int version,
+                       json_object *input, char *id_out, size_t id_size, weft_error *err);
+
+    /* Parse a duration ("250ms", "5s", "2m", "1h", a number of seconds, as a
+     * JSON string or number) into ms. WEFT_EINVAL with a message otherwise. */
+    int (*parse_duration)(json_object *value, int64_t *ms, weft_error *err);
+
+    /* Wall-clock milliseconds since the epoch (the engine's clock). */
+    int64_t (*now_ms)(void);
+
+    /* The latest instance of the task standing before this one in its task
+     * list (e.g. the fork before a join), or NULL. Borrowed, as lookup. */
+    const weft_task_view *(*previous)(weft_ctx *ctx);
+};
+
+/* Start weft_plugin_init with this: returns from init on an ABI mismatch. */
+#define WEFT_PLUGIN_BEGIN(host)                                                        \
+    do {                                                                               \
+        int weft_rc_ = (host)->declare(WEFT_ABI_MAJOR, (uint32_t)sizeof(weft_host));     \
+        if (weft_rc_ != 0)                                                             \
+            return weft_rc_;                                                           \
+    } while (0)
+
+#define WEFT_HOST_HAS(host, field) \
+    (offsetof(weft_host, field) + sizeof((host)->field) <= (host)->size)
+
+/*
+ * Declare the entry point after defining weft_plugin_init, as
+ * WEFT_PLUGIN_ENTRY(myname): also exports myname_LTX_weft_plugin_init so the
+ * plugin can be preloaded into a static build.
+ */
+#define WEFT_PLUGIN_ENTRY(name)                                                        \
+    WEFT_EXPORT int name##_LTX_weft_plugin_init(const weft_host *host)                  \
+        __attribute__((alias("weft_plugin_init")));
+
+/* The one symbol a plugin defines. */
+WEFT_EXPORT int weft_plugin_init(const weft_host *host);
+
+/* Name of a status ("COMPLETED"...). */
+static inline const char *weft_task_status_name(weft_task_status s)
+{
+    static const char *const names[] = {
+        "SCHEDULED", "IN_PROGRESS",    "COMPLETED",  "COMPLETED_WITH_ERRORS",
+        "FAILED",    "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "CANCELED", "SKIPPED",
+    };
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "UNKNOWN";
+}
+
+static inline const char *weft_wf_status_name(weft_wf_status s)
+{
+    static const char *const names[] = {
+        "RUNNING", "COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED", "PAUSED",
+    };
+    return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "UNKNOWN";
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

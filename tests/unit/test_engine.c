@@ -1,0 +1,615 @@
+/*
+ * Tests of engine.c with the real plugins of the build tree (lambda,
+ * decision, fork_join, flow). Skipped (exit 77) without WEFT_TOP_BUILDDIR.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static char plugin_path[4096];
+
+static struct {
+    eng *e;
+    json_object *js[32];
+    size_t njs;
+    def_workflow *defs[8];
+    size_t ndefs;
+    char *trace_buf;
+    size_t trace_len;
+    FILE *trace;
+} F;
+
+static int setup(void **state)
+{
+    eng_opts o = {plugin_path, NULL, NULL};
+    weft_error err = {0};
+    memset(&F, 0, sizeof F);
+    F.trace = open_memstream(&F.trace_buf, &F.trace_len);
+    o.trace = F.trace;
+    if (eng_new(&o, &F.e, &err)) {
+        print_error("eng_new: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    size_t i;
+    eng_free(F.e);
+    for (i = 0; i < F.ndefs; i++)
+        def_unref(F.defs[i]);
+    for (i = 0; i < F.njs; i++)
+        json_object_put(F.js[i]);
+    if (F.trace) fclose(F.trace);
+    free(F.trace_buf);
+    memset(&F, 0, sizeof F);
+    return 0;
+}
+
+/* JSON from text written with ' for " (freed by the teardown). */
+static json_object *J(const char *text)
+{
+    char *s = strdup(text), *p;
+    json_object *j;
+    assert_non_null(s);
+    for (p = s; *p; p++)
+        if (*p == '\'') *p = '"';
+    j = json_tokener_parse(s);
+    if (!j) fail_msg("test JSON does not parse: %s", s);
+    free(s);
+    assert_true(F.njs < sizeof F.js / sizeof F.js[0]);
+    F.js[F.njs++] = j;
+    return j;
+}
+
+static void assert_has(const char *msg, const char *part)
+{
+    if (!msg) fail_msg("NULL does not contain \"%s\"", part);
+    if (!strstr(msg, part)) fail_msg("\"%s\" does not contain \"%s\"", msg, part);
+}
+
+static void assert_json(json_object *got, const char *want_text)
+{
+    json_object *want = J(want_text);
+    if (!json_object_equal(got, want))
+        fail_msg("got %s, want %s", got ? json_object_to_json_string(got) : "NULL",
+                 json_object_to_json_string(want));
+}
+
+static def_workflow *load(const char *text)
+{
+    def_workflow *d = NULL;
+    weft_error err = {0};
+    if (eng_load_json(F.e, J(text), "test.json", &d, &err)) fail_msg("load: %s", err.msg);
+    assert_non_null(d);
+    assert_true(F.ndefs < sizeof F.defs / sizeof F.defs[0]);
+    F.defs[F.ndefs++] = d;
+    return d;
+}
+
+static xc_exec *start(const char *def_text, const char *input_text)
+{
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    if (eng_start(F.e, load(def_text), input_text ? J(input_text) : NULL, &x, &err))
+        fail_msg("start: %s", err.msg);
+    assert_non_null(x);
+    assert_int_equal(x->status, WEFT_WF_RUNNING);
+    return x;
+}
+
+/* Start and run to the end; the workflow must end with `want`. */
+static xc_exec *run(const char *def_text, const char *input_text, weft_wf_status want)
+{
+    xc_exec *x = start(def_text, input_text);
+    weft_error err = {0};
+    if (eng_run(F.e, x, &err)) fail_msg("eng_run: %s", err.msg);
+    if (x->status != want)
+        fail_msg("workflow ended %s (%s), want %s", weft_wf_status_name(x->status),
+                 x->reason ? x->reason : "no reason", weft_wf_status_name(want));
+    return x;
+}
+
+static xc_task *task(xc_exec *x, const char *ref)
+{
+    xc_task *t = xc_find_ref(x, ref);
+    if (!t) fail_msg("no task '%s'", ref);
+    return t;
+}
+
+#define LAMBDA(ref, script, input)                                                                 \
+    "{'name':'" ref "','taskReferenceName':'" ref "','type':'LAMBDA',"                             \
+    "'inputParameters':{'scriptExpression':'" script "'" input "}}"
+
+static void test_chain(void **state)
+{
+    xc_exec *x =
+        run("{'name':'chain','outputParameters':{'answer':'${b.output.result.sum}'},"
+            "'tasks':[" LAMBDA("a", "return input.x * 2", ",'x':'${workflow.input.x}'") "," LAMBDA(
+                "b", "return { sum = input.v + 1 }", ",'v':'${a.output.result}'") "]}",
+            "{'x':5}", WEFT_WF_COMPLETED);
+    assert_json(x->output, "{'answer':11}");
+    assert_int_equal(x->tasks.len, 2);
+    assert_int_equal(task(x, "a")->status, WEFT_TASK_COMPLETED);
+    assert_json(task(x, "a")->output, "{'result':10}");
+    assert_json(task(x, "b")->input, "{'scriptExpression':'return { sum = input.v + 1 }','v':10}");
+    assert_true(task(x, "a")->seq < task(x, "b")->seq);
+    assert_null(x->reason);
+
+    /* no outputParameters: the last task's output */
+    x = run("{'name':'chain2','tasks':[" LAMBDA("a", "return [[hi]]", "") "]}", NULL,
+            WEFT_WF_COMPLETED);
+    assert_json(x->output, "{'result':'hi'}");
+}
+
+static void test_trace(void **state)
+{
+    xc_exec *x =
+        run("{'name':'traced','tasks':[" LAMBDA("a", "return 1", "") "]}", NULL, WEFT_WF_COMPLETED);
+    char line[128];
+    fflush(F.trace);
+    assert_has(F.trace_buf, "traced: a (LAMBDA) SCHEDULED");
+    assert_has(F.trace_buf, "traced: a (LAMBDA) COMPLETED");
+    snprintf(line, sizeof line, "traced: workflow %s COMPLETED", x->id);
+    assert_has(F.trace_buf, line);
+}
+
+static void test_fork_join(void **state)
+{
+    xc_exec *x = run(
+        "{'name':'fj','tasks':[{'name':'fork','taskReferenceName':'fork','type':'FORK_JOIN',"
+        "'forkTasks':[[" LAMBDA("a1", "return 1", "") "," LAMBDA(
+            "a2", "return input.v + 10",
+            ",'v':'${a1.output.result}'") "],"
+                                          "[" LAMBDA("b1", "return [[b]]",
+                                                     "") "]]},"
+                                                         "{'name':'join','taskReferenceName':'join'"
+                                                         ",'type':'JOIN','joinOn':['a2','b1']}]}",
+        NULL, WEFT_WF_COMPLETED);
+    assert_json(task(x, "join")->output, "{'a2':{'result':11},'b1':{'result':'b'}}");
+    assert_json(x->output, "{'a2':{'result':11},'b1':{'result':'b'}}");
+    assert_int_equal(task(x, "fork")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(task(x, "join")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(x->tasks.len, 5);
+    /* the join ends after both branches */
+    assert_true(task(x, "join")->ended_ms >= task(x, "a2")->ended_ms);
+    assert_true(task(x, "join")->ended_ms >= task(x, "b1")->ended_ms);
+}
+
+static const char *DECISION_DEF =
+    "{'name':'dec','tasks':[{'name':'d','taskReferenceName':'d','type':'DECISION',"
+    "'caseValueParam':'kind','inputParameters':{'kind':'${workflow.input.kind}'},"
+    "'decisionCases':{'big':[" LAMBDA(
+        "big", "return [[B]]",
+        "") "],"
+            "'small':[" LAMBDA(
+                "small", "return [[S]]",
+                "") "]},"
+                    "'defaultCase':[" LAMBDA("other", "return [[O]]", "") "]}," LAMBDA(
+                        "after", "return input.p", ",'p':'${d.output.selectedCase}'") "]}";
+
+static void test_decision(void **state)
+{
+    xc_exec *x = run(DECISION_DEF, "{'kind':'big'}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "d")->output, "{'selectedCase':'big'}");
+    assert_json(task(x, "big")->output, "{'result':'B'}");
+    assert_null(xc_find_ref(x, "small"));
+    assert_null(xc_find_ref(x, "other"));
+    assert_json(x->output, "{'result':'big'}");
+    assert_int_equal(x->tasks.len, 3);
+
+    x = run(DECISION_DEF, "{'kind':'huge'}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "d")->output, "{'selectedCase':'huge'}");
+    assert_json(task(x, "other")->output, "{'result':'O'}");
+    assert_null(xc_find_ref(x, "big"));
+    assert_json(x->output, "{'result':'huge'}");
+}
+
+static void test_decision_expression(void **state)
+{
+    const char *def =
+        "{'name':'dexp','tasks':[{'name':'d','taskReferenceName':'d','type':'DECISION',"
+        "'caseExpression':'if input.n > 10 then return [[big]] end return [[small]]',"
+        "'inputParameters':{'n':'${workflow.input.n}'},"
+        "'decisionCases':{'big':[" LAMBDA("big", "return 1",
+                                          "") "],"
+                                              "'small':[" LAMBDA("small", "return 2", "") "]}}]}";
+    xc_exec *x = run(def, "{'n':50}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "d")->output, "{'selectedCase':'big'}");
+    assert_null(xc_find_ref(x, "small"));
+    x = run(def, "{'n':5}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "d")->output, "{'selectedCase':'small'}");
+    assert_non_null(xc_find_ref(x, "small"));
+    assert_null(xc_find_ref(x, "big"));
+}
+
+static void test_switch(void **state)
+{
+    xc_exec *x =
+        run("{'name':'sw','tasks':[{'name':'s','taskReferenceName':'s','type':'SWITCH',"
+            "'evaluatorType':'value-param','expression':'kind',"
+            "'inputParameters':{'kind':'${workflow.input.kind}'},"
+            "'decisionCases':{'a':[" LAMBDA("ca", "return 1", "") "]},"
+                                                                  "'defaultCase':[" LAMBDA(
+                                                                      "cd", "return 2", "") "]}]}",
+            "{'kind':'a'}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "s")->output, "{'selectedCase':'a','evaluationResult':['a']}");
+    assert_non_null(xc_find_ref(x, "ca"));
+    assert_null(xc_find_ref(x, "cd"));
+}
+
+static void test_nested_loops(void **state)
+{
+    xc_exec *x =
+        run("{'name':'nest','tasks':[{'name':'outer','taskReferenceName':'outer','type':'DO_WHILE',"
+            "'loopCondition':'return input.iteration < 2','loopOver':["
+            "{'name':'inner','taskReferenceName':'inner','type':'DO_WHILE',"
+            "'loopCondition':'return input.iteration < 3','loopOver':[" LAMBDA("leaf", "return 1",
+                                                                               "") "]}]}]}",
+            NULL, WEFT_WF_COMPLETED);
+    assert_int_equal(task(x, "leaf__1__3")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(task(x, "leaf__2__3")->status, WEFT_TASK_COMPLETED);
+    assert_null(xc_find_ref(x, "leaf__2__4"));
+    assert_null(xc_find_ref(x, "leaf__3__1"));
+    assert_int_equal(task(x, "inner__2")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(x->tasks.len, 1 + 2 * (1 + 3));
+}
+
+static void test_workflow_timeout(void **state)
+{
+    xc_exec *x = run("{'name':'slow','timeoutSeconds':'100ms','tasks':[{'name':'w',"
+                     "'taskReferenceName':'hold','type':'WAIT'}]}",
+                     NULL, WEFT_WF_TIMED_OUT);
+    assert_has(x->reason, "workflow timed out");
+    assert_int_equal(task(x, "hold")->status, WEFT_TASK_CANCELED);
+    assert_true(x->ended_ms - x->created_ms >= 100);
+}
+
+static void test_task_timeout(void **state)
+{
+    xc_exec *x = run("{'name':'slow','tasks':[{'name':'w','taskReferenceName':'hold',"
+                     "'type':'WAIT','taskDefinition':{'timeoutSeconds':'50ms'}}]}",
+                     NULL, WEFT_WF_TIMED_OUT);
+    assert_int_equal(task(x, "hold")->status, WEFT_TASK_TIMED_OUT);
+    assert_has(task(x, "hold")->reason, "timed out");
+    assert_has(x->reason, "task 'hold'");
+}
+
+static void test_do_while(void **state)
+{
+    xc_exec *x =
+        run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return input.iteration < 3 and input.step.result == [[ok]]',"
+            "'loopOver':[" LAMBDA("step", "return [[ok]]", "") "]}," LAMBDA(
+                "after", "return input.l.iteration", ",'l':'${loop.output}'") "]}",
+            NULL, WEFT_WF_COMPLETED);
+    xc_task *loop = task(x, "loop");
+    assert_int_equal(loop->status, WEFT_TASK_COMPLETED);
+    assert_json(loop->output, "{'iteration':3,'step':{'result':'ok'}}");
+    assert_int_equal(task(x, "step__1")->iteration, 1);
+    assert_int_equal(task(x, "step__2")->iteration, 2);
+    assert_int_equal(task(x, "step__3")->iteration, 3);
+    assert_int_equal(task(x, "step__3")->status, WEFT_TASK_COMPLETED);
+    assert_null(xc_find_ref(x, "step__4"));
+    assert_json(x->output, "{'result':3}");
+    assert_int_equal(x->tasks.len, 5);
+}
+
+static void test_do_while_max_iterations(void **state)
+{
+    xc_exec *x =
+        run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return true','maxIterations':2,"
+            "'loopOver':[" LAMBDA("step", "return 1", "") "]}]}",
+            NULL, WEFT_WF_COMPLETED);
+    assert_non_null(xc_find_ref(x, "step__2"));
+    assert_null(xc_find_ref(x, "step__3"));
+    assert_int_equal(
+        json_object_get_int(json_object_object_get(task(x, "loop")->output, "iteration")), 2);
+}
+
+/* Inside iteration n, ${loop.output.iteration} is n (as in Conductor). */
+static void test_do_while_iteration_visible(void **state)
+{
+    xc_exec *x = run(
+        "{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+        "'loopCondition':'return input.iteration < 3',"
+        "'loopOver':[" LAMBDA("step", "return input.i", ",'i':'${loop.output.iteration}'") "]}]}",
+        NULL, WEFT_WF_COMPLETED);
+    assert_json(task(x, "step__1")->output, "{'result':1}");
+    assert_json(task(x, "step__2")->output, "{'result':2}");
+    assert_json(task(x, "step__3")->output, "{'result':3}");
+}
+
+static void test_dynamic_fork(void **state)
+{
+    xc_exec *x =
+        run("{'name':'dyn','tasks':[" LAMBDA(
+                "gen",
+                "return { { ref = [[d1]], type = [[LAMBDA]], script = [[return 1]] },"
+                " { ref = [[d2]], type = [[LAMBDA]], input = { v = input.base },"
+                " script = [[return input.v * 2]] } }",
+                ",'base':'${workflow.input.base}'") ","
+                                                    "{'name':'fan','taskReferenceName':'fan','type'"
+                                                    ":'FORK_JOIN_DYNAMIC',"
+                                                    "'dynamicForkTasksParam':'dynamicTasks',"
+                                                    "'inputParameters':{'dynamicTasks':'${gen."
+                                                    "output.result}'}},"
+                                                    "{'name':'join','taskReferenceName':'join','"
+                                                    "type':'JOIN','joinOn':[]}]}",
+            "{'base':21}", WEFT_WF_COMPLETED);
+    assert_json(task(x, "fan")->output, "{'forkedTasks':['d1','d2']}");
+    assert_json(task(x, "join")->output, "{'d1':{'result':1},'d2':{'result':42}}");
+    assert_json(x->output, "{'d1':{'result':1},'d2':{'result':42}}");
+    assert_non_null(task(x, "d1")->dyn_json);
+    assert_int_equal(task(x, "d2")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(x->tasks.len, 5);
+}
+
+static const char *SUB_DEF =
+    "{'name':'parent','tasks':[{'name':'sub','taskReferenceName':'sub','type':'SUB_WORKFLOW',"
+    "'inputParameters':{'n':'${workflow.input.n}'},"
+    "'subWorkflowParam':{'workflowDefinition':{'name':'child','tasks':[" LAMBDA(
+        "c1", "%s",
+        ",'n':'${workflow.input.n}'") "]}}}," LAMBDA("after", "return input.r",
+                                                     ",'r':'${sub.output.result}'") "]}";
+
+static void test_sub_workflow(void **state)
+{
+    char def[2048];
+    xc_exec *x;
+    xc_task *sub;
+    json_object *id;
+    snprintf(def, sizeof def, SUB_DEF, "return input.n + 1");
+    x = run(def, "{'n':41}", WEFT_WF_COMPLETED);
+    sub = task(x, "sub");
+    assert_int_equal(sub->status, WEFT_TASK_COMPLETED);
+    assert_non_null(sub->child_id);
+    assert_string_not_equal(sub->child_id, x->id);
+    assert_true(json_object_object_get_ex(sub->output, "subWorkflowId", &id));
+    assert_string_equal(json_object_get_string(id), sub->child_id);
+    assert_int_equal(json_object_get_int(json_object_object_get(sub->output, "result")), 42);
+    assert_json(x->output, "{'result':42}");
+}
+
+static void test_sub_workflow_fails(void **state)
+{
+    char def[2048];
+    xc_exec *x;
+    xc_task *sub;
+    snprintf(def, sizeof def, SUB_DEF, "error([[child broke]])");
+    x = run(def, "{'n':1}", WEFT_WF_FAILED);
+    sub = task(x, "sub");
+    assert_int_equal(sub->status, WEFT_TASK_FAILED);
+    assert_has(sub->reason, "child broke");
+    assert_has(sub->reason, sub->child_id);
+    assert_null(xc_find_ref(x, "after"));
+    assert_has(x->reason, "task 'sub'");
+    assert_has(x->reason, "child broke");
+}
+
+static void test_wait_for_signal(void **state)
+{
+    xc_exec *x = start(
+        "{'name':'waiter','tasks':[{'name':'w','taskReferenceName':'hold',"
+        "'type':'WAIT'}," LAMBDA("after", "return input.s", ",'s':'${hold.output.signal}'") "]}",
+        NULL);
+    weft_error err = {0};
+    assert_int_equal(eng_run(F.e, x, &err), WEFT_ESTATE);
+    assert_int_equal(err.code, WEFT_ESTATE);
+    assert_has(err.msg, x->id);
+    assert_has(err.msg, "hold (WAIT IN_PROGRESS)");
+    assert_int_equal(x->status, WEFT_WF_RUNNING);
+    assert_int_equal(task(x, "hold")->status, WEFT_TASK_IN_PROGRESS);
+
+    /* bad deliveries */
+    assert_int_equal(eng_complete_task(F.e, "no-such-id", "hold", WEFT_TASK_COMPLETED, NULL, &err),
+                     WEFT_ENOTFOUND);
+    assert_has(err.msg, "no-such-id");
+    assert_int_equal(eng_complete_task(F.e, x->id, "nope", WEFT_TASK_COMPLETED, NULL, &err),
+                     WEFT_ENOTFOUND);
+    assert_has(err.msg, "'nope'");
+
+    assert_int_equal(
+        eng_complete_task(F.e, x->id, "hold", WEFT_TASK_COMPLETED, J("{'signal':'go'}"), &err), 0);
+    assert_int_equal(task(x, "hold")->status, WEFT_TASK_COMPLETED);
+    assert_int_equal(eng_run(F.e, x, &err), 0);
+    assert_int_equal(x->status, WEFT_WF_COMPLETED);
+    assert_json(x->output, "{'result':'go'}");
+
+    /* a second signal finds the task done */
+    assert_int_equal(eng_complete_task(F.e, x->id, "hold", WEFT_TASK_COMPLETED, NULL, &err),
+                     WEFT_ESTATE);
+}
+
+static void test_wait_duration(void **state)
+{
+    xc_exec *x = run("{'name':'nap','tasks':[{'name':'w','taskReferenceName':'nap',"
+                     "'type':'WAIT','inputParameters':{'duration':'30ms'}}]}",
+                     NULL, WEFT_WF_COMPLETED);
+    xc_task *t = task(x, "nap");
+    assert_int_equal(t->status, WEFT_TASK_COMPLETED);
+    assert_true(t->ended_ms - t->started_ms >= 30);
+}
+
+static void test_terminate(void **state)
+{
+    xc_exec *x = run(
+        "{'name':'term','tasks':[" LAMBDA(
+            "a", "return 7",
+            "") ","
+                "{'name':'stop','taskReferenceName':'stop','type':'TERMINATE','inputParameters':{"
+                "'terminationStatus':'FAILED','terminationReason':'stop here',"
+                "'workflowOutput':{'why':'${a.output.result}'}}}," LAMBDA("never", "return 1",
+                                                                          "") "]}",
+        NULL, WEFT_WF_FAILED);
+    assert_string_equal(x->reason, "stop here");
+    assert_json(x->output, "{'why':7}");
+    assert_int_equal(task(x, "stop")->status, WEFT_TASK_COMPLETED);
+    assert_null(xc_find_ref(x, "never"));
+}
+
+static void test_set_variable(void **state)
+{
+    xc_exec *x =
+        run("{'name':'vars','tasks':[{'name':'sv','taskReferenceName':'sv','type':'SET_VARIABLE',"
+            "'inputParameters':{'k':'${workflow.input.v}'}}," LAMBDA(
+                "use", "return input.k", ",'k':'${workflow.variables.k}'") "]}",
+            "{'v':'val'}", WEFT_WF_COMPLETED);
+    assert_json(x->variables, "{'k':'val'}");
+    assert_json(x->output, "{'result':'val'}");
+}
+
+static void test_lambda_error(void **state)
+{
+    xc_exec *x = run("{'name':'oops','tasks':[" LAMBDA("ok", "return 1", "") "," LAMBDA(
+                         "bad", "error([[kaput]])", "") "," LAMBDA("never", "return 1", "") "]}",
+                     NULL, WEFT_WF_FAILED);
+    xc_task *bad = task(x, "bad");
+    assert_int_equal(bad->status, WEFT_TASK_FAILED);
+    assert_has(bad->reason, "kaput");
+    assert_has(x->reason, "task 'bad'");
+    assert_has(x->reason, "kaput");
+    assert_string_equal(x->failed_task_id, bad->id);
+    assert_null(xc_find_ref(x, "never"));
+}
+
+static void test_lambda_retries(void **state)
+{
+    xc_exec *x = run("{'name':'oops','tasks':[{'name':'bad','taskReferenceName':'bad',"
+                     "'type':'LAMBDA','taskDefinition':{'retryCount':2,'retryDelaySeconds':0},"
+                     "'inputParameters':{'scriptExpression':'error([[again]])'}}]}",
+                     NULL, WEFT_WF_FAILED);
+    assert_int_equal(x->tasks.len, 3);
+    assert_int_equal(task(x, "bad")->retry_count, 2);
+    assert_true(((xc_task *)x->tasks.items[0])->retried);
+    assert_has(x->reason, "again");
+}
+
+static void test_to_json(void **state)
+{
+    xc_exec *x = run("{'name':'j','version':2,'tasks':["
+                     "{'name':'ok','taskReferenceName':'ok','type':'LAMBDA','optional':true,"
+                     "'inputParameters':{'scriptExpression':'error([[soft]])'}}," LAMBDA(
+                         "bad", "error([[hard]])", "") "]}",
+                     "{'in':1}", WEFT_WF_FAILED);
+    json_object *j = xc_to_json(x), *tasks, *t0, *t1, *v;
+    assert_string_equal(json_object_get_string(json_object_object_get(j, "workflowId")), x->id);
+    assert_string_equal(json_object_get_string(json_object_object_get(j, "status")), "FAILED");
+    assert_string_equal(json_object_get_string(json_object_object_get(j, "workflowType")), "j");
+    assert_int_equal(json_object_get_int(json_object_object_get(j, "version")), 2);
+    assert_has(json_object_get_string(json_object_object_get(j, "reasonForIncompletion")), "hard");
+    assert_true(json_object_equal(json_object_object_get(j, "input"), J("{'in':1}")));
+    assert_true(json_object_object_get_ex(j, "tasks", &tasks));
+    assert_int_equal(json_object_array_length(tasks), 2);
+    t0 = json_object_array_get_idx(tasks, 0);
+    t1 = json_object_array_get_idx(tasks, 1);
+    assert_string_equal(json_object_get_string(json_object_object_get(t0, "referenceTaskName")),
+                        "ok");
+    assert_string_equal(json_object_get_string(json_object_object_get(t0, "taskType")), "LAMBDA");
+    assert_string_equal(json_object_get_string(json_object_object_get(t0, "status")),
+                        "COMPLETED_WITH_ERRORS");
+    assert_has(json_object_get_string(json_object_object_get(t0, "reasonForIncompletion")), "soft");
+    assert_true(json_object_object_get_ex(t0, "retryCount", &v));
+    assert_int_equal(json_object_get_int(v), 0);
+    assert_string_equal(json_object_get_string(json_object_object_get(
+                            json_object_object_get(t0, "workflowTask"), "taskReferenceName")),
+                        "ok");
+    assert_string_equal(json_object_get_string(json_object_object_get(t1, "referenceTaskName")),
+                        "bad");
+    assert_string_equal(json_object_get_string(json_object_object_get(t1, "status")), "FAILED");
+    assert_has(json_object_get_string(json_object_object_get(t1, "reasonForIncompletion")), "hard");
+    assert_string_equal(json_object_get_string(json_object_object_get(t1, "taskId")),
+                        task(x, "bad")->id);
+    assert_string_equal(json_object_get_string(json_object_object_get(t1, "workflowInstanceId")),
+                        x->id);
+    assert_int_equal(json_object_get_int(json_object_object_get(t1, "seq")), 2);
+    json_object_put(j);
+}
+
+static void test_unknown_type(void **state)
+{
+    def_workflow *d = NULL;
+    weft_error err = {0};
+    assert_int_equal(eng_load_json(F.e,
+                                   J("{'name':'x','tasks':[{'taskReferenceName':'h',"
+                                     "'type':'NO_SUCH_TYPE'}]}"),
+                                   "x.json", &d, &err),
+                     WEFT_EINVAL);
+    assert_null(d);
+    assert_has(err.msg, "x.json: task 'h': unknown task type NO_SUCH_TYPE");
+    assert_has(err.msg, "plugins/lambda");
+    assert_has(err.msg, "plugins/flow");
+    assert_non_null(pl_find_type(eng_plugins(F.e), "LAMBDA", NULL));
+    assert_non_null(pl_find_type(eng_plugins(F.e), "JOIN", NULL));
+}
+
+static void test_plugin_checks_definition(void **state)
+{
+    def_workflow *d = NULL;
+    weft_error err = {0};
+    assert_int_equal(eng_load_json(F.e,
+                                   J("{'name':'x','tasks':[{'taskReferenceName':'l',"
+                                     "'type':'LAMBDA'}]}"),
+                                   "x.json", &d, &err),
+                     WEFT_EINVAL);
+    assert_has(err.msg, "x.json: task 'l': LAMBDA needs inputParameters.scriptExpression");
+}
+
+static void test_start_bad_input(void **state)
+{
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    def_workflow *d = load("{'name':'w','tasks':[" LAMBDA("a", "return 1", "") "]}");
+    assert_int_equal(eng_start(F.e, d, J("[1]"), &x, &err), WEFT_EINVAL);
+    assert_has(err.msg, "input must be a JSON object");
+}
+
+int main(void)
+{
+    const char *top = getenv("WEFT_TOP_BUILDDIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fork_join, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decision, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decision_expression, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_switch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_do_while, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_do_while_max_iterations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_do_while_iteration_visible, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_nested_loops, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_fork, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sub_workflow, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sub_workflow_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_for_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_duration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_workflow_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_task_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_set_variable, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lambda_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lambda_retries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_to_json, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_type, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_plugin_checks_definition, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_bad_input, setup, teardown),
+    };
+    if (!top || !*top) {
+        fprintf(stderr, "test_engine: WEFT_TOP_BUILDDIR is not set: skipped\n");
+        return 77;
+    }
+    snprintf(plugin_path, sizeof plugin_path,
+             "%s/plugins/lambda:%s/plugins/decision:%s/plugins/fork_join:%s/plugins/flow", top, top,
+             top, top);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

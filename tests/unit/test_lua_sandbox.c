@@ -1,0 +1,552 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include <lauxlib.h>
+
+#include "lua_sandbox.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Timing bounds are for native runs; valgrind is some 50 times slower. */
+static double slow = 1.0;
+
+/* Default limits but a clock far away, so instruction limits are what hits
+ * even on a slow machine. */
+static int setup(void **state)
+{
+    sbx_limits lim = {0, 0, 600000};
+    weft_error err;
+    *state = sbx_new(&lim, &err);
+    return *state ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    sbx_free(*state);
+    return 0;
+}
+
+/* Evaluate and return the compact JSON text of the result ("nil" for nil), or
+ * NULL on error with err set. Caller frees. */
+static char *run(sbx *s, const char *body, const char *input_json, int *rc, weft_error *err)
+{
+    json_object *in = input_json ? json_tokener_parse(input_json) : NULL, *out = NULL;
+    char *text = NULL;
+    if (input_json) assert_non_null(in);
+    memset(err, 0, sizeof *err);
+    *rc = sbx_eval(s, "calc", body, in, &out, err);
+    if (*rc == 0)
+        text = strdup(out ? json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN |
+                                                                    JSON_C_TO_STRING_NOSLASHESCAPE)
+                          : "nil");
+    json_object_put(in);
+    json_object_put(out);
+    return text;
+}
+
+static void expect(sbx *s, const char *body, const char *input, const char *want)
+{
+    weft_error err;
+    int rc;
+    char *got = run(s, body, input, &rc, &err);
+    if (rc != 0) fail_msg("eval of '%s' failed: %s", body, err.msg);
+    if (strcmp(got, want)) {
+        print_error("eval of '%s': got %s, want %s\n", body, got, want);
+        free(got);
+        fail();
+    }
+    free(got);
+}
+
+static void expect_err(sbx *s, const char *body, const char *input, int code, const char *msg)
+{
+    weft_error err;
+    int rc;
+    char *got = run(s, body, input, &rc, &err);
+    if (rc == 0) {
+        print_error("eval of '%s' succeeded (%s), wanted: %s\n", body, got, msg);
+        free(got);
+        fail();
+    }
+    assert_int_equal(rc, code);
+    assert_int_equal(err.code, code);
+    if (!strstr(err.msg, msg)) fail_msg("error '%s' does not contain '%s'", err.msg, msg);
+}
+
+static void test_types_round_trip(void **state)
+{
+    sbx *s = *state;
+    expect(s, "return input",
+           "{\"s\":\"x\",\"i\":3,\"f\":2.5,\"b\":true,\"n\":null,\"a\":[1,2,3],"
+           "\"o\":{\"k\":\"v\"},\"ea\":[],\"eo\":{},\"big\":9007199254740993}",
+           "{\"a\":[1,2,3],\"b\":true,\"big\":9007199254740993,\"ea\":[],\"eo\":{},\"f\":2.5,"
+           "\"i\":3,\"o\":{\"k\":\"v\"},\"s\":\"x\"}");
+    expect(s, "return input", "[1,null,3]", "[1,null,3]");
+    expect(s, "return input", "\"text\"", "\"text\"");
+    expect(s, "return input", NULL, "nil");
+    expect(s, "return nil", NULL, "nil");
+    expect(s, "return", NULL, "nil");
+    expect(s, "return math.type(input.i), math.type(input.f)", "{\"i\":3,\"f\":3.0}",
+           "\"integer\"");
+    expect(s, "return math.type(input.f)", "{\"i\":3,\"f\":3.0}", "\"float\"");
+    /* the arrays marker survives table.insert and keeps its type */
+    expect(s, "table.insert(input, 4) return input", "[]", "[4]");
+    expect(s, "return #input.a + input.a[2]", "{\"a\":[5,6,7]}", "9");
+    expect(s, "return 'a\\0b'", NULL, "\"a\\u0000b\"");
+}
+
+static void test_numbers(void **state)
+{
+    sbx *s = *state;
+    expect(s, "return {a = 1, b = 1.0, c = 2^53, d = 7 // 2, e = 7 / 2, f = 0.1, g = -0.0}", NULL,
+           "{\"a\":1,\"b\":1.0,\"c\":9007199254740992.0,\"d\":3,\"e\":3.5,\"f\":0.1,\"g\":-0.0}");
+    expect(s, "return math.maxinteger", NULL, "9223372036854775807");
+    expect(s, "return 1e300", NULL, "1e+300");
+}
+
+static void test_arrays_and_objects(void **state)
+{
+    sbx *s = *state;
+    expect(s, "return {1, 2, 3}", NULL, "[1,2,3]");
+    expect(s, "return {}", NULL, "{}");
+    expect(s, "return {[1] = 'a', [3] = 'c'}", NULL, "{\"1\":\"a\",\"3\":\"c\"}");
+    expect(s, "return {1, x = 2}", NULL, "{\"1\":1,\"x\":2}");
+    expect(s, "return {[0] = 'z', 'a'}", NULL, "{\"0\":\"z\",\"1\":\"a\"}");
+    expect(s, "return setmetatable({}, {__jsontype = 'array'})", NULL, "[]");
+    expect(s, "return setmetatable({[1] = 1, [3] = 3}, {__jsontype = 'array'})", NULL,
+           "[1,null,3]");
+    expect(s, "return setmetatable({1, 2}, {__jsontype = 'object'})", NULL, "{\"1\":1,\"2\":2}");
+    expect(s, "return setmetatable({b = 1, a = 2, z = 3, c = 4}, {__jsonorder = {'z', 'b', 'q'}})",
+           NULL, "{\"z\":3,\"b\":1,\"a\":2,\"c\":4}");
+    expect(s, "return {z = {y = {x = {1, {w = true}}}}}", NULL,
+           "{\"z\":{\"y\":{\"x\":[1,{\"w\":true}]}}}");
+    /* a table used twice (not a cycle) is written twice */
+    expect(s, "local t = {1} return {a = t, b = t}", NULL, "{\"a\":[1],\"b\":[1]}");
+    /* metamethods are not run: raw contents only */
+    expect(s, "return setmetatable({}, {__index = function() return 1 end, __pairs = error})", NULL,
+           "{}");
+    expect_err(s, "return setmetatable({}, {__jsontype = 'list'})", NULL, WEFT_ESCRIPT,
+               "calc: result: __jsontype must be \"array\" or \"object\"");
+    expect_err(s, "return setmetatable({x = 1}, {__jsontype = 'array'})", NULL, WEFT_ESCRIPT,
+               "result: an array (__jsontype) can only have keys 1, 2, 3");
+    expect_err(s, "return setmetatable({1, [1000000] = 2}, {__jsontype = 'array'})", NULL,
+               WEFT_ESCRIPT, "result: array is too sparse");
+    /* a hole makes it an object, unless marked */
+    expect(s, "return {1, nil, 3}", NULL, "{\"1\":1,\"3\":3}");
+}
+
+static void test_conversion_errors(void **state)
+{
+    sbx *s = *state;
+    expect_err(s, "return {items = {1, 2, function() end}}", NULL, WEFT_ESCRIPT,
+               "calc: result.items[3]: cannot convert a function to JSON");
+    expect_err(s, "return print or load or coroutine.create", NULL, WEFT_ESCRIPT,
+               "attempt to index a nil value");
+    expect_err(s, "local t = {} t.self = t return {a = t}", NULL, WEFT_ESCRIPT,
+               "result.a.self: cannot convert a table that contains itself");
+    expect_err(s, "return {x = 0/0}", NULL, WEFT_ESCRIPT, "result.x: cannot convert NaN to JSON");
+    expect_err(s, "return {['a b'] = {math.huge}}", NULL, WEFT_ESCRIPT,
+               "result[\"a b\"][1]: cannot convert an infinite number to JSON");
+    expect_err(s, "return {[true] = 1}", NULL, WEFT_ESCRIPT,
+               "result: cannot use a boolean as a JSON object key");
+    expect_err(s, "return {[1.5] = 1}", NULL, WEFT_ESCRIPT,
+               "cannot use a non-integer number as a JSON object key");
+    expect_err(s, "local t = {} for i = 1, 250 do t = {t} end return t", NULL, WEFT_ESCRIPT,
+               "nested deeper than 200 levels");
+    /* 199 levels are fine */
+    {
+        weft_error err;
+        int rc;
+        char *got = run(s, "local t = {} for i = 1, 198 do t = {t} end return t", NULL, &rc, &err);
+        assert_int_equal(rc, 0);
+        free(got);
+    }
+}
+
+static void test_to_json_direct(void **state)
+{
+    sbx *s = *state;
+    lua_State *L = sbx_state(s);
+    json_object *out = NULL;
+    weft_error err;
+    int top = lua_gettop(L);
+    lua_newtable(L);
+    lua_pushcfunction(L, lua_gettop);
+    lua_setfield(L, -2, "fn");
+    assert_int_equal(sbx_to_json(L, -1, &out, &err), WEFT_EINVAL);
+    assert_string_equal(err.msg, "value.fn: cannot convert a function to JSON");
+    assert_int_equal(sbx_to_json_path(L, -1, "cfg", &out, &err), WEFT_EINVAL);
+    assert_string_equal(err.msg, "cfg.fn: cannot convert a function to JSON");
+    assert_null(out);
+    lua_pushinteger(L, 5);
+    assert_int_equal(sbx_to_json(L, -1, &out, &err), 0);
+    assert_int_equal(json_object_get_int(out), 5);
+    json_object_put(out);
+    lua_settop(L, top);
+}
+
+static void test_input_global(void **state)
+{
+    sbx *s = *state;
+    expect(s, "return input.x * 2", "{\"x\":21}", "42");
+    expect(s, "return _ENV.input.x + _G.input.x", "{\"x\":1}", "2");
+    expect(s, "local function f() return input.x end return f()", "{\"x\":7}", "7");
+    expect(s, "return input == nil", NULL, "true");
+}
+
+static void test_isolation(void **state)
+{
+    sbx *s = *state;
+    expect(s,
+           "leaked = 1; string.upper = nil; table.insert = nil; math.pi = 3; input.x = 9 "
+           "_G.other = 2 return 1",
+           "{\"x\":1}", "1");
+    expect(s,
+           "return leaked == nil and other == nil and string.upper ~= nil and "
+           "table.insert ~= nil and math.pi > 3.14 and ('a'):upper() == 'A' and input.x == 1",
+           "{\"x\":1}", "true");
+    /* changing a string method through the copy does not reach the shared one */
+    expect(s, "string.rep = function() return 'pwned' end return ('x'):rep(2)", NULL, "\"xx\"");
+    expect(s, "return ('x'):rep(2)", NULL, "\"xx\"");
+    /* input arrays share a protected metatable */
+    expect(s, "return getmetatable(input)", "[1]", "false");
+    expect_err(s, "setmetatable(input, {})", "[1]", WEFT_ESCRIPT,
+               "cannot change a protected metatable");
+}
+
+static void test_forbidden_globals(void **state)
+{
+    sbx *s = *state;
+    static const char *const names[] = {
+        "io",
+        "os",
+        "require",
+        "load",
+        "loadstring",
+        "dofile",
+        "loadfile",
+        "debug",
+        "collectgarbage",
+        "package",
+        "coroutine",
+        "print",
+        "string.dump",
+        "math.randomseed",
+        "utf8.dump",
+        "unpack",
+        "module",
+        "setfenv",
+        "getfenv",
+        "warn",
+        "newproxy",
+        "gcinfo",
+    };
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char body[128];
+        snprintf(body, sizeof body, "return %s == nil", names[i]);
+        expect(s, body, NULL, "true");
+    }
+    expect(s,
+           "return ('').dump == nil and string.format ~= nil and table.unpack ~= nil and "
+           "utf8.char(72) == 'H' and type(math.random()) == 'number' and "
+           "select('#', 1, 2) == 2 and _VERSION ~= nil",
+           NULL, "true");
+    /* the real string table is out of reach */
+    expect(s, "return getmetatable('')", NULL, "false");
+    expect_err(s, "return getmetatable('').__index", NULL, WEFT_ESCRIPT, "attempt to index");
+    expect_err(s, "setmetatable({}, {__gc = function() while true do end end})", NULL, WEFT_ESCRIPT,
+               "__gc metamethods are not allowed");
+    expect_err(s, "return string.dump(function() end)", NULL, WEFT_ESCRIPT,
+               "attempt to call a nil value (field 'dump')");
+}
+
+static void test_infinite_loop(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    expect_err(s, "while true do end", NULL, WEFT_ELIMIT, "instruction limit (10000000) exceeded");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    t0 = now_s();
+    expect_err(s, "while true do pcall(function() while true do end end) end", NULL, WEFT_ELIMIT,
+               "instruction limit (10000000) exceeded");
+    expect_err(s, "local n = 0 while true do local ok = pcall(error, 'x') n = n + 1 end", NULL,
+               WEFT_ELIMIT, "instruction limit");
+    /* inside a C call nothing can yield: the hook falls back to errors */
+    expect_err(s,
+               "table.sort({3, 2, 1}, function(a, b) while true do "
+               "pcall(function() while true do end end) end end)",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "while true do pcall(string.gsub, 'aaa', 'a', function() "
+               "while true do pcall(error) end end) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s, "xpcall(function() while true do end end, function() while true do end end)",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s, "local function f() return f() end return f()", NULL, WEFT_ELIMIT,
+               "instruction limit");
+    /* C loops that neither limit would stop are refused up front */
+    expect(s, "return string.rep('', 1e18) .. (''):rep(1e18, '')", NULL, "\"\"");
+    expect(s, "return ('ab'):rep(3, ',')", NULL, "\"ab,ab,ab\"");
+    expect_err(s, "table.move({}, 1, math.maxinteger, 2)", NULL, WEFT_ESCRIPT,
+               "too many elements to move");
+    expect_err(s,
+               "local t = setmetatable({}, {__len = function() return 1e15 end}) "
+               "table.insert(t, 1, 'x')",
+               NULL, WEFT_ESCRIPT, "table too long");
+    expect_err(s,
+               "local t = setmetatable({}, {__len = function() return 1e15 end}) "
+               "table.remove(t, 1)",
+               NULL, WEFT_ESCRIPT, "table too long");
+    expect(s,
+           "local t = {1, 2} table.insert(t, 3) table.insert(t, 1, 0) table.remove(t) "
+           "return table.move(t, 1, 3, 2, {})",
+           NULL, "{\"2\":0,\"3\":1,\"4\":2}");
+    assert_true(now_s() - t0 < 5.0 * slow);
+    /* the state is fine afterwards */
+    expect(s, "return 1 + 1", NULL, "2");
+}
+
+static void test_instruction_limit_custom(void **state)
+{
+    sbx_limits lim = {0, 5000, 0};
+    weft_error err;
+    sbx *s = sbx_new(&lim, &err);
+    (void)state;
+    assert_non_null(s);
+    expect_err(s, "for i = 1, 100000 do end", NULL, WEFT_ELIMIT,
+               "instruction limit (5000) exceeded");
+    expect(s, "local n = 0 for i = 1, 100 do n = n + i end return n", NULL, "5050");
+    sbx_free(s);
+}
+
+static void test_time_limit(void **state)
+{
+    sbx_limits lim = {0, 0, 200};
+    weft_error err;
+    sbx *s = sbx_new(&lim, &err);
+    double t0;
+    (void)state;
+    assert_non_null(s);
+    /* few instructions, much work in C: only the clock stops it */
+    t0 = now_s();
+    expect_err(s, "local s = ('x'):rep(1 << 20) while true do local a = s:find('y') end", NULL,
+               WEFT_ELIMIT, "time limit (200 ms) exceeded");
+    assert_true(now_s() - t0 < 2.0 * slow);
+    expect(s, "return 1", NULL, "1");
+    sbx_free(s);
+}
+
+static size_t rss_bytes(void)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+    fclose(f);
+    return (size_t)rss * (size_t)sysconf(_SC_PAGESIZE);
+}
+
+static void test_memory_bombs(void **state)
+{
+    sbx_limits lim = {8u << 20, 0, 0};
+    weft_error err;
+    sbx *s = sbx_new(&lim, &err);
+    size_t base, rss0;
+    int i;
+    (void)state;
+    assert_non_null(s);
+    expect(s, "return 1", NULL, "1");
+    base = sbx_mem_used(s);
+    rss0 = rss_bytes();
+    for (i = 0; i < 4; i++) {
+        expect_err(s, "local s = 'x' while true do s = s .. s end", NULL, WEFT_ELIMIT,
+                   "memory limit (8388608 bytes) exceeded");
+        expect_err(s, "local t = {} local i = 0 while true do i = i + 1 t[i] = {i} end", NULL,
+                   WEFT_ELIMIT, "memory limit (8388608 bytes) exceeded");
+        expect_err(s, "return string.rep('x', 1 << 30)", NULL, WEFT_ELIMIT, "memory limit");
+        expect_err(s, "return ('x'):rep(100, 'y'):rep(1000000)", NULL, WEFT_ELIMIT, "memory limit");
+        expect_err(s,
+                   "local t = {} for i = 1, 1e6 do t[#t + 1] = ('x'):rep(64) .. i end "
+                   "return table.concat(t)",
+                   NULL, WEFT_ELIMIT, "memory limit");
+        /* catching the memory error does not help */
+        expect_err(s, "local ok = pcall(string.rep, 'x', 1 << 30) return ok", NULL, WEFT_ELIMIT,
+                   "memory limit");
+        expect_err(s,
+                   "while true do pcall(function() local s = 'x' while true do s = s .. s end "
+                   "end) end",
+                   NULL, WEFT_ELIMIT, "memory limit");
+        /* reusable afterwards, and the garbage is gone */
+        expect(s, "return #string.rep('ab', 1000)", NULL, "2000");
+        assert_true(sbx_mem_used(s) < base + (1u << 20));
+    }
+    /* the allocator refused, so the process never held more than a few caps */
+    assert_true(rss_bytes() < rss0 + (size_t)512 * 1024 * 1024);
+    sbx_free(s);
+}
+
+static void test_runtime_errors(void **state)
+{
+    sbx *s = *state;
+    expect_err(s, "error('boom')", NULL, WEFT_ESCRIPT, "calc:1: boom");
+    expect_err(s, "local x = 1\nlocal y = nil\nreturn y.z", NULL, WEFT_ESCRIPT,
+               "calc:3: attempt to index a nil value (local 'y')");
+    expect_err(s, "\n\nerror('deep', 1)", NULL, WEFT_ESCRIPT, "calc:3: deep");
+    expect_err(s, "error('plain', 0)", NULL, WEFT_ESCRIPT, "plain");
+    expect_err(s, "error({code = 42, message = 'bad'})", NULL, WEFT_ESCRIPT,
+               "calc: error {\"code\":42,\"message\":\"bad\"}");
+    expect_err(s, "error(setmetatable({}, {__tostring = function() while true do end end}))", NULL,
+               WEFT_ESCRIPT, "calc: error {}");
+    expect_err(s, "error({f = print or error})", NULL, WEFT_ESCRIPT,
+               "calc: error object is a table (error.f: cannot convert a function to JSON)");
+    expect_err(s, "error()", NULL, WEFT_ESCRIPT, "calc: error (nil)");
+    expect_err(s, "error(42)", NULL, WEFT_ESCRIPT, "calc: error 42");
+    expect_err(s, "error(false)", NULL, WEFT_ESCRIPT, "calc: error (false)");
+    expect_err(s, "error(error)", NULL, WEFT_ESCRIPT, "calc: error object is a function value");
+    expect_err(s, "return input.a.b", "{}", WEFT_ESCRIPT, "calc:1: attempt to index a nil value");
+}
+
+static void test_syntax_errors(void **state)
+{
+    sbx *s = *state;
+    expect_err(s, "local x = 1\nx = = 2\nreturn x", NULL, WEFT_EINVAL,
+               "calc:2: unexpected symbol near '='");
+    expect_err(s, "return 1 +", NULL, WEFT_EINVAL, "calc:1: unexpected symbol near <eof>");
+    expect_err(s, "if true then\n\nreturn 1", NULL, WEFT_EINVAL, "calc:3: 'end' expected");
+    /* a body cannot close the wrapper and run code outside the limits */
+    expect_err(s, "end while true do end return function()", NULL, WEFT_EINVAL,
+               "calc:1: <eof> expected near 'end'");
+    expect_err(s, "\x1bLua", NULL, WEFT_EINVAL, "calc:1:");
+    /* the state still works, and a fixed script is compiled anew */
+    expect(s, "local x = 1\nx = 2\nreturn x", NULL, "2");
+}
+
+static void test_no_coroutines(void **state)
+{
+    sbx *s = *state;
+    expect_err(s, "return coroutine.yield()", NULL, WEFT_ESCRIPT, "attempt to index a nil value");
+}
+
+static void test_cache(void **state)
+{
+    sbx *s = *state;
+    int i;
+    for (i = 0; i < 1200; i++) {
+        char body[64], want[32];
+        snprintf(body, sizeof body, "return input.n + %d", i);
+        snprintf(want, sizeof want, "%d", i + 1);
+        expect(s, body, "{\"n\":1}", want);
+    }
+    expect(s, "return input.n + 0", "{\"n\":5}", "5");
+    expect(s, "return input.n + 0", "{\"n\":6}", "6");
+    /* the same text under another chunk name reports that name */
+    {
+        json_object *out = NULL;
+        weft_error err;
+        assert_int_equal(sbx_eval(s, "other", "error('x')", NULL, &out, &err), WEFT_ESCRIPT);
+        assert_string_equal(err.msg, "other:1: x");
+        assert_int_equal(sbx_eval(s, "calc", "error('x')", NULL, &out, &err), WEFT_ESCRIPT);
+        assert_string_equal(err.msg, "calc:1: x");
+    }
+}
+
+static void test_fast(void **state)
+{
+    sbx *s = *state;
+    json_object *in = json_tokener_parse("{\"a\":1}"), *out = NULL;
+    weft_error err;
+    double t0 = now_s();
+    int i;
+    for (i = 0; i < 20000; i++) {
+        assert_int_equal(sbx_eval(s, "fast", "return input.a + 1", in, &out, &err), 0);
+        json_object_put(out);
+    }
+    /* a few microseconds each without sanitizers; generous for ASan */
+    assert_true(now_s() - t0 < 2.0 * slow);
+    json_object_put(in);
+}
+
+static void test_pcall_and_check(void **state)
+{
+    sbx *s = *state;
+    lua_State *L = sbx_state(s);
+    weft_error err;
+    int top = lua_gettop(L);
+    assert_int_equal(luaL_loadstring(L, "local a, b = ... return a + b, 'x', 'y'"), LUA_OK);
+    lua_pushinteger(L, 2);
+    lua_pushinteger(L, 3);
+    assert_int_equal(sbx_pcall(s, 2, 2, &err), 0);
+    assert_int_equal(lua_gettop(L), top + 2);
+    assert_int_equal(lua_tointeger(L, -2), 5);
+    assert_string_equal(lua_tostring(L, -1), "x");
+    lua_settop(L, top);
+    assert_int_equal(luaL_loadstring(L, "while true do end"), LUA_OK);
+    assert_int_equal(sbx_pcall(s, 0, 1, &err), WEFT_ELIMIT);
+    assert_int_equal(lua_gettop(L), top);
+    assert_int_equal(luaL_loadbuffer(L, "error('no', 0)", 14, "=x"), LUA_OK);
+    assert_int_equal(sbx_pcall(s, 0, 1, &err), WEFT_ESCRIPT);
+    assert_string_equal(err.msg, "no");
+    assert_int_equal(lua_gettop(L), top);
+
+    assert_int_equal(sbx_check_syntax(L, "[string]", "return input > 1", &err), 0);
+    assert_int_equal(sbx_check_syntax(L, "[string]", "return >", &err), WEFT_EINVAL);
+    assert_string_equal(err.msg, "[string]:1: unexpected symbol near '>'");
+    assert_int_equal(lua_gettop(L), top);
+}
+
+static void test_env_push(void **state)
+{
+    sbx *s = *state;
+    lua_State *L = sbx_state(s);
+    int top = lua_gettop(L);
+    sbx_push_env(L);
+    sbx_push_env(L);
+    assert_int_equal(lua_gettop(L), top + 2);
+    assert_false(lua_rawequal(L, -1, -2));
+    lua_getfield(L, -1, "string");
+    lua_getfield(L, -3, "string");
+    assert_false(lua_rawequal(L, -1, -2));
+    assert_int_equal(lua_getfield(L, -1, "format"), LUA_TFUNCTION);
+    lua_settop(L, top);
+}
+
+int main(void)
+{
+    const char *preload = getenv("LD_PRELOAD");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_types_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_numbers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_arrays_and_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conversion_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_to_json_direct, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_input_global, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_isolation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
+        cmocka_unit_test(test_instruction_limit_custom),
+        cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_memory_bombs),
+        cmocka_unit_test_setup_teardown(test_runtime_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_syntax_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_coroutines, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fast, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pcall_and_check, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_push, setup, teardown),
+    };
+    if (preload && strstr(preload, "valgrind")) slow = 50.0;
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
