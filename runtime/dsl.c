@@ -130,7 +130,7 @@ static int prepare_module(lua_State *L)
     lua_setupvalue(L, -2, 1);
     lua_pushlightuserdata(L, p);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_prep);
-    lua_pushstring(L, p->chunkname);
+    lua_pushstring(L, p->source + 1);
     lua_pushcfunction(L, l_caller_line);
     lua_pushcfunction(L, l_check_script);
     lua_pushcfunction(L, l_parse_duration);

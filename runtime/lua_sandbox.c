@@ -778,8 +778,8 @@ static int limit_error(sbx *s, weft_error *err)
 
 /*
  * Run the function below the top nargs values in a fresh coroutine with the
- * count hook set (and the line hook, if lines). Returns the number of values left on L: nresults
- * results, the error object, or nothing if the hook yielded.
+ * count hook set (and the line hook, if lines). Returns the number of values
+ * left on L: nresults results, the error object, or none if the hook yielded.
  */
 static int run_thread(lua_State *L, sbx *s, int nargs, int nresults, int lines, int *status)
 {
@@ -950,10 +950,11 @@ int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input
     rc = run_result(s, pstatus, &c, lua_gettop(L) > top, err);
     if (rc == 0) {
         rc = sbx_to_json_path(L, -1, "result", out, err);
-        if (rc == WEFT_EINVAL) {
-            rc = WEFT_ESCRIPT;
-            err->code = rc;
+        if (rc == WEFT_EINVAL && err) {
+            rc = err->code = WEFT_ESCRIPT;
             if (chunkname) wu_err_prefix(err, "%s: ", chunkname);
+        } else if (rc == WEFT_EINVAL) {
+            rc = WEFT_ESCRIPT;
         }
     }
     lua_settop(L, top);

@@ -586,7 +586,8 @@ static int list_plugins(const char *dir, wu_vec *files, int *errnum)
     }
     closedir(d);
     /* "x.la" < "x.so" in strcmp order, so the .la comes first of a pair */
-    qsort(files->items, files->len, sizeof *files->items, cmp_str);
+    if (files->len > 1)
+        qsort(files->items, files->len, sizeof *files->items, cmp_str);
     for (i = j = 0; i < files->len; i++) {
         char *f = files->items[i];
         if (j > 0) {

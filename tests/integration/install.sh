@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 
 root="$TMP/root"
-if make -C "$BUILD" -s install DESTDIR="$root" >"$TMP/install.log" 2>&1; then
+if MAKEFLAGS= make -C "$BUILD" -s install DESTDIR="$root" >"$TMP/install.log" 2>&1; then
     ok "make install DESTDIR"
 else
     not_ok "make install failed"; tail -20 "$TMP/install.log"; finish; exit 1
@@ -19,7 +19,7 @@ done
 
 cp -r "$SRC/examples/plugins/textcase" "$TMP/textcase"
 chmod -R u+w "$TMP/textcase"
-if PKG_CONFIG_PATH="$inst/lib/pkgconfig" PKG_CONFIG="pkg-config --define-prefix" \
+if MAKEFLAGS= PKG_CONFIG_PATH="$inst/lib/pkgconfig" PKG_CONFIG="pkg-config --define-prefix" \
     make -C "$TMP/textcase" >"$TMP/build.log" 2>&1; then
     ok "out-of-tree plugin builds against the installed SDK"
 else
