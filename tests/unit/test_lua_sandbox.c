@@ -19,8 +19,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Timing bounds are for native runs; valgrind is some 50 times slower. */
-static double slow = 1.0;
+/* Timing bounds guard against hangs; they are not performance checks (those
+ * live in bench/). Generous, so sanitizers and a loaded CI machine pass. */
+static double slow = 20.0;
 
 /* Default limits but a clock far away, so instruction limits are what hits
  * even on a slow machine. */
@@ -279,7 +280,6 @@ static void test_infinite_loop(void **state)
     double t0 = now_s();
     expect_err(s, "while true do end", NULL, WEFT_ELIMIT, "instruction limit (10000000) exceeded");
     assert_true(now_s() - t0 < 1.0 * slow);
-    t0 = now_s();
     expect_err(s, "while true do pcall(function() while true do end end) end", NULL, WEFT_ELIMIT,
                "instruction limit (10000000) exceeded");
     expect_err(s, "local n = 0 while true do local ok = pcall(error, 'x') n = n + 1 end", NULL,
@@ -314,7 +314,6 @@ static void test_infinite_loop(void **state)
            "local t = {1, 2} table.insert(t, 3) table.insert(t, 1, 0) table.remove(t) "
            "return table.move(t, 1, 3, 2, {})",
            NULL, "{\"2\":0,\"3\":1,\"4\":2}");
-    assert_true(now_s() - t0 < 5.0 * slow);
     /* the state is fine afterwards */
     expect(s, "return 1 + 1", NULL, "2");
 }
@@ -547,6 +546,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pcall_and_check, setup, teardown),
         cmocka_unit_test_setup_teardown(test_env_push, setup, teardown),
     };
-    if (preload && strstr(preload, "valgrind")) slow = 50.0;
+    if (preload && strstr(preload, "valgrind")) slow = 1000.0;
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
