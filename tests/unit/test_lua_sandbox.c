@@ -343,7 +343,7 @@ static void test_time_limit(void **state)
     t0 = now_s();
     expect_err(s, "local s = ('x'):rep(1 << 20) while true do local a = s:find('y') end", NULL,
                WEFT_ELIMIT, "time limit (200 ms) exceeded");
-    assert_true(now_s() - t0 < 2.0 * slow);
+    assert_true(now_s() - t0 < 3.0 * slow);
     expect(s, "return 1", NULL, "1");
     sbx_free(s);
 }
@@ -474,7 +474,7 @@ static void test_fast(void **state)
         json_object_put(out);
     }
     /* a few microseconds each without sanitizers; generous for ASan */
-    assert_true(now_s() - t0 < 2.0 * slow);
+    assert_true(now_s() - t0 < 5.0 * slow);
     json_object_put(in);
 }
 
