@@ -174,6 +174,8 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
         t->queued = 0;
         if (was_active)
             x->active--;
+        if (!t->followed && wu_vec_push(&x->ended, t))
+            t->followed = 1; /* out of memory: dec_end below fails the workflow */
     }
     x->updated_ms = now;
     changed(e, x, t);
@@ -461,23 +463,21 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
 
 int dec_decide(const dec_env *e, xc_exec *x, dec_out *o)
 {
-    size_t i;
-    int progress = 1;
     if (x->status != WEFT_WF_RUNNING)
         return 0;
     if (x->tasks.len == 0)
         schedule(e, x, x->def->root.tasks[0], 0, NULL, 0, 0, o);
-    while (progress && x->status == WEFT_WF_RUNNING) {
-        progress = 0;
-        for (i = 0; i < x->tasks.len && x->status == WEFT_WF_RUNNING; i++) {
-            xc_task *t = x->tasks.items[i];
-            if (xc_task_terminal(t->status) && !t->followed) {
-                t->followed = 1;
-                progress = 1;
-                follow(e, x, t, o);
-            }
-        }
+    /* follow each task that ended, in the order they ended; following one
+     * may end others (inline tasks), which join the queue */
+    while (x->status == WEFT_WF_RUNNING && x->ended_head < x->ended.len) {
+        xc_task *t = x->ended.items[x->ended_head++];
+        if (t->followed || !xc_task_terminal(t->status))
+            continue;
+        t->followed = 1;
+        follow(e, x, t, o);
     }
+    if (x->ended_head == x->ended.len)
+        x->ended.len = x->ended_head = 0;
     if (x->status == WEFT_WF_RUNNING && x->root_done && x->active == 0)
         complete_workflow(e, x, o);
     return 0;
@@ -560,7 +560,7 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
         }
         SOONER(d);
     }
-    for (i = 0; i < x->tasks.len; i++) {
+    for (i = 0; x->timed && i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
         const def_task *dt = t->def;
         int64_t d;

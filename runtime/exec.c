@@ -65,6 +65,7 @@ void xc_free(xc_exec *x)
     for (i = 0; i < x->tasks.len; i++)
         task_free(x->tasks.items[i]);
     wu_vec_free(&x->tasks);
+    wu_vec_free(&x->ended);
     for (i = 0; i < x->scopes.len; i++) {
         xc_scope *s = x->scopes.items[i];
         free(s->suffix);
@@ -134,6 +135,8 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
         return NULL;
     }
     x->active++;
+    if (def->timeout_ms || def->response_timeout_ms)
+        x->timed = 1;
     return t;
 }
 

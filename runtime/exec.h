@@ -60,6 +60,9 @@ typedef struct xc_exec {
     wu_vec scopes;   /* xc_scope *; index = scope id; 0 = top level */
     def_dyn dyn;     /* dynamic task nodes */
     int active;      /* tasks not yet terminal */
+    wu_vec ended;    /* tasks that reached a terminal status, for the decider */
+    size_t ended_head;
+    int timed;       /* tasks with a timeout or response timeout were scheduled */
     int64_t timer_ms; /* the armed timeout check (engine), 0 = none */
     unsigned root_done : 1;
     json_object *j_id; /* cached JSON strings for expressions */
