@@ -214,8 +214,9 @@ static void fail_oom(const dec_env *e, xc_exec *x, dec_out *o)
 
 static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o);
 
-static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, json_object *dyn,
-                         int retry_count, int64_t delay, dec_out *o)
+/* A new instance of d in scope, its input resolved; dispatch() sends it on. */
+static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, json_object *dyn,
+                       int retry_count, dec_out *o)
 {
     xc_scope *s = x->scopes.items[scope];
     xc_task *t = xc_add_task(x, d, scope, s->iteration);
@@ -231,16 +232,39 @@ static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, j
         json_object_put(t->input);
         t->input = json_object_new_object();
     }
+    t->fresh = 1;
+    x->fresh++;
     changed(e, x, t);
-    if (d->type->map) {
-        if (delay > 0)
-            push(o, DEC_TIMER, t, e->now() + delay);
-        else
+    return t;
+}
+
+/* Control flow is mapped now (or at `delay`); other types go to their queue. */
+static void dispatch(const dec_env *e, xc_exec *x, xc_task *t, int64_t delay, dec_out *o)
+{
+    if (t->fresh) {
+        t->fresh = 0;
+        x->fresh--;
+    }
+    if (t->def->type->map) {
+        if (delay > 0) {
+            t->callback_ms = e->now() + delay;
+            push(o, DEC_TIMER, t, t->callback_ms);
+        } else {
             remap(e, x, t, o);
+        }
     } else {
         t->queued = 1;
-        push(o, DEC_ENQUEUE, t, e->now() + delay);
+        t->callback_ms = e->now() + delay;
+        push(o, DEC_ENQUEUE, t, t->callback_ms);
     }
+}
+
+static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, json_object *dyn,
+                         int retry_count, int64_t delay, dec_out *o)
+{
+    xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
+    if (t)
+        dispatch(e, x, t, delay, o);
     return t;
 }
 
@@ -336,13 +360,22 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         t->spawned = 1;
         schedule(e, x, def_of_json(node), child_scope, dynamic[i] ? node : NULL, 0, 0, o);
     }
-    if (t->status == WEFT_TASK_IN_PROGRESS && r.callback_after_ms >= 0)
-        push(o, DEC_TIMER, t, e->now() + r.callback_after_ms);
+    if (t->status == WEFT_TASK_IN_PROGRESS && r.callback_after_ms >= 0) {
+        t->callback_ms = e->now() + r.callback_after_ms;
+        push(o, DEC_TIMER, t, t->callback_ms);
+    }
     take_end(e, x, &r, o);
 done:
     free(dynamic);
     host_result_clear(&r);
     json_object_put(out_tasks);
+}
+
+void dec_enqueue(const dec_env *e, xc_exec *x, xc_task *t, int64_t at, dec_out *o)
+{
+    t->queued = 1;
+    t->callback_ms = at;
+    push(o, DEC_ENQUEUE, t, at);
 }
 
 void dec_start(const dec_env *e, xc_exec *x, xc_task *t)
@@ -463,10 +496,17 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
 
 int dec_decide(const dec_env *e, xc_exec *x, dec_out *o)
 {
+    size_t i;
     if (x->status != WEFT_WF_RUNNING)
         return 0;
     if (x->tasks.len == 0)
         schedule(e, x, x->def->root.tasks[0], 0, NULL, 0, 0, o);
+    /* instances made where no plugins run (a client's retry) go out now */
+    for (i = 0; x->fresh > 0 && i < x->tasks.len && x->status == WEFT_WF_RUNNING; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->fresh && !xc_task_terminal(t->status))
+            dispatch(e, x, t, 0, o);
+    }
     /* follow each task that ended, in the order they ended; following one
      * may end others (inline tasks), which join the queue */
     while (x->status == WEFT_WF_RUNNING && x->ended_head < x->ended.len) {
@@ -595,4 +635,90 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
     }
 #undef SOONER
     *next = soonest;
+}
+
+static int wf_state(weft_error *err, const xc_exec *x, const char *what, const char *allowed)
+{
+    return wu_err(err, WEFT_ESTATE, "workflow %s is %s: only %s workflows can be %s", x->id,
+                  weft_wf_status_name(x->status), allowed, what);
+}
+
+int dec_pause(const dec_env *e, xc_exec *x, weft_error *err)
+{
+    if (x->status != WEFT_WF_RUNNING)
+        return wf_state(err, x, "paused", "RUNNING");
+    x->status = WEFT_WF_PAUSED;
+    x->updated_ms = e->now();
+    changed(e, x, NULL);
+    return 0;
+}
+
+int dec_resume(const dec_env *e, xc_exec *x, weft_error *err)
+{
+    if (x->status != WEFT_WF_PAUSED)
+        return wf_state(err, x, "resumed", "PAUSED");
+    x->status = WEFT_WF_RUNNING;
+    x->updated_ms = e->now();
+    changed(e, x, NULL);
+    return 0;
+}
+
+static void reopen(const dec_env *e, xc_exec *x)
+{
+    x->status = WEFT_WF_RUNNING;
+    free(x->reason);
+    x->reason = NULL;
+    free(x->failed_task_id);
+    x->failed_task_id = NULL;
+    json_object_put(x->output);
+    x->output = NULL;
+    x->ended_ms = 0;
+    x->updated_ms = e->now();
+}
+
+int dec_retry(const dec_env *e, xc_exec *x, dec_out *o, weft_error *err)
+{
+    size_t i, n = x->tasks.len;
+    int again = 0;
+    if (x->status != WEFT_WF_FAILED && x->status != WEFT_WF_TIMED_OUT &&
+        x->status != WEFT_WF_TERMINATED)
+        return wf_state(err, x, "retried", "FAILED, TIMED_OUT or TERMINATED");
+    reopen(e, x);
+    for (i = 0; i < n; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (xc_task_ok(t->status) || !xc_task_terminal(t->status) || t->retried ||
+            xc_latest(x, t->def) != t)
+            continue;
+        if (t->def->type->map && t->status == WEFT_TASK_CANCELED) {
+            /* a join or loop cut short: it picks up where it was */
+            t->status = WEFT_TASK_IN_PROGRESS;
+            t->ended_ms = 0;
+            t->followed = 0;
+            x->active++;
+            changed(e, x, t);
+        } else {
+            t->retried = 1;
+            if (!create(e, x, t->def, t->scope, t->dyn_json, t->retry_count + 1, o))
+                return wu_err(err, WEFT_ENOMEM, "out of memory");
+        }
+        again++;
+    }
+    changed(e, x, NULL);
+    if (!again)
+        return wu_err(err, WEFT_ESTATE, "workflow %s has no failed task to retry", x->id);
+    return 0;
+}
+
+int dec_restart(const dec_env *e, xc_exec *x, weft_error *err)
+{
+    if (!xc_wf_terminal(x->status))
+        return wf_state(err, x, "restarted", "COMPLETED, FAILED, TIMED_OUT or TERMINATED");
+    if (!x->def->restartable)
+        return wu_err(err, WEFT_ESTATE, "workflow %s: definition '%s' is not restartable", x->id,
+                      x->def->name);
+    if (xc_reset(x))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    reopen(e, x);
+    changed(e, x, NULL);
+    return 0;
 }

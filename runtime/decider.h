@@ -49,6 +49,9 @@ int dec_decide(const dec_env *env, xc_exec *x, dec_out *out);
  */
 void dec_apply(const dec_env *env, xc_exec *x, xc_task *t, int rc, weft_result *r, dec_out *out);
 
+/* Put a queued task (back) in its queue, visible at `at` (the sweeper's repair). */
+void dec_enqueue(const dec_env *env, xc_exec *x, xc_task *t, int64_t at, dec_out *out);
+
 /* A worker picked task t up: IN_PROGRESS, started time, poll count. */
 void dec_start(const dec_env *env, xc_exec *x, xc_task *t);
 
@@ -66,6 +69,21 @@ void dec_timeouts(const dec_env *env, xc_exec *x, int64_t now, int64_t *next, de
 /* End the workflow: terminal status, reason; active tasks are canceled. */
 void dec_end(const dec_env *env, xc_exec *x, weft_wf_status status, const char *reason,
              dec_out *out);
+
+/*
+ * Operator actions. Each changes only the execution (no plugin runs, so a
+ * client can do it); a decider takes it from there. WEFT_ESTATE, naming the
+ * status, when the workflow is not in a state that allows it.
+ * pause: RUNNING -> PAUSED (running tasks finish, nothing new starts).
+ * resume: PAUSED -> RUNNING.
+ * retry: a FAILED/TIMED_OUT/TERMINATED workflow runs again from its failed
+ *   and canceled tasks (new instances, retryCount + 1).
+ * restart: a terminal workflow starts over with the same id and input.
+ */
+int dec_pause(const dec_env *env, xc_exec *x, weft_error *err);
+int dec_resume(const dec_env *env, xc_exec *x, weft_error *err);
+int dec_retry(const dec_env *env, xc_exec *x, dec_out *out, weft_error *err);
+int dec_restart(const dec_env *env, xc_exec *x, weft_error *err);
 
 /* Resolve a template against an execution (caller owns the result). */
 json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t);

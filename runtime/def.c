@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* No callbacks: the task is queued under its type name for a worker elsewhere. */
+const weft_task_type def_remote_type = {.name = "(served elsewhere)"};
+
 /* Where a node stands, for messages: "fork 'notify' branch 2". */
 typedef struct cctx {
     const def_env *env;
@@ -241,6 +244,8 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
     if (json_object_object_get_ex(j, "name", &v) && json_object_is_type(v, json_type_string))
         t->name = json_object_get_string(v);
     t->type = c->env->find_type ? c->env->find_type(c->env->ud, t->type_name) : NULL;
+    if (!t->type && c->env->allow_unknown)
+        t->type = &def_remote_type;
     if (!t->type) {
         wu_err(err, WEFT_EINVAL, "unknown task type %s (no plugin provides it; searched: %s)",
                t->type_name, c->env->searched ? c->env->searched : "nothing");

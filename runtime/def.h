@@ -76,7 +76,13 @@ typedef struct def_env {
     void *ud;
     const char *searched; /* plugin path, for "unknown task type" messages */
     const weft_host *host; /* passed to validate callbacks */
+    /* Types no plugin here provides are queued for whoever serves them
+     * (daemons, clients) instead of being an error (weft run). */
+    int allow_unknown;
 } def_env;
+
+/* The type given to tasks of unknown types under allow_unknown: queued. */
+extern const weft_task_type def_remote_type;
 
 /*
  * Compile a definition. json is borrowed (a reference is taken).

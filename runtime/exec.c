@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void init_variables(xc_exec *x);
+
 int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out, weft_error *err)
 {
     xc_exec *x = calloc(1, sizeof *x);
@@ -33,15 +35,7 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
-    /* initial variables from the definition */
-    {
-        json_object *vars;
-        if (json_object_object_get_ex(def->json, "variables", &vars) &&
-            json_object_is_type(vars, json_type_object)) {
-            json_object_object_foreach(vars, k, v) json_object_object_add(x->variables, k,
-                                                                          json_object_get(v));
-        }
-    }
+    init_variables(x);
     *out = x;
     return 0;
 }
@@ -86,6 +80,54 @@ void xc_free(xc_exec *x)
     free(x->failed_task_id);
     def_unref(x->def);
     free(x);
+}
+
+static void init_variables(xc_exec *x)
+{
+    json_object *vars;
+    if (json_object_object_get_ex(x->def->json, "variables", &vars) &&
+        json_object_is_type(vars, json_type_object)) {
+        json_object_object_foreach(vars, k, v)
+        {
+            json_object_object_add(x->variables, k, json_object_get(v));
+        }
+    }
+}
+
+int xc_reset(xc_exec *x)
+{
+    wu_map *by_ref = wu_map_new(), *by_def = wu_map_new();
+    json_object *vars = json_object_new_object();
+    size_t i;
+    if (!by_ref || !by_def || !vars) {
+        wu_map_free(by_ref);
+        wu_map_free(by_def);
+        json_object_put(vars);
+        return WEFT_ENOMEM;
+    }
+    for (i = 0; i < x->tasks.len; i++)
+        task_free(x->tasks.items[i]);
+    x->tasks.len = 0;
+    x->ended.len = x->ended_head = 0;
+    for (i = 1; i < x->scopes.len; i++) {
+        xc_scope *s = x->scopes.items[i];
+        free(s->suffix);
+        free(s);
+    }
+    x->scopes.len = 1;
+    wu_map_free(x->by_ref);
+    wu_map_free(x->by_def);
+    x->by_ref = by_ref;
+    x->by_def = by_def;
+    def_dynamic_free(&x->dyn);
+    memset(&x->dyn, 0, sizeof x->dyn);
+    json_object_put(x->variables);
+    x->variables = vars;
+    init_variables(x);
+    x->active = x->timed = x->fresh = 0;
+    x->root_done = 0;
+    x->timer_ms = 0;
+    return 0;
 }
 
 int xc_new_scope(xc_exec *x, int parent, int iteration)

@@ -35,6 +35,7 @@ typedef struct xc_task {
     unsigned spawned : 1;  /* it scheduled nested tasks; they continue the flow */
     unsigned retried : 1;  /* a retry instance replaced it */
     unsigned queued : 1;   /* waits in a work queue */
+    unsigned fresh : 1;    /* created, not yet mapped or queued */
 } xc_task;
 
 typedef struct xc_scope {
@@ -63,6 +64,7 @@ typedef struct xc_exec {
     wu_vec ended;    /* tasks that reached a terminal status, for the decider */
     size_t ended_head;
     int timed;       /* tasks with a timeout or response timeout were scheduled */
+    int fresh;       /* tasks created but not yet dispatched */
     int64_t timer_ms; /* the armed timeout check (engine), 0 = none */
     unsigned root_done : 1;
     json_object *j_id; /* cached JSON strings for expressions */
@@ -72,6 +74,10 @@ typedef struct xc_exec {
  * (copied by reference); id NULL = a fresh UUID. */
 int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out, weft_error *err);
 void xc_free(xc_exec *x);
+
+/* Forget every task (restart): back to a RUNNING execution with no tasks,
+ * the definition's initial variables, the same id and input. */
+int xc_reset(xc_exec *x);
 
 /* A new task instance of def in scope, appended (seq = its index + 1). */
 xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration);

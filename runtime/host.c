@@ -1,4 +1,4 @@
-#include "config.h"
+#include "autoconf.h"
 #include "host.h"
 
 #include <stdarg.h>

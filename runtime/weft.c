@@ -1,15 +1,16 @@
 /* weft: the command line (embedded runs, compile, validate, plugins). */
-#include "config.h"
+#include "autoconf.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dsl.h"
 #include "engine.h"
+#include "cli.h"
 #include "util.h"
 
-enum { EXIT_OK = 0, EXIT_WF_FAILED = 1, EXIT_USAGE = 2 };
 
 static const char usage[] =
     "usage: weft <command> [options]\n"
@@ -19,6 +20,16 @@ static const char usage[] =
     "  validate FILE.lua|FILE.json                   check a definition\n"
     "  plugins                                       list plugins and their task types\n"
     "\n"
+    "workflows in Redis (WEFT_REDIS_URL or --redis URL; a running weftd does the work):\n"
+    "  start FILE|NAME [--version V] [--input JSON] [--correlation-id X] [--idempotency-key K]\n"
+    "                                                prints the new workflow id\n"
+    "  status ID                                     the workflow as Conductor's Workflow JSON\n"
+    "  wait ID [--timeout S]                         until it ends; prints its output\n"
+    "  watch ID                                      its transitions, history first, then live\n"
+    "  register FILE                                 store a definition (versioned)\n"
+    "  terminate ID [--reason R] | pause ID | resume ID | retry ID | restart ID\n"
+    "  signal ID REF [JSON] [--status FAILED]        complete a WAIT (or any waiting task)\n"
+    "\n"
     "options:\n"
     "  --input JSON|@file     workflow input (a JSON object)\n"
     "  --plugin-path DIRS     plugin directories, colon-separated (also WEFT_PLUGIN_PATH);\n"
@@ -26,19 +37,11 @@ static const char usage[] =
     "  --defs DIRS            where sub-workflows are found by name (default: the file's dir)\n"
     "  --quiet                no task transitions on stderr\n"
     "\n"
-    "exit status: 0 completed, 1 the workflow failed/terminated/timed out, 2 usage or\n"
-    "definition error\n";
+    "exit status: 0 completed, 1 the workflow failed/terminated/timed out (or the\n"
+    "operation is not allowed in its state), 2 usage, definition error or unknown id,\n"
+    "3 wait timed out\n";
 
-typedef struct cli {
-    const char *cmd;
-    const char *file;
-    const char *input;
-    const char *plugin_path;
-    const char *defs;
-    int quiet;
-} cli;
-
-static int die(int code, const char *fmt, const char *arg)
+int die(int code, const char *fmt, const char *arg)
 {
     fprintf(stderr, "weft: ");
     fprintf(stderr, fmt, arg);
@@ -46,41 +49,63 @@ static int die(int code, const char *fmt, const char *arg)
     return code;
 }
 
+/* Options that take a value, and where it goes. */
+static const struct {
+    const char *name;
+    size_t offset;
+} value_opts[] = {
+    {"--input", offsetof(cli, input)},
+    {"--plugin-path", offsetof(cli, plugin_path)},
+    {"--defs", offsetof(cli, defs)},
+    {"--redis", offsetof(cli, redis)},
+    {"--prefix", offsetof(cli, prefix)},
+    {"--version", offsetof(cli, version)},
+    {"--correlation-id", offsetof(cli, correlation_id)},
+    {"--idempotency-key", offsetof(cli, idempotency_key)},
+    {"--timeout", offsetof(cli, timeout)},
+    {"--reason", offsetof(cli, reason)},
+    {"--status", offsetof(cli, status)},
+};
+
 static int parse_args(int argc, char **argv, cli *c)
 {
     int i;
+    size_t k;
     memset(c, 0, sizeof *c);
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--input") || !strcmp(a, "--plugin-path") || !strcmp(a, "--defs")) {
-            if (i + 1 >= argc)
+        for (k = 0; k < sizeof value_opts / sizeof value_opts[0]; k++) {
+            size_t n = strlen(value_opts[k].name);
+            if (!strncmp(a, value_opts[k].name, n) && (a[n] == 0 || a[n] == '='))
+                break;
+        }
+        if (k < sizeof value_opts / sizeof value_opts[0]) {
+            const char **slot = (const char **)((char *)c + value_opts[k].offset);
+            const char *eq = strchr(a, '=');
+            if (eq) {
+                *slot = eq + 1;
+            } else if (i + 1 < argc) {
+                *slot = argv[++i];
+            } else {
                 return die(EXIT_USAGE, "%s needs a value", a);
-            if (!strcmp(a, "--input"))
-                c->input = argv[++i];
-            else if (!strcmp(a, "--plugin-path"))
-                c->plugin_path = argv[++i];
-            else
-                c->defs = argv[++i];
-        } else if (!strncmp(a, "--input=", 8)) {
-            c->input = a + 8;
-        } else if (!strncmp(a, "--plugin-path=", 14)) {
-            c->plugin_path = a + 14;
+            }
         } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
             c->quiet = 1;
         } else if (a[0] == '-' && a[1]) {
             return die(EXIT_USAGE, "unknown option %s (see weft --help)", a);
         } else if (!c->cmd) {
             c->cmd = a;
-        } else if (!c->file) {
-            c->file = a;
+        } else if (c->nargs < 4) {
+            c->args[c->nargs++] = a;
         } else {
             return die(EXIT_USAGE, "unexpected argument '%s'", a);
         }
     }
+    c->file = c->args[0];
     return 0;
 }
 
-static int read_input(const char *arg, json_object **out)
+int read_input(const char *arg, json_object **out)
 {
     weft_error err = {0};
     char *text = NULL;
@@ -274,6 +299,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(c.cmd, "plugins"))
         return cmd_plugins(&c);
+    if (client_has(c.cmd))
+        return client_main(&c);
     if (strcmp(c.cmd, "run") && strcmp(c.cmd, "compile") && strcmp(c.cmd, "validate"))
         return die(EXIT_USAGE, "unknown command '%s' (see weft --help)", c.cmd);
     if (!c.file)

@@ -1,0 +1,343 @@
+#include "codec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put_str(json_object *o, const char *k, const char *v)
+{
+    if (v)
+        json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static void put_int(json_object *o, const char *k, int64_t v)
+{
+    if (v)
+        json_object_object_add(o, k, json_object_new_int64(v));
+}
+
+static void put_obj(json_object *o, const char *k, json_object *v)
+{
+    if (v)
+        json_object_object_add(o, k, json_object_get(v));
+}
+
+static json_object *task_doc(const xc_task *t)
+{
+    json_object *o = json_object_new_object();
+    int flags = (t->followed ? 1 : 0) | (t->spawned ? 2 : 0) | (t->retried ? 4 : 0) |
+                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0);
+    put_str(o, "id", t->id);
+    put_str(o, "ref", t->ref);
+    put_str(o, "def", t->def->ref);
+    if (t->dyn_json) {
+        put_obj(o, "dyn", t->dyn_json);
+        put_str(o, "owner", t->def->list->owner->ref);
+    }
+    put_str(o, "status", weft_task_status_name(t->status));
+    put_obj(o, "input", t->input);
+    put_obj(o, "output", t->output);
+    put_str(o, "reason", t->reason);
+    put_int(o, "retryCount", t->retry_count);
+    put_int(o, "pollCount", t->poll_count);
+    put_int(o, "iteration", t->iteration);
+    put_int(o, "scope", t->scope);
+    put_int(o, "scheduledTime", t->scheduled_ms);
+    put_int(o, "startTime", t->started_ms);
+    put_int(o, "endTime", t->ended_ms);
+    put_int(o, "updateTime", t->updated_ms);
+    put_int(o, "callbackTime", t->callback_ms);
+    put_str(o, "subWorkflowId", t->child_id);
+    put_int(o, "flags", flags);
+    return o;
+}
+
+json_object *cd_to_doc(const xc_exec *x)
+{
+    json_object *o = json_object_new_object(), *tasks = json_object_new_array(),
+                *scopes = json_object_new_array(), *ended = json_object_new_array();
+    size_t i;
+    put_str(o, "id", x->id);
+    put_str(o, "status", weft_wf_status_name(x->status));
+    put_obj(o, "input", x->input);
+    put_obj(o, "output", x->output);
+    put_obj(o, "variables", x->variables);
+    put_str(o, "reason", x->reason);
+    put_str(o, "correlationId", x->correlation_id);
+    put_str(o, "parentWorkflowId", x->parent_id);
+    put_str(o, "parentWorkflowTaskId", x->parent_task_id);
+    put_str(o, "failedTaskId", x->failed_task_id);
+    put_int(o, "createTime", x->created_ms);
+    put_int(o, "updateTime", x->updated_ms);
+    put_int(o, "endTime", x->ended_ms);
+    if (x->root_done)
+        json_object_object_add(o, "rootDone", json_object_new_boolean(1));
+    for (i = 1; i < x->scopes.len; i++) {
+        xc_scope *s = x->scopes.items[i];
+        json_object *pair = json_object_new_array();
+        json_object_array_add(pair, json_object_new_int(s->parent));
+        json_object_array_add(pair, json_object_new_int(s->iteration));
+        json_object_array_add(scopes, pair);
+    }
+    json_object_object_add(o, "scopes", scopes);
+    for (i = x->ended_head; i < x->ended.len; i++)
+        json_object_array_add(ended,
+                              json_object_new_int(((xc_task *)x->ended.items[i])->seq - 1));
+    json_object_object_add(o, "ended", ended);
+    for (i = 0; i < x->tasks.len; i++)
+        json_object_array_add(tasks, task_doc(x->tasks.items[i]));
+    json_object_object_add(o, "tasks", tasks);
+    return o;
+}
+
+static const char *get_str(json_object *o, const char *k)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) && json_object_is_type(v, json_type_string)
+               ? json_object_get_string(v)
+               : NULL;
+}
+
+static int64_t get_int(json_object *o, const char *k)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) ? json_object_get_int64(v) : 0;
+}
+
+static json_object *get_obj(json_object *o, const char *k)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, k, &v) && !json_object_is_type(v, json_type_null)
+               ? json_object_get(v)
+               : NULL;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+static int task_status_parse(const char *s, weft_task_status *out)
+{
+    int i;
+    for (i = WEFT_TASK_SCHEDULED; s && i <= WEFT_TASK_SKIPPED; i++)
+        if (!strcmp(s, weft_task_status_name((weft_task_status)i))) {
+            *out = (weft_task_status)i;
+            return 0;
+        }
+    return WEFT_EINVAL;
+}
+
+/* The def node of a stored task: static by ref, or a dynamic one compiled again. */
+static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **out,
+                    weft_error *err)
+{
+    const char *ref = get_str(td, "def"), *owner_ref;
+    json_object *dyn;
+    def_task *owner = NULL;
+    size_t i;
+    if (!ref)
+        return wu_err(err, WEFT_EINVAL, "task without a definition ref");
+    if (!json_object_object_get_ex(td, "dyn", &dyn)) {
+        *out = wu_map_get(x->def->by_ref, ref);
+        return *out ? 0 : wu_err(err, WEFT_EINVAL, "task '%s' is not in the definition", ref);
+    }
+    /* the same dynamic node may have run before (a retry): reuse its def */
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->dyn_json && !strcmp(t->def->ref, ref) &&
+            json_object_equal(t->dyn_json, dyn)) {
+            *out = t->def;
+            return 0;
+        }
+    }
+    owner_ref = get_str(td, "owner");
+    if (owner_ref && !(owner = wu_map_get(x->def->by_ref, owner_ref)))
+        for (i = 0; i < x->dyn.tasks.len && !owner; i++) {
+            def_task *d = x->dyn.tasks.items[i];
+            if (!strcmp(d->ref, owner_ref))
+                owner = d;
+        }
+    if (!owner)
+        return wu_err(err, WEFT_EINVAL, "dynamic task '%s' has no owner '%s'", ref,
+                      owner_ref ? owner_ref : "(none)");
+    /* a private copy: the document is freed after loading */
+    {
+        json_object *copy = NULL;
+        int rc;
+        if (json_object_deep_copy(dyn, &copy, NULL))
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        rc = def_compile_dynamic(env, x->def, owner, copy, &x->dyn, out, err);
+        json_object_put(copy); /* x->dyn keeps its own reference */
+        return rc;
+    }
+}
+
+static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_error *err)
+{
+    def_task *d;
+    xc_task *t;
+    weft_task_status st;
+    int64_t scope = get_int(td, "scope"), flags = get_int(td, "flags");
+    const char *id = get_str(td, "id"), *ref = get_str(td, "ref");
+    int rc;
+
+    if (!id || !ref)
+        return wu_err(err, WEFT_EINVAL, "task %zu has no id or ref", x->tasks.len + 1);
+    if ((rc = task_def(td, x, env, &d, err)))
+        return rc;
+    if (task_status_parse(get_str(td, "status"), &st))
+        return wu_err(err, WEFT_EINVAL, "task '%s' has a bad status", ref);
+    if (scope < 0 || (size_t)scope >= x->scopes.len)
+        return wu_err(err, WEFT_EINVAL, "task '%s' has a bad scope", ref);
+    t = xc_add_task(x, d, (int)scope, (int)get_int(td, "iteration"));
+    if (!t)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    /* xc_add_task made a fresh id and ref: take the stored ones */
+    snprintf(t->id, sizeof t->id, "%s", id);
+    if (strcmp(t->ref, ref)) {
+        char *r = strdup(ref);
+        if (!r)
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        free(t->ref);
+        t->ref = r;
+        wu_map_put(x->by_ref, t->ref, t);
+    }
+    if (json_object_object_get_ex(td, "dyn", NULL))
+        t->dyn_json = json_object_get(d->json); /* a dynamic def is its own node */
+    t->status = st;
+    if (xc_task_terminal(st))
+        x->active--;
+    t->input = get_obj(td, "input");
+    t->output = get_obj(td, "output");
+    t->reason = dup_or_null(get_str(td, "reason"));
+    t->retry_count = (int)get_int(td, "retryCount");
+    t->poll_count = (int)get_int(td, "pollCount");
+    t->scheduled_ms = get_int(td, "scheduledTime");
+    t->started_ms = get_int(td, "startTime");
+    t->ended_ms = get_int(td, "endTime");
+    t->updated_ms = get_int(td, "updateTime");
+    t->callback_ms = get_int(td, "callbackTime");
+    t->child_id = dup_or_null(get_str(td, "subWorkflowId"));
+    t->followed = (flags & 1) != 0;
+    t->spawned = (flags & 2) != 0;
+    t->retried = (flags & 4) != 0;
+    t->queued = (flags & 8) != 0;
+    t->fresh = (flags & 16) != 0;
+    if (t->fresh)
+        x->fresh++;
+    if (!t->input)
+        t->input = json_object_new_object();
+    return 0;
+}
+
+int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec **out,
+                weft_error *err)
+{
+    const char *id = get_str(doc, "id");
+    json_object *arr, *v;
+    xc_exec *x;
+    size_t i, n;
+    int rc;
+
+    *out = NULL;
+    if (!id)
+        return wu_err(err, WEFT_EINVAL, "stored workflow has no id");
+    if ((rc = xc_new(def, NULL, id, &x, err)))
+        return rc;
+    if (xc_wf_status_parse(get_str(doc, "status") ? get_str(doc, "status") : "", &x->status)) {
+        rc = wu_err(err, WEFT_EINVAL, "bad status");
+        goto fail;
+    }
+    json_object_put(x->input);
+    x->input = get_obj(doc, "input");
+    if (!x->input)
+        x->input = json_object_new_object();
+    x->output = get_obj(doc, "output");
+    if ((v = get_obj(doc, "variables"))) {
+        json_object_put(x->variables);
+        x->variables = v;
+    }
+    x->reason = dup_or_null(get_str(doc, "reason"));
+    x->correlation_id = dup_or_null(get_str(doc, "correlationId"));
+    x->parent_id = dup_or_null(get_str(doc, "parentWorkflowId"));
+    x->parent_task_id = dup_or_null(get_str(doc, "parentWorkflowTaskId"));
+    x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
+    x->created_ms = get_int(doc, "createTime");
+    x->updated_ms = get_int(doc, "updateTime");
+    x->ended_ms = get_int(doc, "endTime");
+    x->root_done = get_int(doc, "rootDone") != 0;
+    if (json_object_object_get_ex(doc, "scopes", &arr) &&
+        json_object_is_type(arr, json_type_array)) {
+        n = json_object_array_length(arr);
+        for (i = 0; i < n; i++) {
+            json_object *pair = json_object_array_get_idx(arr, i);
+            int parent = json_object_get_int(json_object_array_get_idx(pair, 0));
+            if (parent < 0 || (size_t)parent >= x->scopes.len ||
+                xc_new_scope(x, parent, json_object_get_int(json_object_array_get_idx(pair, 1))) <
+                    0) {
+                rc = wu_err(err, WEFT_EINVAL, "bad loop scope %zu", i + 1);
+                goto fail;
+            }
+        }
+    }
+    if (json_object_object_get_ex(doc, "tasks", &arr) &&
+        json_object_is_type(arr, json_type_array)) {
+        n = json_object_array_length(arr);
+        for (i = 0; i < n; i++)
+            if ((rc = restore_task(json_object_array_get_idx(arr, i), x, env, err)))
+                goto fail;
+    }
+    if (json_object_object_get_ex(doc, "ended", &arr) &&
+        json_object_is_type(arr, json_type_array)) {
+        n = json_object_array_length(arr);
+        for (i = 0; i < n; i++) {
+            int k = json_object_get_int(json_object_array_get_idx(arr, i));
+            if (k < 0 || (size_t)k >= x->tasks.len) {
+                rc = wu_err(err, WEFT_EINVAL, "bad ended task %d", k);
+                goto fail;
+            }
+            if (wu_vec_push(&x->ended, x->tasks.items[k])) {
+                rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+                goto fail;
+            }
+        }
+    }
+    *out = x;
+    return 0;
+fail:
+    wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
+    xc_free(x);
+    return rc ? rc : WEFT_EINVAL;
+}
+
+void cd_def_key(const char *def_json, char out[17])
+{
+    /* FNV-1a 64: a cache key, not a security boundary */
+    uint64_t h = 1469598103934665603ull;
+    const unsigned char *p = (const unsigned char *)def_json;
+    while (*p)
+        h = (h ^ *p++) * 1099511628211ull;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+}
+
+json_object *cd_event(const xc_exec *x, const xc_task *t)
+{
+    json_object *o = json_object_new_object();
+    put_str(o, "workflowId", x->id);
+    json_object_object_add(o, "time", json_object_new_int64(wu_now_ms()));
+    if (t) {
+        put_str(o, "taskId", t->id);
+        put_str(o, "referenceTaskName", t->ref);
+        put_str(o, "taskType", t->def->type_name);
+        put_str(o, "status", weft_task_status_name(t->status));
+        if (t->reason && xc_task_terminal(t->status) && !xc_task_ok(t->status))
+            put_str(o, "reason", t->reason);
+    } else {
+        put_str(o, "status", weft_wf_status_name(x->status));
+        put_str(o, "reason", x->reason);
+        if (xc_wf_terminal(x->status))
+            put_obj(o, "output", x->output);
+    }
+    return o;
+}

@@ -1,0 +1,63 @@
+/*
+ * weftd configuration: declared, not parsed by hand. A config file is a Lua
+ * table (evaluated in the sandbox, no io/os):
+ *
+ *     return {
+ *       redis_url = "redis://127.0.0.1:6379",
+ *       workers = 4,
+ *       lock = "redis",
+ *       retention = "7d",
+ *     }
+ *
+ * Precedence: defaults < file < environment (WEFT_REDIS_URL, WEFT_KEY_PREFIX,
+ * WEFT_PLUGIN_PATH) < flags. Prefix cf_.
+ */
+#ifndef WEFT_CONFIG_H
+#define WEFT_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include "weft/plugin.h"
+
+typedef struct cf_config {
+    char *redis_url;   /* redis_url: "redis://127.0.0.1:6379" */
+    char *key_prefix;  /* key_prefix: "weft:" */
+    char *plugin_path; /* plugin_path: NULL = default */
+    char *daemon_id;   /* daemon_id: NULL = "<host>-<pid>" */
+    int workers;       /* workers: threads that claim and decide (4) */
+    char *lock;        /* lock: "none" | "local" | "redis" ("redis") */
+    int64_t lock_ttl_ms;  /* lock_ttl: "10s" */
+    int64_t lock_wait_ms; /* lock_wait: "2s" */
+    int fencing;          /* fencing: true */
+    int64_t retention_ms; /* retention: "7d" */
+    int64_t lease_ms;     /* lease: "30s" (renewed while a task runs) */
+    int64_t sweep_ms;     /* sweep_interval: "30s" (longest a running workflow goes unchecked) */
+    int64_t grace_ms;     /* grace: "10s" (SIGTERM: time for in-flight tasks) */
+    int64_t poll_ms;      /* poll_interval: "50ms" (longest idle wait between polls) */
+    int max_reaps;        /* max_reaps: 3 (lease expiries before a task fails) */
+    char *log_level;      /* log_level: "info" (error|warn|info|debug) */
+    char **types;         /* types: task types to serve; NULL = every queued type loaded */
+    size_t ntypes;
+    json_object *plugins; /* plugins: { <plugin or lock name> = { ... } }, owned */
+} cf_config;
+
+/* Fill with defaults (allocates strings). */
+void cf_defaults(cf_config *c);
+void cf_free(cf_config *c);
+
+/* Read a config file. Errors name the file, line and key: "weftd.lua: key
+ * 'wrokers' is unknown", "weftd.lua: workers: expected a number". */
+int cf_load_file(cf_config *c, const char *path, weft_error *err);
+
+/* Apply WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH. */
+int cf_apply_env(cf_config *c, weft_error *err);
+
+/* Set one key from text (a command-line flag): cf_set(c, "workers", "8"). */
+int cf_set(cf_config *c, const char *key, const char *value, weft_error *err);
+
+/* Describe every key, its type and default (weftd --help-config). */
+void cf_describe(FILE *out);
+
+#endif

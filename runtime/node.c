@@ -1,0 +1,810 @@
+#include "node.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "host.h"
+#include "lua_sandbox.h"
+#include "ops.h"
+#include "plugin_loader.h"
+
+#define ND_CLAIM_BATCH 4
+#define ND_DUE_BATCH 8
+
+typedef struct worker {
+    struct nd_node *n;
+    int idx; /* -1 = the keeper */
+    rs *r;
+    sbx *sandbox;
+    host_services svc;
+    dec_env dec;
+    op_env op;
+    op_hooks hooks;
+    rs_lease leases[ND_CLAIM_BATCH];
+    int nleases; /* claimed, not yet acked: renewed by the keeper */
+    pthread_t thread;
+    int started;
+} worker;
+
+struct nd_node {
+    const cf_config *cfg;
+    pl_registry *plugins;
+    def_env defs;
+    op_cache *cache;
+    const weft_lock_provider *lock;
+    void *lock_handle;
+    char **types;
+    size_t ntypes;
+    char id[128];
+    int level;
+    volatile sig_atomic_t stopping;
+    int redis_down; /* logged once per outage */
+    pthread_mutex_t mu;
+    worker *workers;
+    int nworkers;
+    worker keeper;
+    int running; /* worker threads still in their loop */
+};
+
+/* ---- logging ---- */
+
+static void vlog(nd_node *n, int level, const char *fmt, va_list ap)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    char msg[2048], ts[32];
+    struct timespec now;
+    struct tm tm;
+    size_t i, j;
+    if (level > n->level)
+        return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    /* quotes and newlines inside msg would break the line format */
+    for (i = j = 0; msg[i]; i++)
+        if (msg[i] != '\n')
+            msg[j++] = msg[i] == '"' ? '\'' : msg[i];
+    msg[j] = 0;
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    pthread_mutex_lock(&n->mu);
+    fprintf(stderr, "ts=%s.%03ldZ level=%s node=%s msg=\"%s\"\n", ts, now.tv_nsec / 1000000,
+            names[level < 0 || level > 3 ? 0 : level], n->id, msg);
+    fflush(stderr);
+    pthread_mutex_unlock(&n->mu);
+}
+
+void nd_log(nd_node *n, int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(n, level, fmt, ap);
+    va_end(ap);
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+/* Redis trouble: log once, back off; log when it is back. */
+static void redis_trouble(worker *w, const weft_error *err, int64_t *backoff)
+{
+    nd_node *n = w->n;
+    if (!__atomic_exchange_n(&n->redis_down, 1, __ATOMIC_ACQ_REL))
+        nd_log(n, WEFT_LOG_ERROR, "redis unreachable: %s; retrying", err->msg);
+    sleep_ms(*backoff);
+    *backoff = *backoff * 2 > 2000 ? 2000 : *backoff * 2;
+}
+
+static void redis_fine(worker *w)
+{
+    if (__atomic_exchange_n(&w->n->redis_down, 0, __ATOMIC_ACQ_REL))
+        nd_log(w->n, WEFT_LOG_INFO, "redis reachable again at %s", rs_url(w->r));
+}
+
+/* ---- host services ---- */
+
+static sbx *svc_sandbox(void *ud)
+{
+    return ((worker *)ud)->sandbox;
+}
+
+static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, const char *name,
+                           int version, json_object *input, char *id_out, size_t id_size,
+                           weft_error *err)
+{
+    worker *w = ud;
+    def_workflow *d = NULL;
+    op_start_args a = {0};
+    char id[64], key[128];
+    int rc;
+    if (defj) {
+        char src[160];
+        snprintf(src, sizeof src, "%s: sub-workflow '%s'", x->def->name, t->ref);
+        rc = op_def(&w->op, json_object_to_json_string_ext(defj, JSON_C_TO_STRING_PLAIN), src, &d,
+                    err);
+    } else if (!name || !*name) {
+        return wu_err(err, WEFT_EINVAL, "sub-workflow needs a name or a definition");
+    } else {
+        char *json = NULL;
+        int v = 0;
+        if ((rc = rs_def_get(w->r, name, version, &json, &v, err)) == 0)
+            rc = op_def(&w->op, json, name, &d, err);
+        free(json);
+    }
+    if (rc)
+        return rc;
+    /* one child per task instance, even if the task runs twice */
+    snprintf(key, sizeof key, "sub:%s", t->id);
+    a.def = d;
+    a.input = input;
+    a.parent_id = x->id;
+    a.parent_task_id = t->id;
+    a.idempotency_key = key;
+    rc = op_start(&w->op, &a, id, err);
+    def_unref(d);
+    if (rc)
+        return rc;
+    free(t->child_id);
+    t->child_id = strdup(id);
+    snprintf(id_out, id_size, "%s", id);
+    return 0;
+}
+
+/* ---- what follows a save ---- */
+
+static void on_ended(void *ud, op_env *env, const xc_exec *x)
+{
+    worker *w = ud;
+    weft_error err = {0};
+    if (x->parent_id && x->parent_task_id) {
+        op_complete c = {0};
+        json_object *out = json_object_new_object();
+        char reason[WEFT_ERROR_MAX];
+        if (x->output) {
+            json_object_object_foreach(x->output, k, v)
+            {
+                json_object_object_add(out, k, json_object_get(v));
+            }
+        }
+        json_object_object_add(out, "subWorkflowId", json_object_new_string(x->id));
+        snprintf(reason, sizeof reason, "sub-workflow %s %s%s%s", x->id,
+                 weft_wf_status_name(x->status), x->reason ? ": " : "", x->reason ? x->reason : "");
+        c.task_id = x->parent_task_id;
+        c.child_id = x->id;
+        c.status = x->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
+        c.output = out;
+        c.reason = x->status == WEFT_WF_COMPLETED ? NULL : reason;
+        if (op_update(env, x->parent_id, op_fn_complete, &c, &err) && err.code != WEFT_ESTATE)
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: telling parent %s: %s (the sweeper retries)",
+                   x->id, x->parent_id, err.msg);
+        json_object_put(out);
+    }
+    if ((x->status == WEFT_WF_FAILED || x->status == WEFT_WF_TIMED_OUT) &&
+        x->def->failure_workflow) {
+        const char *name = json_object_get_string(x->def->failure_workflow);
+        char *json = NULL, id[64], key[128];
+        def_workflow *d = NULL;
+        op_start_args a = {0};
+        json_object *in;
+        int v = 0;
+        if (rs_def_get(w->r, name, 0, &json, &v, &err) || op_def(env, json, name, &d, &err)) {
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
+                   err.msg);
+            free(json);
+            return;
+        }
+        free(json);
+        in = json_object_new_object();
+        json_object_object_foreach(x->input, k, val)
+        {
+            json_object_object_add(in, k, json_object_get(val));
+        }
+        json_object_object_add(in, "workflowId", json_object_new_string(x->id));
+        json_object_object_add(in, "reason", json_object_new_string(x->reason ? x->reason : ""));
+        json_object_object_add(in, "failureStatus",
+                               json_object_new_string(weft_wf_status_name(x->status)));
+        if (x->failed_task_id)
+            json_object_object_add(in, "failureTaskId", json_object_new_string(x->failed_task_id));
+        snprintf(key, sizeof key, "failure:%s", x->id);
+        a.def = d;
+        a.input = in;
+        a.idempotency_key = key;
+        if (op_start(env, &a, id, &err))
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
+                   err.msg);
+        json_object_put(in);
+        def_unref(d);
+    }
+}
+
+/* ---- sweeping an execution ---- */
+
+/* Read a child's end (a parent whose notice was lost). 1 = it ended, filled in c. */
+static int child_ended(worker *w, const char *child_id, op_complete *c, json_object **out,
+                       char *reason, size_t rsize)
+{
+    xc_exec *cx = NULL;
+    weft_error err = {0};
+    if (op_load(&w->op, child_id, &cx, NULL, &err))
+        return 0;
+    if (!xc_wf_terminal(cx->status)) {
+        xc_free(cx);
+        return 0;
+    }
+    *out = json_object_new_object();
+    if (cx->output) {
+        json_object_object_foreach(cx->output, k, v)
+        {
+            json_object_object_add(*out, k, json_object_get(v));
+        }
+    }
+    json_object_object_add(*out, "subWorkflowId", json_object_new_string(cx->id));
+    snprintf(reason, rsize, "sub-workflow %s %s%s%s", cx->id, weft_wf_status_name(cx->status),
+             cx->reason ? ": " : "", cx->reason ? cx->reason : "");
+    c->status = cx->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
+    c->reason = cx->status == WEFT_WF_COMPLETED ? NULL : reason;
+    c->output = *out;
+    xc_free(cx);
+    return 1;
+}
+
+static int fn_sweep(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                    weft_error *err)
+{
+    worker *w = ud;
+    int64_t now = dec->now(), next;
+    size_t i, n = x->tasks.len;
+    if (xc_wf_terminal(x->status))
+        return OP_NOCHANGE; /* finished: only its decider-queue entry was left */
+    for (i = 0; i < n && !xc_wf_terminal(x->status); i++) {
+        xc_task *t = x->tasks.items[i];
+        if (xc_task_terminal(t->status))
+            continue;
+        if (t->def->type->map) {
+            /* a control-flow timer that came due */
+            if (t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 && t->callback_ms <= now) {
+                t->callback_ms = 0;
+                dec_remap(dec, x, t, o);
+            }
+        } else if (t->child_id) {
+            /* a sub-workflow that ended while nobody told us */
+            op_complete c = {0};
+            json_object *out = NULL;
+            char reason[WEFT_ERROR_MAX];
+            if (child_ended(w, t->child_id, &c, &out, reason, sizeof reason))
+                dec_complete(dec, x, t, c.status, c.output, c.reason, o, err);
+            json_object_put(out);
+        } else if (t->queued && rs_queue_has(env->r, t->def->type_name, x->id, t->id, err) == 0) {
+            /* queued in the execution but in no queue: a step lost to a crash */
+            dec_enqueue(dec, x, t, t->callback_ms > now ? t->callback_ms : now, o);
+        }
+    }
+    dec_timeouts(dec, x, now, &next, o);
+    dec_decide(dec, x, o);
+    return 0;
+}
+
+static int sweep_due(worker *w, int64_t *backoff)
+{
+    char ids[ND_DUE_BATCH][64];
+    weft_error err = {0};
+    int n = rs_due(w->r, ND_DUE_BATCH, w->n->cfg->sweep_ms, ids, &err), i;
+    if (n < 0) {
+        if (rs_broken(w->r))
+            redis_trouble(w, &err, backoff);
+        else
+            nd_log(w->n, WEFT_LOG_ERROR, "decider queue: %s", err.msg);
+        return 0;
+    }
+    redis_fine(w);
+    for (i = 0; i < n; i++) {
+        err.msg[0] = 0;
+        if (rs_exec_flush(w->r, ids[i], &err) && err.code != WEFT_ENOTFOUND)
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: outbox: %s", ids[i], err.msg);
+        if (op_update(&w->op, ids[i], fn_sweep, w, &err)) {
+            if (err.code == WEFT_ENOTFOUND)
+                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), ids[i]);
+            else if (err.code != WEFT_ETIMEOUT)
+                nd_log(w->n, WEFT_LOG_WARN, "workflow %s: %s", ids[i], err.msg);
+        }
+    }
+    return n;
+}
+
+/* ---- running tasks ---- */
+
+typedef struct apply_args {
+    const char *task_id;
+    int rc;
+    weft_result *r;
+    const char *child_id;
+    int64_t started_ms;
+} apply_args;
+
+static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                    weft_error *err)
+{
+    apply_args *a = ud;
+    xc_task *t = xc_find_id(x, a->task_id);
+    weft_result r;
+    if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status))
+        return OP_NOCHANGE; /* canceled or already done: the late result is dropped */
+    if (!t->started_ms)
+        t->started_ms = a->started_ms;
+    dec_start(dec, x, t);
+    if (a->child_id && !t->child_id)
+        t->child_id = strdup(a->child_id);
+    /* a fenced save may run this twice: hand the decider its own references */
+    r = *a->r;
+    r.output = a->r->output ? json_object_get(a->r->output) : NULL;
+    r.end_output = a->r->end_output ? json_object_get(a->r->end_output) : NULL;
+    dec_apply(dec, x, t, a->rc, &r, o);
+    host_result_clear(&r);
+    dec_decide(dec, x, o);
+    return 0;
+}
+
+static void set_inflight(worker *w, const rs_lease *l, int n)
+{
+    pthread_mutex_lock(&w->n->mu);
+    if (n > 0)
+        memcpy(w->leases, l, (size_t)n * sizeof *l);
+    w->nleases = n;
+    pthread_mutex_unlock(&w->n->mu);
+}
+
+static void drop_inflight(worker *w, const rs_lease *l)
+{
+    int i;
+    pthread_mutex_lock(&w->n->mu);
+    for (i = 0; i < w->nleases; i++)
+        if (!strcmp(w->leases[i].lease, l->lease)) {
+            w->leases[i] = w->leases[--w->nleases];
+            break;
+        }
+    pthread_mutex_unlock(&w->n->mu);
+}
+
+static int fn_noop(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    return OP_NOCHANGE;
+}
+
+static void run_one(worker *w, const rs_lease *l)
+{
+    nd_node *n = w->n;
+    weft_error err = {0};
+    xc_exec *x = NULL;
+    xc_task *t;
+    weft_result r;
+    weft_ctx c;
+    apply_args a = {0};
+    dec_env quiet = w->dec;
+    int rc;
+
+    quiet.on_change = NULL;
+    rc = op_load(&w->op, l->workflow_id, &x, NULL, &err);
+    if (rc == WEFT_EINVAL) {
+        /* unreadable: failing it is what an update does with it */
+        nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
+        op_update(&w->op, l->workflow_id, fn_noop, NULL, &err);
+    }
+    if (rc) {
+        if (rc != WEFT_EIO)
+            rs_ack(w->r, l, &err);
+        return;
+    }
+    t = xc_find_id(x, l->task_id);
+    if (!t || xc_task_terminal(t->status) || !t->queued || xc_wf_terminal(x->status)) {
+        rs_ack(w->r, l, &err); /* nothing to run: done or canceled meanwhile */
+        xc_free(x);
+        return;
+    }
+    dec_start(&quiet, x, t);
+    host_result_init(&r);
+    host_ctx_init(&c, &w->svc, x, t);
+    rc = t->def->type->execute(&c, &r);
+    host_ctx_done(&c);
+    if (rs_ack(w->r, l, &err) != 0) {
+        nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, x->id, err.msg);
+    } else {
+        a.task_id = t->id;
+        a.rc = rc;
+        a.r = &r;
+        a.child_id = t->child_id;
+        a.started_ms = t->started_ms;
+        if (op_update(&w->op, x->id, fn_apply, &a, &err))
+            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: result not saved: %s", t->id, x->id,
+                   err.msg);
+    }
+    host_result_clear(&r);
+    xc_free(x);
+}
+
+static int run_tasks(worker *w, int64_t *backoff)
+{
+    nd_node *n = w->n;
+    rs_lease got[ND_CLAIM_BATCH];
+    weft_error err = {0};
+    int k, i;
+    if (!n->ntypes)
+        return 0;
+    k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, 1, n->cfg->lease_ms, got, &err);
+    if (k < 0) {
+        if (rs_broken(w->r))
+            redis_trouble(w, &err, backoff);
+        else
+            nd_log(n, WEFT_LOG_ERROR, "claiming tasks: %s", err.msg);
+        return 0;
+    }
+    set_inflight(w, got, k);
+    for (i = 0; i < k; i++) {
+        run_one(w, &got[i]);
+        drop_inflight(w, &got[i]);
+    }
+    return k;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    nd_node *n = w->n;
+    int64_t idle = 1, backoff = 100;
+    while (!n->stopping) {
+        int did = sweep_due(w, &backoff);
+        if (!n->stopping)
+            did += run_tasks(w, &backoff);
+        if (did) {
+            idle = 1;
+            backoff = 100;
+        } else {
+            sleep_ms(idle);
+            idle = idle * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : idle * 2;
+        }
+    }
+    __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);
+    return NULL;
+}
+
+/* ---- the keeper: leases, reaping, heartbeat ---- */
+
+static int fn_fail_task(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                        weft_error *err)
+{
+    op_complete c = {0};
+    c.task_id = ud;
+    c.status = WEFT_TASK_FAILED;
+    c.reason = "its lease expired too often: the workers running it died or hung";
+    return op_fn_complete(env, dec, x, o, &c, err);
+}
+
+static void keep(worker *k)
+{
+    nd_node *n = k->n;
+    weft_error err = {0};
+    rs_lease renew[64];
+    int nr = 0, i;
+    size_t t;
+    char info[4096], host[256] = "?";
+    json_object *j, *types;
+
+    /* leases of running tasks */
+    pthread_mutex_lock(&n->mu);
+    for (i = 0; i < n->nworkers; i++) {
+        int j2;
+        for (j2 = 0; j2 < n->workers[i].nleases && nr < 64; j2++)
+            renew[nr++] = n->workers[i].leases[j2];
+    }
+    pthread_mutex_unlock(&n->mu);
+    for (i = 0; i < nr; i++)
+        if (rs_renew(k->r, &renew[i], n->cfg->lease_ms, &err) == WEFT_ESTATE)
+            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: lost its lease", renew[i].task_id,
+                   renew[i].workflow_id);
+    /* expired leases go back to their queues */
+    for (t = 0; t < n->ntypes; t++) {
+        char **exhausted = NULL;
+        size_t ne = 0, e;
+        int back = rs_reap(k->r, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
+        if (back > 0)
+            nd_log(n, WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", back,
+                   n->types[t]);
+        for (e = 0; e < ne; e++) {
+            char *bar = strchr(exhausted[e], '|');
+            if (bar) {
+                *bar = 0;
+                if (op_update(&k->op, exhausted[e], fn_fail_task, bar + 1, &err))
+                    nd_log(n, WEFT_LOG_WARN, "workflow %s: %s", exhausted[e], err.msg);
+            }
+            free(exhausted[e]);
+        }
+        free(exhausted);
+    }
+    /* alive, and what we serve */
+    gethostname(host, sizeof host - 1);
+    j = json_object_new_object();
+    types = json_object_new_array();
+    for (t = 0; t < n->ntypes; t++)
+        json_object_array_add(types, json_object_new_string(n->types[t]));
+    json_object_object_add(j, "types", types);
+    json_object_object_add(j, "pid", json_object_new_int(getpid()));
+    json_object_object_add(j, "host", json_object_new_string(host));
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    snprintf(info, sizeof info, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    if (rs_daemon_beat(k->r, n->id, info, &err) == 0)
+        redis_fine(k);
+}
+
+static void *keeper_main(void *arg)
+{
+    worker *k = arg;
+    nd_node *n = k->n;
+    int64_t every = n->cfg->lease_ms / 3, last = 0;
+    if (every > 1000)
+        every = 1000;
+    if (every < 50)
+        every = 50;
+    while (!n->stopping || __atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0) {
+        int64_t now = wu_mono_ms();
+        if (now - last >= every) {
+            keep(k);
+            last = now;
+        }
+        sleep_ms(20);
+    }
+    return NULL;
+}
+
+/* ---- set-up ---- */
+
+static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
+{
+    rs_opts o = {0};
+    int rc;
+    w->n = n;
+    w->idx = idx;
+    o.url = n->cfg->redis_url;
+    o.prefix = n->cfg->key_prefix;
+    o.retention_ms = n->cfg->retention_ms;
+    rc = rs_open(&o, &w->r, err);
+    if (rc && !w->r)
+        return rc;
+    if (rc)
+        nd_log(n, WEFT_LOG_WARN, "%s (will retry)", err->msg);
+    if (!(w->sandbox = sbx_new(NULL, err)))
+        return err->code ? err->code : WEFT_ENOMEM;
+    w->svc.ud = w;
+    w->svc.sandbox = svc_sandbox;
+    w->svc.start_child = svc_start_child;
+    w->dec.defs = &n->defs;
+    w->dec.svc = &w->svc;
+    w->dec.now = wu_now_ms;
+    w->hooks.ud = w;
+    w->hooks.ended = on_ended;
+    w->op.r = w->r;
+    w->op.defs = &n->defs;
+    w->op.dec = &w->dec;
+    w->op.cache = n->cache;
+    w->op.lock = n->lock;
+    w->op.lock_handle = n->lock_handle;
+    w->op.lock_ttl_ms = n->cfg->lock_ttl_ms;
+    w->op.lock_wait_ms = n->cfg->lock_wait_ms;
+    w->op.sweep_ms = n->cfg->sweep_ms;
+    w->op.hooks = &w->hooks;
+    return 0;
+}
+
+static void worker_fini(worker *w)
+{
+    rs_free(w->r);
+    sbx_free(w->sandbox);
+}
+
+static const weft_task_type *find_type(void *ud, const char *name)
+{
+    return pl_find_type(ud, name, NULL);
+}
+
+/* The queued types to serve: every loaded type with execute, or the configured list. */
+static int pick_types(nd_node *n, weft_error *err)
+{
+    size_t i, j;
+    if (n->cfg->ntypes) {
+        n->types = calloc(n->cfg->ntypes, sizeof *n->types);
+        if (!n->types)
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        for (i = 0; i < n->cfg->ntypes; i++) {
+            const weft_task_type *t = pl_find_type(n->plugins, n->cfg->types[i], NULL);
+            if (!t || !t->execute)
+                return wu_err(err, WEFT_EINVAL,
+                              "types: %s is not a queued task type of a loaded plugin (searched: %s)",
+                              n->cfg->types[i], pl_searched(n->plugins));
+            n->types[n->ntypes++] = n->cfg->types[i];
+        }
+        return 0;
+    }
+    for (i = 0; i < pl_count(n->plugins); i++) {
+        const pl_plugin *p = pl_get(n->plugins, i);
+        for (j = 0; j < p->ntypes; j++) {
+            char **g;
+            if (!p->types[j]->execute || p->types[j]->map)
+                continue;
+            g = realloc(n->types, (n->ntypes + 1) * sizeof *g);
+            if (!g)
+                return wu_err(err, WEFT_ENOMEM, "out of memory");
+            n->types = g;
+            n->types[n->ntypes++] = (char *)p->types[j]->name;
+        }
+    }
+    return 0;
+}
+
+int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
+{
+    nd_node *n = calloc(1, sizeof *n);
+    const char *path = cfg->plugin_path;
+    char *dflt = NULL, host[200] = "weftd";
+    size_t i;
+    int rc;
+    *out = NULL;
+    if (!n)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    pthread_mutex_init(&n->mu, NULL);
+    n->cfg = cfg;
+    n->level = WEFT_LOG_INFO;
+    if (cfg->log_level) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        for (i = 0; i < 4; i++)
+            if (!strcmp(cfg->log_level, names[i]))
+                n->level = (int)i;
+    }
+    gethostname(host, sizeof host - 1);
+    if (cfg->daemon_id)
+        snprintf(n->id, sizeof n->id, "%s", cfg->daemon_id);
+    else
+        snprintf(n->id, sizeof n->id, "%s-%d", host, (int)getpid());
+    n->plugins = pl_new(host_table());
+    n->cache = op_cache_new();
+    if (!n->plugins || !n->cache) {
+        nd_free(n);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    if (!path || !*path)
+        path = dflt = pl_default_path();
+    pl_load_path(n->plugins, path ? path : "");
+    free(dflt);
+    for (i = 0; i < pl_failure_count(n->plugins); i++)
+        nd_log(n, WEFT_LOG_WARN, "%s", pl_failure(n->plugins, i));
+    n->defs.find_type = find_type;
+    n->defs.ud = n->plugins;
+    n->defs.searched = pl_searched(n->plugins);
+    n->defs.host = host_table();
+    n->defs.allow_unknown = 1;
+    if ((rc = pick_types(n, err))) {
+        nd_free(n);
+        return rc;
+    }
+    if (cfg->lock && strcmp(cfg->lock, "none")) {
+        json_object *lc = NULL;
+        n->lock = pl_find_lock(n->plugins, cfg->lock);
+        if (!n->lock) {
+            rc = wu_err(err, WEFT_EINVAL, "lock '%s': no plugin provides it (searched: %s)",
+                        cfg->lock, pl_searched(n->plugins));
+            nd_free(n);
+            return rc;
+        }
+        if (cfg->plugins)
+            json_object_object_get_ex(cfg->plugins, cfg->lock, &lc);
+        if (!lc) {
+            lc = json_object_new_object();
+            json_object_object_add(lc, "url", json_object_new_string(cfg->redis_url));
+            json_object_object_add(lc, "prefix", json_object_new_string(cfg->key_prefix));
+            n->lock_handle = n->lock->open(host_table(), lc, err);
+            json_object_put(lc);
+        } else {
+            n->lock_handle = n->lock->open(host_table(), lc, err);
+        }
+        if (!n->lock_handle) {
+            wu_err_prefix(err, "lock '%s': ", cfg->lock);
+            rc = err->code ? err->code : WEFT_EINVAL;
+            nd_free(n);
+            return rc;
+        }
+    }
+    *out = n;
+    return 0;
+}
+
+void nd_stop(nd_node *n)
+{
+    n->stopping = 1;
+}
+
+int nd_run(nd_node *n)
+{
+    weft_error err = {0};
+    int i, rc = 0;
+    int64_t deadline;
+    n->nworkers = n->cfg->workers > 0 ? n->cfg->workers : 1;
+    n->workers = calloc((size_t)n->nworkers, sizeof *n->workers);
+    if (!n->workers)
+        return WEFT_ENOMEM;
+    if ((rc = worker_init(n, &n->keeper, -1, &err))) {
+        nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
+        return rc;
+    }
+    for (i = 0; i < n->nworkers; i++)
+        if ((rc = worker_init(n, &n->workers[i], i, &err))) {
+            nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
+            return rc;
+        }
+    {
+        char types[1024] = "";
+        size_t t, used = 0;
+        for (t = 0; t < n->ntypes && used < sizeof types - 130; t++)
+            used += (size_t)snprintf(types + used, sizeof types - used, "%s%s", t ? "," : "",
+                                     n->types[t]);
+        nd_log(n, WEFT_LOG_INFO,
+               "started: redis=%s prefix=%s workers=%d lock=%s serves=%s plugins=%s", n->cfg->redis_url,
+               n->cfg->key_prefix, n->nworkers, n->lock ? n->cfg->lock : "none",
+               n->ntypes ? types : "(nothing)", pl_searched(n->plugins));
+    }
+    n->running = n->nworkers;
+    for (i = 0; i < n->nworkers; i++)
+        if (pthread_create(&n->workers[i].thread, NULL, worker_main, &n->workers[i]) == 0)
+            n->workers[i].started = 1;
+        else
+            __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);
+    if (pthread_create(&n->keeper.thread, NULL, keeper_main, &n->keeper) == 0)
+        n->keeper.started = 1;
+    while (!n->stopping)
+        sleep_ms(50);
+    nd_log(n, WEFT_LOG_INFO, "stopping: no new work; %lld ms for running tasks",
+           (long long)n->cfg->grace_ms);
+    deadline = wu_mono_ms() + n->cfg->grace_ms;
+    while (__atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0 && wu_mono_ms() < deadline)
+        sleep_ms(20);
+    if (__atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0) {
+        /* their leases expire and other nodes take the tasks over */
+        nd_log(n, WEFT_LOG_WARN, "grace period over with tasks still running: leaving them to "
+                                 "lease expiry");
+        return 1;
+    }
+    for (i = 0; i < n->nworkers; i++)
+        if (n->workers[i].started)
+            pthread_join(n->workers[i].thread, NULL);
+    if (n->keeper.started)
+        pthread_join(n->keeper.thread, NULL);
+    nd_log(n, WEFT_LOG_INFO, "stopped");
+    return 0;
+}
+
+void nd_free(nd_node *n)
+{
+    int i;
+    if (!n)
+        return;
+    for (i = 0; i < n->nworkers; i++)
+        worker_fini(&n->workers[i]);
+    free(n->workers);
+    worker_fini(&n->keeper);
+    if (n->lock && n->lock_handle)
+        n->lock->close(n->lock_handle);
+    free(n->types);
+    op_cache_free(n->cache);
+    pl_free(n->plugins);
+    pthread_mutex_destroy(&n->mu);
+    free(n);
+}

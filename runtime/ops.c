@@ -1,0 +1,442 @@
+#include "ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+
+/* How often an update is redone after losing a fence race before giving up. */
+#define OP_MAX_RACES 16
+
+struct op_cache {
+    pthread_mutex_t mu;
+    wu_map *defs; /* defkey -> def_workflow */
+    wu_vec all;
+};
+
+op_cache *op_cache_new(void)
+{
+    op_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    if (!(c->defs = wu_map_new())) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void op_cache_free(op_cache *c)
+{
+    size_t i;
+    if (!c)
+        return;
+    for (i = 0; i < c->all.len; i++)
+        def_unref(c->all.items[i]);
+    wu_vec_free(&c->all);
+    wu_map_free(c->defs);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static def_workflow *cache_get(op_cache *c, const char *key)
+{
+    def_workflow *d;
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    d = def_ref(wu_map_get(c->defs, key));
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+static void cache_put(op_cache *c, const char *key, def_workflow *d)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!wu_map_get(c->defs, key) && wu_vec_push(&c->all, def_ref(d)) == 0) {
+        if (wu_map_put(c->defs, key, d))
+            c->all.len--, def_unref(d);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
+           weft_error *err)
+{
+    char key[17];
+    json_object *j;
+    int rc;
+    cd_def_key(json, key);
+    if ((*out = cache_get(env->cache, key)))
+        return 0;
+    if ((rc = wu_parse_json(source, json, &j, err)))
+        return rc;
+    rc = def_compile(env->defs, j, source, NULL, out, err);
+    json_object_put(j);
+    if (rc == 0)
+        cache_put(env->cache, key, *out);
+    return rc;
+}
+
+/* The compiled definition of a stored execution (cache, else its stored text). */
+static int exec_def(op_env *env, const char *id, const char *defkey, def_workflow **out,
+                    weft_error *err)
+{
+    char *json = NULL;
+    int rc;
+    if ((*out = cache_get(env->cache, defkey)))
+        return 0;
+    if ((rc = rs_exec_def(env->r, id, &json, err)))
+        return rc;
+    rc = op_def(env, json, id, out, err);
+    free(json);
+    return rc;
+}
+
+static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    rs_exec e = {0};
+    def_workflow *def = NULL;
+    json_object *doc = NULL;
+    int rc;
+    *out = NULL;
+    if ((rc = rs_exec_load(env->r, id, 0, &e, err)))
+        return rc;
+    if (fence)
+        *fence = e.fence;
+    if (!e.doc || !e.defkey) {
+        rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is incomplete", id);
+        goto out;
+    }
+    if ((rc = exec_def(env, id, e.defkey, &def, err))) {
+        wu_err_prefix(err, "workflow %s: stored definition: ", id);
+        rc = WEFT_EINVAL;
+        goto out;
+    }
+    if ((rc = wu_parse_json(id, e.doc, &doc, err))) {
+        wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
+        goto out;
+    }
+    rc = cd_from_doc(doc, def, env->defs, out, err);
+out:
+    json_object_put(doc);
+    def_unref(def);
+    rs_exec_clear(&e);
+    return rc;
+}
+
+int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    return load(env, id, out, fence, err);
+}
+
+/* ---- status lane events, collected while a change runs ---- */
+
+typedef struct collect {
+    wu_vec events; /* char * JSON texts */
+} collect;
+
+static void on_change(void *ud, const xc_exec *x, const xc_task *t)
+{
+    collect *c = ud;
+    json_object *ev = cd_event(x, t);
+    char *s = strdup(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN));
+    json_object_put(ev);
+    if (s && wu_vec_push(&c->events, s))
+        free(s);
+}
+
+static void collect_clear(collect *c)
+{
+    size_t i;
+    for (i = 0; i < c->events.len; i++)
+        free(c->events.items[i]);
+    c->events.len = 0;
+}
+
+/* ---- saving ---- */
+
+/* When a decider should look at x next. */
+static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o)
+{
+    int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
+    size_t i;
+    if (env->client || x->fresh > 0 || x->ended_head < x->ended.len)
+        return now;
+    dec_timeouts(dec, x, now, &next, o);
+    if (x->ended_head < x->ended.len)
+        return now; /* something timed out: follow it now */
+    if (next && next < due)
+        due = next;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
+            t->callback_ms < due)
+            due = t->callback_ms;
+    }
+    return due < now ? now : due;
+}
+
+/* The queue steps for the decider's actions, plus when x is next due. */
+static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_step **out,
+                    size_t *n)
+{
+    rs_step *s;
+    size_t i, k = 0;
+    /* first: next_due may time tasks out, adding their cancels to o */
+    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o);
+    s = calloc(o->n + 1, sizeof *s);
+    if (!s)
+        return WEFT_ENOMEM;
+    for (i = 0; i < o->n; i++) {
+        dec_action *a = &o->a[i];
+        if (a->kind == DEC_ENQUEUE) {
+            s[k++] = (rs_step){RS_PUSH, a->task->def->type_name, a->task->id, a->at};
+        } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
+            s[k++] = (rs_step){RS_UNQUEUE, a->task->def->type_name, a->task->id, 0};
+        }
+    }
+    if (xc_wf_terminal(x->status))
+        s[k++] = (rs_step){RS_DONE, NULL, NULL, 0};
+    else
+        s[k++] = (rs_step){RS_WAKE, NULL, NULL, due};
+    *out = s;
+    *n = k;
+    return 0;
+}
+
+/* After a save: children of canceled tasks are terminated, an ended
+ * workflow tells its parent. Losing these to a crash is repaired by the
+ * sweeper (op users), so they are best effort here. */
+static void after_save(op_env *env, xc_exec *x, dec_out *o)
+{
+    size_t i;
+    for (i = 0; i < o->n; i++) {
+        dec_action *a = &o->a[i];
+        if (a->kind == DEC_CANCEL && a->task->child_id) {
+            weft_error e = {0};
+            op_update(env, a->task->child_id, op_fn_terminate, "parent task canceled", &e);
+        }
+    }
+    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended)
+        env->hooks->ended(env->hooks->ud, env, x);
+}
+
+/* A document that cannot be read fails its workflow, so nothing waits on it forever. */
+static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char *why,
+                        weft_error *err)
+{
+    json_object *doc = json_object_new_object();
+    rs_step done = {RS_DONE, NULL, NULL, 0};
+    char ev[WEFT_ERROR_MAX + 128];
+    const char *evs[1] = {ev};
+    json_object *r;
+    int rc;
+    json_object_object_add(doc, "id", json_object_new_string(id));
+    json_object_object_add(doc, "status", json_object_new_string("FAILED"));
+    json_object_object_add(doc, "reason", json_object_new_string(why));
+    json_object_object_add(doc, "endTime", json_object_new_int64(wu_now_ms()));
+    r = json_object_new_object();
+    json_object_object_add(r, "workflowId", json_object_new_string(id));
+    json_object_object_add(r, "status", json_object_new_string("FAILED"));
+    json_object_object_add(r, "reason", json_object_new_string(why));
+    snprintf(ev, sizeof ev, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
+    rc = rs_exec_save(env->r, id, fence, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
+                      "FAILED", 1, &done, 1, evs, 1, NULL, err);
+    json_object_put(doc);
+    json_object_put(r);
+    return rc;
+}
+
+int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
+{
+    char token[128] = "";
+    int locked = 0, attempt, rc = 0;
+    collect col = {{0}};
+    dec_env dec = *env->dec;
+
+    dec.on_change = on_change;
+    dec.ud = &col;
+    if (env->lock) {
+        rc = env->lock->acquire(env->lock_handle, id, env->lock_ttl_ms, env->lock_wait_ms, token,
+                                sizeof token, err);
+        if (rc)
+            return rc;
+        locked = 1;
+    }
+    for (attempt = 0; attempt < OP_MAX_RACES; attempt++) {
+        xc_exec *x = NULL;
+        uint64_t fence = 0;
+        dec_out o = {0};
+        rs_step *steps = NULL;
+        size_t nsteps = 0;
+        json_object *doc;
+
+        rc = load(env, id, &x, &fence, err);
+        if (rc == WEFT_EINVAL && fence > 0) {
+            /* unreadable: fail it with the reason, once */
+            char why[WEFT_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            rc = fail_corrupt(env, id, fence, why, err);
+            if (rc == WEFT_ESTATE)
+                continue;
+            if (rc == 0)
+                rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
+            break;
+        }
+        if (rc)
+            break;
+        collect_clear(&col);
+        rc = fn(env, &dec, x, &o, ud, err);
+        if (rc != 0) {
+            if (rc == OP_NOCHANGE)
+                rc = 0;
+            dec_out_free(&o);
+            xc_free(x);
+            break;
+        }
+        if ((rc = steps_of(env, &dec, x, &o, &steps, &nsteps))) {
+            wu_err(err, rc, "out of memory");
+            dec_out_free(&o);
+            xc_free(x);
+            break;
+        }
+        doc = cd_to_doc(x);
+        rc = rs_exec_save(env->r, id, fence,
+                          json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
+                          weft_wf_status_name(x->status), xc_wf_terminal(x->status), steps,
+                          nsteps, (const char *const *)col.events.items, col.events.len, NULL,
+                          err);
+        json_object_put(doc);
+        free(steps);
+        if (rc == 0)
+            after_save(env, x, &o);
+        dec_out_free(&o);
+        xc_free(x);
+        if (rc != WEFT_ESTATE)
+            break;
+        /* someone saved newer state: load it and redo the change */
+    }
+    if (rc == WEFT_ESTATE)
+        wu_err_prefix(err, "gave up after %d attempts: ", OP_MAX_RACES);
+    collect_clear(&col);
+    wu_vec_free(&col.events);
+    if (locked) {
+        weft_error e = {0};
+        env->lock->release(env->lock_handle, id, token, &e);
+    }
+    return rc;
+}
+
+int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)
+{
+    xc_exec *x;
+    json_object *doc, *defj;
+    char key[17], existing[64];
+    const char *deftext;
+    int rc;
+
+    if (a->input && !json_object_is_type(a->input, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
+    if ((rc = xc_new(a->def, a->input, a->id, &x, err)))
+        return rc;
+    if (a->idempotency_key) {
+        rc = rs_idem_claim(env->r, a->idempotency_key, x->id, existing, err);
+        if (rc == WEFT_EEXIST) {
+            /* the same start again: its workflow, whether or not it got created */
+            rs_exec e = {0};
+            snprintf(id_out, 64, "%s", existing);
+            rc = rs_exec_load(env->r, existing, 0, &e, err);
+            rs_exec_clear(&e);
+            if (rc != WEFT_ENOTFOUND) {
+                xc_free(x);
+                return rc;
+            }
+            snprintf(x->id, sizeof x->id, "%.36s", existing);
+            json_object_put(x->j_id);
+            x->j_id = json_object_new_string(x->id);
+        } else if (rc) {
+            xc_free(x);
+            return rc;
+        }
+    }
+    if (a->correlation_id)
+        x->correlation_id = strdup(a->correlation_id);
+    if (a->parent_id) {
+        x->parent_id = strdup(a->parent_id);
+        x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
+    }
+    defj = a->def->json;
+    deftext = json_object_to_json_string_ext(defj, JSON_C_TO_STRING_PLAIN);
+    cd_def_key(deftext, key);
+    cache_put(env->cache, key, a->def);
+    doc = cd_to_doc(x);
+    rc = rs_exec_create(env->r, x->id, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
+                        deftext, key, wu_now_ms(), err);
+    json_object_put(doc);
+    if (rc == WEFT_EEXIST && a->idempotency_key)
+        rc = 0; /* created by the earlier start with this key */
+    if (rc == 0)
+        snprintf(id_out, 64, "%s", x->id);
+    xc_free(x);
+    return rc;
+}
+
+int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,
+                    weft_error *err)
+{
+    if (xc_wf_terminal(x->status))
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
+                      weft_wf_status_name(x->status));
+    dec_end(dec, x, WEFT_WF_TERMINATED, reason ? reason : "terminated", o);
+    return 0;
+}
+
+int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err)
+{
+    return dec_pause(dec, x, err);
+}
+
+int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                 weft_error *err)
+{
+    return dec_resume(dec, x, err);
+}
+
+int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err)
+{
+    return dec_retry(dec, x, o, err);
+}
+
+int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                  weft_error *err)
+{
+    return dec_restart(dec, x, err);
+}
+
+int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    op_complete *c = ud;
+    xc_task *t = c->task_id ? xc_find_id(x, c->task_id) : xc_find_ref(x, c->ref);
+    int rc;
+    if (!t)
+        return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", x->id,
+                      c->task_id ? c->task_id : c->ref);
+    if (c->child_id && (!t->child_id || strcmp(t->child_id, c->child_id)))
+        return OP_NOCHANGE; /* an older child of a retried task */
+    if (xc_wf_terminal(x->status))
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
+                      weft_wf_status_name(x->status));
+    if ((rc = dec_complete(dec, x, t, c->status, c->output, c->reason, o, err)))
+        return rc;
+    if (!env->client)
+        dec_decide(dec, x, o);
+    return 0;
+}

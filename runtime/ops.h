@@ -1,0 +1,105 @@
+/*
+ * Operations on executions kept in Redis: create, load, and update under
+ * the workflow lock with a fenced save. The daemon's deciders and the
+ * client commands both go through here. Prefix op_.
+ *
+ * An update loads the execution, lets a function change it (the decider,
+ * a task result, terminate ...), and saves it only if nobody saved since it
+ * was loaded (the fence); otherwise it loads again and redoes the change.
+ * So two deciders racing on one execution never lose an update, whatever
+ * lock module is configured, and a result is applied to the newest state.
+ */
+#ifndef WEFT_OPS_H
+#define WEFT_OPS_H
+
+#include <pthread.h>
+#include "decider.h"
+#include "def.h"
+#include "exec.h"
+#include "store_redis.h"
+
+/* Compiled definitions by key, shared by threads. */
+typedef struct op_cache op_cache;
+op_cache *op_cache_new(void);
+void op_cache_free(op_cache *c);
+
+typedef struct op_env op_env;
+
+/* What to do after a save, outside the execution (other executions). */
+typedef struct op_hooks {
+    void *ud;
+    /* x ended (terminal, saved): tell its parent, start its failure workflow. */
+    void (*ended)(void *ud, op_env *env, const xc_exec *x);
+} op_hooks;
+
+struct op_env {
+    rs *r;                /* this thread's connection */
+    const def_env *defs;  /* compiling definitions */
+    const dec_env *dec;   /* deciding; its on_change/ud are replaced per update */
+    op_cache *cache;      /* may be NULL */
+    const weft_lock_provider *lock; /* NULL = no lock (fencing alone) */
+    void *lock_handle;
+    int64_t lock_ttl_ms, lock_wait_ms;
+    int64_t sweep_ms;     /* an unfinished execution is looked at again within this */
+    int client;           /* changes made here are followed by a decider elsewhere: wake it now */
+    const op_hooks *hooks;
+};
+
+/* Return this from an op_fn when it changed nothing: no save. */
+#define OP_NOCHANGE 1
+
+/*
+ * Change an execution. fn gets the loaded execution, a decider env whose
+ * status changes become status-lane events, and the action list to fill.
+ * Returns 0 (or OP_NOCHANGE) from fn after a successful save, fn's error,
+ * or a store error. WEFT_ETIMEOUT when the lock could not be had.
+ */
+typedef int (*op_fn)(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                     weft_error *err);
+int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err);
+
+/* Load an execution (caller frees with xc_free). */
+int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
+
+/* A compiled definition from the cache or from a JSON text. */
+int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
+           weft_error *err);
+
+typedef struct op_start_args {
+    def_workflow *def;
+    json_object *input;          /* borrowed; NULL = {} */
+    const char *correlation_id;  /* may be NULL */
+    const char *idempotency_key; /* may be NULL: the same key returns the same id */
+    const char *parent_id, *parent_task_id; /* sub-workflows */
+    const char *id;              /* NULL = a fresh UUID */
+} op_start_args;
+
+/* Create a RUNNING execution and put it on the decider queue, due now.
+ * id_out gets its id (the existing one for a repeated idempotency key). */
+int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err);
+
+/* Ready-made changes (ud as noted). */
+int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,
+                    weft_error *err);
+int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err);
+int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                 weft_error *err);
+int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err);
+int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                  weft_error *err);
+
+/* Complete a waiting task by ref (signal) or id: ud is an op_complete. */
+typedef struct op_complete {
+    const char *ref;     /* or */
+    const char *task_id;
+    weft_task_status status;
+    json_object *output; /* borrowed */
+    const char *reason;
+    const char *child_id; /* only apply if the task waits on this child */
+} op_complete;
+int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err);
+
+#endif

@@ -1,0 +1,1984 @@
+/*
+ * The Redis store. Every call costs a fixed number of round trips, noted on
+ * each function: commands that belong together are pipelined (appended,
+ * then all replies read), and each multi-key change is one of the scripts in
+ * runtime/redis, run with EVALSHA. The scripts are loaded on connect (in the
+ * same round trip as AUTH/SELECT) and again, transparently, when Redis
+ * answers NOSCRIPT (one more round trip, only then).
+ *
+ * A connection failure (refused, reset, timed out) frees the context and
+ * marks the rs broken; the next call reconnects first. Nothing here sleeps:
+ * the caller backs off.
+ */
+#include "store_redis.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+#include <json-c/json.h>
+
+#include "util.h"
+
+/* Generated from the scripts in runtime/redis by build-aux/embed-scripts.sh. */
+extern const char *const rs_script_name[];
+extern const char *const rs_script_src[];
+extern const size_t rs_script_count;
+
+enum {
+    S_CREATE,
+    S_SAVE,
+    S_FLUSH,
+    S_CLAIM,
+    S_RENEW,
+    S_ACK,
+    S_CHECK,
+    S_REAP,
+    S_DUE,
+    S_UNQUEUE,
+    S_COUNT
+};
+static const char *const script_names[S_COUNT] = {
+    "create", "save", "flush", "claim", "renew", "ack", "check", "reap", "due", "unqueue",
+};
+
+#define KEY_MAX 512
+#define PREFIX_MAX 64
+#define ID_MAX 64     /* workflow and task ids, with the NUL (rs_claim, rs_due) */
+#define TYPE_MAX 128  /* task type names, with the NUL (rs_claim) */
+#define NAME_MAX_ 257 /* definition names, idempotency keys, daemon ids */
+#define STREAM_MAXLEN "1000"
+#define REAP_BATCH 1000
+#define FLUSH_BATCH 1000
+#define EVENTS_COUNT "100"
+#define DEFAULT_RETENTION_MS (7LL * 24 * 3600 * 1000)
+#define DEFAULT_TIMEOUT_MS 5000
+
+struct rs {
+    redisContext *c;
+    char *shown; /* the URL with any password masked: the only form put in messages */
+    char *host;  /* NULL for a unix socket */
+    char *path;
+    int port;
+    char *user;
+    char *password;
+    int db;
+    char *prefix;
+    int64_t retention_ms;
+    int timeout_ms;
+    int broken;
+    unsigned rr; /* rotates which type rs_claim serves first */
+    const char *src[S_COUNT];
+    char sha[S_COUNT][41];
+};
+
+/* ---- commands ---- */
+
+/* One command's arguments; strings are borrowed unless copied by cmd_addf/cmd_dup. */
+typedef struct rs_cmd {
+    int argc, cap, oom;
+    const char **argv;
+    size_t *len;
+    char **own;
+} rs_cmd;
+
+static int cmd_grow(rs_cmd *c)
+{
+    int cap = c->cap ? c->cap * 2 : 8;
+    const char **argv = realloc(c->argv, (size_t)cap * sizeof *argv);
+    size_t *len;
+    char **own;
+    if (!argv) return -1;
+    c->argv = argv;
+    len = realloc(c->len, (size_t)cap * sizeof *len);
+    if (!len) return -1;
+    c->len = len;
+    own = realloc(c->own, (size_t)cap * sizeof *own);
+    if (!own) return -1;
+    c->own = own;
+    c->cap = cap;
+    return 0;
+}
+
+static void cmd_addn(rs_cmd *c, const char *s, size_t n, char *owned)
+{
+    if (c->oom || (c->argc == c->cap && cmd_grow(c))) {
+        c->oom = 1;
+        free(owned);
+        return;
+    }
+    c->argv[c->argc] = s;
+    c->len[c->argc] = n;
+    c->own[c->argc] = owned;
+    c->argc++;
+}
+
+static void cmd_add(rs_cmd *c, const char *s)
+{
+    cmd_addn(c, s, strlen(s), NULL);
+}
+
+static void cmd_dup(rs_cmd *c, const char *s)
+{
+    char *d = strdup(s);
+    if (!d) {
+        c->oom = 1;
+        return;
+    }
+    cmd_addn(c, d, strlen(d), d);
+}
+
+__attribute__((format(printf, 2, 3))) static void cmd_addf(rs_cmd *c, const char *fmt, ...)
+{
+    char buf[64];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof buf) {
+        c->oom = 1;
+        return;
+    }
+    cmd_dup(c, buf);
+}
+
+/* EVALSHA <sha of script s> <nkeys>: the keys and arguments follow. */
+static void cmd_script(rs_cmd *c, rs *r, int s, int nkeys)
+{
+    cmd_add(c, "EVALSHA");
+    cmd_add(c, r->sha[s]);
+    cmd_addf(c, "%d", nkeys);
+}
+
+static void cmd_free(rs_cmd *c)
+{
+    int i;
+    for (i = 0; i < c->argc; i++)
+        free(c->own[i]);
+    free(c->argv);
+    free(c->len);
+    free(c->own);
+    memset(c, 0, sizeof *c);
+}
+
+static void cmds_free(rs_cmd *c, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        cmd_free(&c[i]);
+}
+
+static void replies_free(redisReply **rep, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (rep[i]) freeReplyObject(rep[i]);
+        rep[i] = NULL;
+    }
+}
+
+/* ---- errors ---- */
+
+static int oom(weft_error *err)
+{
+    return wu_err(err, WEFT_ENOMEM, "out of memory");
+}
+
+static int is_err(const redisReply *x)
+{
+    return x && x->type == REDIS_REPLY_ERROR;
+}
+
+/* An error reply about key as a WEFT_E* code and message. */
+static int reply_err(rs *r, const redisReply *x, const char *key, weft_error *err)
+{
+    char msg[256];
+    const char *cut;
+    size_t n = x->str ? x->len : 0;
+    if (n >= sizeof msg) n = sizeof msg - 1;
+    memcpy(msg, x->str ? x->str : "", n);
+    msg[n] = 0;
+    /* errors raised inside a script carry " script: <sha>, on @user_script..." */
+    if ((cut = strstr(msg, " script: ")) != NULL) msg[cut - msg] = 0;
+    if (!strncmp(msg, "WRONGTYPE", 9))
+        return wu_err(err, WEFT_EINVAL, "%s: %s: holds the wrong kind of value (%s)", r->shown, key,
+                      msg);
+    if (strstr(msg, "user_script:"))
+        return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->shown, key, msg);
+    return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, msg);
+}
+
+static int bad_reply(rs *r, const char *key, weft_error *err)
+{
+    return wu_err(err, WEFT_EIO, "%s: %s: unexpected reply from Redis", r->shown, key);
+}
+
+/* The context failed: drop it (the next call reconnects) and say why. */
+static int conn_fail(rs *r, const char *key, weft_error *err)
+{
+    char why[160];
+    redisContext *c = r->c;
+    if (c && c->err == REDIS_ERR_IO && !strcmp(c->errstr, strerror(EAGAIN)))
+        snprintf(why, sizeof why, "no answer within %d ms", r->timeout_ms);
+    else if (c && c->err)
+        snprintf(why, sizeof why, "%s", c->errstr);
+    else
+        snprintf(why, sizeof why, "connection lost");
+    if (c) redisFree(c);
+    r->c = NULL;
+    r->broken = 1;
+    if (key) return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, why);
+    return wu_err(err, WEFT_EIO, "%s: %s", r->shown, why);
+}
+
+/* ---- round trips ---- */
+
+/*
+ * A write to a socket the server closed raises SIGPIPE, which would kill a
+ * process that did not ignore it; hiredis uses write(2), so block the
+ * signal for this thread around the exchange and swallow one it caused.
+ */
+typedef struct sigpipe_guard {
+    sigset_t old;
+    int was_pending;
+} sigpipe_guard;
+
+static void sigpipe_block(sigpipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &g->old);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    g->was_pending = sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void sigpipe_restore(sigpipe_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (!g->was_pending && sigismember(&pending, SIGPIPE) == 1) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&set, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Send n commands in one write and read their n replies: one round trip. */
+static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
+                    weft_error *err)
+{
+    sigpipe_guard g;
+    size_t i;
+    int ok = 1;
+    for (i = 0; i < n; i++)
+        if (cmds[i].oom) {
+            return oom(err);
+        }
+    for (i = 0; i < n; i++)
+        if (redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
+            return conn_fail(r, key, err);
+    sigpipe_block(&g);
+    for (i = 0; i < n && ok; i++) {
+        void *x = NULL;
+        if (redisGetReply(r->c, &x) != REDIS_OK) {
+            ok = 0;
+            break;
+        }
+        rep[i] = x;
+    }
+    sigpipe_restore(&g);
+    if (!ok) return conn_fail(r, key, err);
+    return 0;
+}
+
+static struct timeval ms_tv(int ms)
+{
+    struct timeval tv;
+    tv.tv_sec = ms / 1000;
+    tv.tv_usec = (ms % 1000) * 1000;
+    return tv;
+}
+
+/* Connect, AUTH, SELECT and load the scripts: one round trip after the connect. */
+static int rs_connect(rs *r, weft_error *err)
+{
+    struct timeval tv = ms_tv(r->timeout_ms);
+    rs_cmd cmds[2 + S_COUNT];
+    redisReply *rep[2 + S_COUNT];
+    size_t n = 0, i, first_load;
+    int rc = 0;
+
+    r->broken = 1;
+    r->c = r->path ? redisConnectUnixWithTimeout(r->path, tv)
+                   : redisConnectWithTimeout(r->host, r->port, tv);
+    if (!r->c) return oom(err);
+    if (r->c->err) return conn_fail(r, NULL, err);
+    if (redisSetTimeout(r->c, tv) != REDIS_OK) return conn_fail(r, NULL, err);
+    if (!r->path) redisEnableKeepAlive(r->c);
+
+    memset(cmds, 0, sizeof cmds);
+    memset(rep, 0, sizeof rep);
+    if (r->password) {
+        cmd_add(&cmds[n], "AUTH");
+        if (r->user) cmd_add(&cmds[n], r->user);
+        cmd_add(&cmds[n], r->password);
+        n++;
+    }
+    if (r->db) {
+        cmd_add(&cmds[n], "SELECT");
+        cmd_addf(&cmds[n], "%d", r->db);
+        n++;
+    }
+    first_load = n;
+    for (i = 0; i < S_COUNT; i++, n++) {
+        cmd_add(&cmds[n], "SCRIPT");
+        cmd_add(&cmds[n], "LOAD");
+        cmd_add(&cmds[n], r->src[i]);
+    }
+    rc = exchange(r, cmds, n, rep, NULL, err);
+    for (i = 0; i < n && !rc; i++) {
+        if (is_err(rep[i])) {
+            /* AUTH/SELECT errors never echo the password; the reply does not hold it */
+            const char *what = i < first_load ? (r->password && i == 0 ? "AUTH" : "SELECT")
+                                              : script_names[i - first_load];
+            rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", r->shown, what, rep[i]->str);
+        } else if (i >= first_load) {
+            if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
+                rc = bad_reply(r, "SCRIPT LOAD", err);
+            else
+                memcpy(r->sha[i - first_load], rep[i]->str, 41);
+        }
+    }
+    replies_free(rep, n);
+    cmds_free(cmds, n);
+    if (rc) {
+        if (r->c) redisFree(r->c);
+        r->c = NULL;
+        r->broken = 1;
+        return rc;
+    }
+    r->broken = 0;
+    return 0;
+}
+
+/* Connect first if the last call lost the connection. */
+static int ensure(rs *r, weft_error *err)
+{
+    if (r->c) {
+        r->broken = 0;
+        return 0;
+    }
+    return rs_connect(r, err);
+}
+
+static int script_of(const rs *r, const rs_cmd *c)
+{
+    int s;
+    if (c->argc < 2 || strcmp(c->argv[0], "EVALSHA")) return -1;
+    for (s = 0; s < S_COUNT; s++)
+        if (!strcmp(c->argv[1], r->sha[s])) return s;
+    return -1;
+}
+
+static int is_noscript(const redisReply *x)
+{
+    return is_err(x) && !strncmp(x->str, "NOSCRIPT", 8);
+}
+
+/*
+ * Run cmds as one pipeline (one round trip). Replies go to rep[] (the caller
+ * frees them with replies_free, also on failure). Commands answered NOSCRIPT
+ * are sent again after loading their script: one more round trip, only then.
+ */
+static int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
+                   weft_error *err)
+{
+    rs_cmd *re = NULL;
+    redisReply **rr = NULL;
+    size_t i, m = 0, nload = 0;
+    int need[S_COUNT] = {0};
+    int rc, s;
+
+    memset(rep, 0, n * sizeof *rep);
+    if ((rc = ensure(r, err)) != 0) return rc;
+    if ((rc = exchange(r, cmds, n, rep, key, err)) != 0) return rc;
+    for (i = 0; i < n; i++)
+        if (is_noscript(rep[i]) && (s = script_of(r, &cmds[i])) >= 0 && !need[s]++) nload++;
+    if (!nload) return 0;
+
+    re = calloc(nload, sizeof *re);
+    rr = calloc(nload + n, sizeof *rr);
+    if (!re || !rr) {
+        free(re);
+        free(rr);
+        return oom(err);
+    }
+    for (s = 0; s < S_COUNT; s++)
+        if (need[s]) {
+            cmd_add(&re[m], "SCRIPT");
+            cmd_add(&re[m], "LOAD");
+            cmd_add(&re[m], r->src[s]);
+            m++;
+        }
+    /* the loads, then the commands that failed, in one pipeline */
+    rc = ensure(r, err);
+    for (i = 0; !rc && i < m; i++)
+        if (redisAppendCommandArgv(r->c, re[i].argc, re[i].argv, re[i].len) != REDIS_OK)
+            rc = conn_fail(r, key, err);
+    for (i = 0; !rc && i < n; i++)
+        if (is_noscript(rep[i]) && script_of(r, &cmds[i]) >= 0 &&
+            redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
+            rc = conn_fail(r, key, err);
+    if (!rc) {
+        sigpipe_guard g;
+        size_t k = 0;
+        sigpipe_block(&g);
+        for (i = 0; i < m && !rc; i++) {
+            void *x = NULL;
+            if (redisGetReply(r->c, &x) != REDIS_OK) rc = -1;
+            rr[k++] = x;
+        }
+        for (i = 0; i < n && !rc; i++) {
+            void *x = NULL;
+            if (!is_noscript(rep[i]) || script_of(r, &cmds[i]) < 0) continue;
+            if (redisGetReply(r->c, &x) != REDIS_OK) {
+                rc = -1;
+                break;
+            }
+            freeReplyObject(rep[i]);
+            rep[i] = x;
+        }
+        sigpipe_restore(&g);
+        if (rc) rc = conn_fail(r, key, err);
+        for (i = 0; i < k && !rc; i++)
+            if (is_err(rr[i])) rc = reply_err(r, rr[i], "SCRIPT LOAD", err);
+        replies_free(rr, k);
+    }
+    cmds_free(re, nload);
+    free(re);
+    free(rr);
+    return rc;
+}
+
+/* One command: one round trip (two after a NOSCRIPT). */
+static int rs_one(rs *r, rs_cmd *c, redisReply **rep, const char *key, weft_error *err)
+{
+    int rc = rs_pipe(r, c, 1, rep, key, err);
+    cmd_free(c);
+    if (!rc && is_err(*rep)) rc = reply_err(r, *rep, key, err);
+    if (rc) replies_free(rep, 1);
+    return rc;
+}
+
+/* ---- URL, open, close ---- */
+
+static char *dup_range(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* Percent-decode a URL part (passwords may hold reserved characters). */
+static char *decode(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    size_t i, j = 0;
+    if (!d) return NULL;
+    for (i = 0; i < n; i++) {
+        if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+            isxdigit((unsigned char)s[i + 2])) {
+            char hex[3] = {s[i + 1], s[i + 2], 0};
+            d[j++] = (char)strtol(hex, NULL, 16);
+            i += 2;
+        } else {
+            d[j++] = s[i];
+        }
+    }
+    d[j] = 0;
+    return d;
+}
+
+static int parse_db(const char *s, int *db)
+{
+    char *end;
+    long v;
+    if (!*s) return 0;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < 0 || v > 1000000) return -1;
+    *db = (int)v;
+    return 0;
+}
+
+/*
+ * redis://[[user]:password@]host[:port][/db] or unix://[[user]:password@]/path.
+ * Sets r->shown (password masked) first, so every message can use it.
+ */
+static int parse_url(rs *r, const char *url, weft_error *err)
+{
+    const char *rest, *auth_end, *at = NULL, *p, *colon;
+    int is_unix;
+    size_t n;
+
+    if (!strncmp(url, "redis://", 8))
+        is_unix = 0;
+    else if (!strncmp(url, "unix://", 7))
+        is_unix = 1;
+    else
+        return wu_err(err, WEFT_EINVAL,
+                      "Redis URL \"%.100s\": expected redis://[:password@]host[:port][/db] or "
+                      "unix:///path",
+                      strchr(url, '@') ? "(hidden: it may hold a password)" : url);
+    rest = url + (is_unix ? 7 : 8);
+    auth_end = is_unix ? strchr(rest, '/') : rest + strcspn(rest, "/");
+    if (!auth_end) auth_end = rest + strlen(rest);
+    for (p = rest; p < auth_end; p++)
+        if (*p == '@') at = p;
+
+    /* the shown form: userinfo becomes [user]:*** */
+    n = strlen(url) + 8;
+    if (!(r->shown = malloc(n))) return oom(err);
+    if (at) {
+        colon = memchr(rest, ':', (size_t)(at - rest));
+        snprintf(r->shown, n, "%.*s%.*s:***%s", (int)(rest - url), url,
+                 colon ? (int)(colon - rest) : 0, rest, at);
+    } else {
+        snprintf(r->shown, n, "%s", url);
+    }
+
+    if (at) {
+        colon = memchr(rest, ':', (size_t)(at - rest));
+        if (colon) {
+            if (colon > rest && !(r->user = decode(rest, (size_t)(colon - rest)))) return oom(err);
+            if (!(r->password = decode(colon + 1, (size_t)(at - colon - 1)))) return oom(err);
+        } else if (!(r->password = decode(rest, (size_t)(at - rest)))) {
+            return oom(err);
+        }
+        rest = at + 1;
+    }
+
+    if (is_unix) {
+        const char *q = strchr(rest, '?');
+        if (*rest != '/' || rest[1] == 0)
+            return wu_err(err, WEFT_EINVAL, "Redis URL %s: expected unix:///path/to/socket",
+                          r->shown);
+        if (!(r->path = dup_range(rest, q ? (size_t)(q - rest) : strlen(rest)))) return oom(err);
+        if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &r->db)))
+            return wu_err(err, WEFT_EINVAL, "Redis URL %s: only ?db=N may follow the path",
+                          r->shown);
+        return 0;
+    }
+
+    r->port = 6379;
+    {
+        const char *host = rest, *host_end, *port = NULL;
+        if (*host == '[') {
+            host_end = memchr(host, ']', (size_t)(auth_end - host));
+            if (!host_end)
+                return wu_err(err, WEFT_EINVAL, "Redis URL %s: unclosed [ in the host", r->shown);
+            host++;
+            if (host_end + 1 < auth_end) {
+                if (host_end[1] != ':')
+                    return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port", r->shown);
+                port = host_end + 2;
+            }
+        } else {
+            host_end = memchr(host, ':', (size_t)(auth_end - host));
+            if (host_end)
+                port = host_end + 1;
+            else
+                host_end = auth_end;
+        }
+        if (host_end == host) return wu_err(err, WEFT_EINVAL, "Redis URL %s: no host", r->shown);
+        if (!(r->host = dup_range(host, (size_t)(host_end - host)))) return oom(err);
+        if (port) {
+            char buf[16], *end;
+            long v;
+            size_t pn = (size_t)(auth_end - port);
+            if (pn == 0 || pn >= sizeof buf)
+                return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port", r->shown);
+            memcpy(buf, port, pn);
+            buf[pn] = 0;
+            v = strtol(buf, &end, 10);
+            if (*end || v <= 0 || v > 65535)
+                return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port \"%s\"", r->shown, buf);
+            r->port = (int)v;
+        }
+    }
+    if (*auth_end == '/' && parse_db(auth_end + 1, &r->db))
+        return wu_err(err, WEFT_EINVAL, "Redis URL %s: the database must be a number", r->shown);
+    return 0;
+}
+
+void rs_free(rs *r)
+{
+    if (!r) return;
+    if (r->c) redisFree(r->c);
+    free(r->shown);
+    free(r->host);
+    free(r->path);
+    free(r->user);
+    if (r->password) {
+        memset(r->password, 0, strlen(r->password));
+        free(r->password);
+    }
+    free(r->prefix);
+    free(r);
+}
+
+/* Connect: one round trip after the TCP/unix connect (AUTH, SELECT, SCRIPT LOAD). */
+int rs_open(const rs_opts *opts, rs **out, weft_error *err)
+{
+    rs_opts none = {0};
+    const char *url, *prefix;
+    rs *r;
+    int rc, s;
+    size_t i;
+
+    *out = NULL;
+    if (!opts) opts = &none;
+    url = opts->url ? opts->url : getenv("WEFT_REDIS_URL");
+    if (!url || !*url) url = "redis://127.0.0.1:6379";
+    prefix = opts->prefix ? opts->prefix : getenv("WEFT_KEY_PREFIX");
+    if (!prefix) prefix = "weft:";
+    if (strlen(prefix) >= PREFIX_MAX || strpbrk(prefix, "{}"))
+        return wu_err(err, WEFT_EINVAL,
+                      "key prefix \"%.80s\": must be shorter than %d bytes, without { or }", prefix,
+                      PREFIX_MAX);
+    if (opts->retention_ms < 0 || opts->timeout_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "Redis store: negative retention or timeout");
+
+    if (!(r = calloc(1, sizeof *r))) return oom(err);
+    r->retention_ms = opts->retention_ms ? opts->retention_ms : DEFAULT_RETENTION_MS;
+    r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+    if (!(r->prefix = strdup(prefix))) {
+        rs_free(r);
+        return oom(err);
+    }
+    for (s = 0; s < S_COUNT; s++) {
+        for (i = 0; i < rs_script_count; i++)
+            if (!strcmp(rs_script_name[i], script_names[s])) r->src[s] = rs_script_src[i];
+        if (!r->src[s]) {
+            rs_free(r);
+            return wu_err(err, WEFT_EINVAL, "Redis store: script %s.lua is not built in",
+                          script_names[s]);
+        }
+    }
+    if ((rc = parse_url(r, url, err)) != 0) {
+        rs_free(r);
+        return rc;
+    }
+    *out = r;
+    return rs_connect(r, err);
+}
+
+const char *rs_prefix(const rs *r)
+{
+    return r->prefix;
+}
+
+const char *rs_url(const rs *r)
+{
+    return r->shown;
+}
+
+int rs_broken(const rs *r)
+{
+    return r->broken;
+}
+
+/* ---- keys and names ---- */
+
+static void k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX])
+{
+    snprintf(key, KEY_MAX, "%s{%s}%s", r->prefix, id, suffix);
+}
+
+static void k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX])
+{
+    snprintf(key, KEY_MAX, "%s{q:%s}:%s", r->prefix, type, which);
+}
+
+static void k_dq(const rs *r, char key[KEY_MAX])
+{
+    snprintf(key, KEY_MAX, "%s{dq}:due", r->prefix);
+}
+
+static void k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX])
+{
+    snprintf(key, KEY_MAX, "%s%s%s", r->prefix, kind, name);
+}
+
+/* Ids, task ids and types end up in members split at '|' and in fixed buffers. */
+static int check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
+{
+    if (!s || !*s) return wu_err(err, WEFT_EINVAL, "%s is empty", what);
+    if (strlen(s) >= max)
+        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
+                      max - 1);
+    if (!bar_ok && strchr(s, '|'))
+        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
+    return 0;
+}
+
+static int check_id(const char *id, weft_error *err)
+{
+    return check_name("workflow id", id, ID_MAX, 0, err);
+}
+
+static char *reply_dup(const redisReply *x)
+{
+    return dup_range(x->str, x->len);
+}
+
+static int is_str(const redisReply *x)
+{
+    return x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS);
+}
+
+static void copy_str(char *dst, size_t n, const redisReply *x)
+{
+    size_t len = x->len < n - 1 ? x->len : n - 1;
+    memcpy(dst, x->str, len);
+    dst[len] = 0;
+}
+
+/* ---- outbox steps ---- */
+
+static const char *const kind_names[] = {"push", "unqueue", "wake", "done"};
+
+/* One outbox entry: a queue step and the fence of the save that decided it. */
+typedef struct rs_entry {
+    uint64_t fence;
+    rs_step_kind kind;
+    const char *type, *task;
+    int64_t at;
+    int only_earlier; /* WAKE with ZADD LT */
+    char *raw;        /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
+    char *buf;        /* owned copy the fields point into (parsed entries) */
+} rs_entry;
+
+static void entries_free(rs_entry *e, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        free(e[i].raw);
+        free(e[i].buf);
+    }
+    free(e);
+}
+
+/* Parse an outbox member; 0 or -1 when malformed (raw is kept either way). */
+static int entry_parse(rs_entry *e, const redisReply *x)
+{
+    char *f[5], *p, *end;
+    int i, k;
+    memset(e, 0, sizeof *e);
+    e->raw = reply_dup(x);
+    e->buf = reply_dup(x);
+    if (!e->raw || !e->buf) return -1;
+    e->fence = strtoull(e->raw, NULL, 10);
+    p = e->buf;
+    for (i = 0; i < 5; i++) {
+        f[i] = p;
+        p = strchr(p, '|');
+        if (i < 4) {
+            if (!p) return -1;
+            *p++ = 0;
+        } else if (p) {
+            return -1;
+        }
+    }
+    for (k = 0; k < 4; k++)
+        if (!strcmp(f[1], kind_names[k])) break;
+    if (k == 4) return -1;
+    e->kind = (rs_step_kind)k;
+    e->type = f[2];
+    e->task = f[3];
+    errno = 0;
+    e->at = strtoll(f[4], &end, 10);
+    if (errno || *end || end == f[4]) return -1;
+    if ((e->kind == RS_PUSH || e->kind == RS_UNQUEUE) && (!*e->type || !*e->task)) return -1;
+    return 0;
+}
+
+/* The step as recorded after its fence: "<kind>|<type>|<taskid>|<at>". */
+static char *step_text(const rs_step *s)
+{
+    const char *type = s->kind == RS_PUSH || s->kind == RS_UNQUEUE ? s->type : "";
+    const char *task = s->kind == RS_PUSH || s->kind == RS_UNQUEUE ? s->task_id : "";
+    long long at = s->kind == RS_PUSH || s->kind == RS_WAKE ? (long long)s->at : 0;
+    size_t n = strlen(type) + strlen(task) + 48;
+    char *t = malloc(n);
+    if (t) snprintf(t, n, "%s|%s|%s|%lld", kind_names[s->kind], type, task, at);
+    return t;
+}
+
+static int check_step(const rs_step *s, weft_error *err)
+{
+    int rc;
+    if ((unsigned)s->kind > RS_DONE)
+        return wu_err(err, WEFT_EINVAL, "queue step: unknown kind %d", (int)s->kind);
+    if (s->kind != RS_PUSH && s->kind != RS_UNQUEUE) return 0;
+    if ((rc = check_name("task type", s->type, TYPE_MAX, 0, err)) != 0 ||
+        (rc = check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    return 0;
+}
+
+/* The command applying e (idempotent) into c; the key it touches into key. */
+static void step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
+{
+    char member[ID_MAX * 2 + 2];
+    char k2[KEY_MAX], k3[KEY_MAX], k4[KEY_MAX];
+    snprintf(member, sizeof member, "%s|%s", id, e->task ? e->task : "");
+    switch (e->kind) {
+    case RS_PUSH:
+        k_queue(r, e->type, "ready", key);
+        cmd_add(c, "ZADD");
+        cmd_dup(c, key);
+        cmd_addf(c, "%lld", (long long)e->at);
+        cmd_dup(c, member);
+        break;
+    case RS_UNQUEUE:
+        k_queue(r, e->type, "ready", key);
+        k_queue(r, e->type, "leases", k2);
+        k_queue(r, e->type, "lease", k3);
+        k_queue(r, e->type, "reaped", k4);
+        cmd_script(c, r, S_UNQUEUE, 4);
+        cmd_dup(c, key);
+        cmd_dup(c, k2);
+        cmd_dup(c, k3);
+        cmd_dup(c, k4);
+        cmd_dup(c, member);
+        break;
+    case RS_WAKE:
+        k_dq(r, key);
+        cmd_add(c, "ZADD");
+        cmd_dup(c, key);
+        if (e->only_earlier) cmd_add(c, "LT");
+        cmd_addf(c, "%lld", (long long)e->at);
+        cmd_add(c, id);
+        break;
+    case RS_DONE:
+        k_dq(r, key);
+        cmd_add(c, "ZREM");
+        cmd_dup(c, key);
+        cmd_add(c, id);
+        break;
+    }
+}
+
+/*
+ * After a pipeline that applied e[0..n) (their replies in rep[0..n)) and
+ * trimmed them from the outbox: record again the ones Redis refused, so the
+ * sweeper retries them (one more round trip, only then). Returns the first
+ * failure, or 0.
+ */
+static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisReply **rep,
+                       weft_error *err)
+{
+    char key[KEY_MAX], out_key[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc = 0;
+    for (i = 0; i < n; i++) {
+        if (!is_err(rep[i])) continue;
+        if (!rc) {
+            rs_cmd tmp = {0};
+            step_cmd(r, id, &e[i], &tmp, key);
+            cmd_free(&tmp);
+            rc = reply_err(r, rep[i], key, err);
+            k_exec(r, id, ":out", out_key);
+            cmd_add(&c, "ZADD");
+            cmd_add(&c, out_key);
+        }
+        cmd_addf(&c, "%llu", (unsigned long long)e[i].fence);
+        cmd_add(&c, e[i].raw);
+    }
+    if (rc) {
+        weft_error ignored;
+        if (rs_one(r, &c, &x, out_key, &ignored) == 0) replies_free(&x, 1);
+    }
+    cmd_free(&c);
+    return rc;
+}
+
+/*
+ * One pipeline: [head,] the commands applying e[0..n), then `trim` (removing
+ * the applied entries from the outbox). The head's reply, when there is a
+ * head, goes to *head_rep; the steps' replies to step_rep[0..n).
+ */
+static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
+                     redisReply **head_rep, redisReply **step_rep, weft_error *err)
+{
+    char key[KEY_MAX], out_key[KEY_MAX];
+    size_t nh = head ? 1 : 0, total = nh + n + 1, i;
+    rs_cmd *cmds = calloc(total, sizeof *cmds);
+    redisReply **rep = calloc(total, sizeof *rep);
+    int rc;
+    if (!cmds || !rep) {
+        free(cmds);
+        free(rep);
+        if (head) cmd_free(head);
+        cmd_free(trim);
+        return oom(err);
+    }
+    if (head) cmds[0] = *head;
+    for (i = 0; i < n; i++)
+        step_cmd(r, id, &e[i], &cmds[nh + i], key);
+    cmds[total - 1] = *trim;
+    k_exec(r, id, ":out", out_key);
+    rc = rs_pipe(r, cmds, total, rep, out_key, err);
+    if (head) *head_rep = rep[0];
+    for (i = 0; i < n; i++)
+        step_rep[i] = rep[nh + i];
+    if (!rc && is_err(rep[total - 1])) rc = reply_err(r, rep[total - 1], out_key, err);
+    replies_free(&rep[total - 1], 1);
+    cmds_free(cmds, total);
+    free(cmds);
+    free(rep);
+    return rc;
+}
+
+/* ---- executions ---- */
+
+/* The "status" of a document, or RUNNING. */
+static char *doc_status(const char *doc)
+{
+    json_object *j = json_tokener_parse(doc), *s;
+    char *out;
+    if (j && json_object_object_get_ex(j, "status", &s) && json_object_is_type(s, json_type_string))
+        out = strdup(json_object_get_string(s));
+    else
+        out = strdup("RUNNING");
+    json_object_put(j);
+    return out;
+}
+
+/* One round trip: create.lua, ZADD the decider queue, trim the outbox. */
+int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, const char *defkey,
+                   int64_t due_ms, weft_error *err)
+{
+    char h[KEY_MAX], out[KEY_MAX], wake[48], raw[64];
+    rs_cmd head = {0}, trim = {0};
+    redisReply *hrep = NULL, *srep[1] = {NULL};
+    rs_entry e;
+    char *status;
+    int rc;
+
+    if ((rc = check_id(id, err)) != 0) return rc;
+    if (!doc || !def || !defkey)
+        return wu_err(err, WEFT_EINVAL, "workflow %s: no document or definition to store", id);
+    if (!(status = doc_status(doc))) return oom(err);
+    k_exec(r, id, "", h);
+    k_exec(r, id, ":out", out);
+    snprintf(wake, sizeof wake, "wake|||%lld", (long long)due_ms);
+    snprintf(raw, sizeof raw, "1|%s", wake);
+
+    cmd_script(&head, r, S_CREATE, 2);
+    cmd_add(&head, h);
+    cmd_add(&head, out);
+    cmd_add(&head, doc);
+    cmd_add(&head, def);
+    cmd_add(&head, defkey);
+    cmd_add(&head, status);
+    cmd_add(&head, wake);
+    cmd_add(&trim, "ZREMRANGEBYSCORE");
+    cmd_add(&trim, out);
+    cmd_add(&trim, "-inf");
+    cmd_add(&trim, "1");
+
+    memset(&e, 0, sizeof e);
+    e.fence = 1;
+    e.kind = RS_WAKE;
+    e.at = due_ms;
+    e.raw = raw;
+    /* LT: a create of a taken id (applied all the same) can only make it due earlier */
+    e.only_earlier = 1;
+    rc = steps_run(r, id, &head, &trim, &e, 1, &hrep, srep, err);
+    free(status);
+    if (!rc && is_err(hrep))
+        rc = reply_err(r, hrep, h, err);
+    else if (!rc && (!hrep || hrep->type != REDIS_REPLY_INTEGER))
+        rc = bad_reply(r, h, err);
+    else if (!rc && hrep->integer == 0)
+        rc = wu_err(err, WEFT_EEXIST, "workflow %s already exists", id);
+    else if (!rc)
+        steps_check(r, id, &e, 1, srep, err); /* created: a refused step waits in the outbox */
+    replies_free(&hrep, 1);
+    replies_free(srep, 1);
+    return rc;
+}
+
+void rs_exec_clear(rs_exec *e)
+{
+    if (!e) return;
+    free(e->doc);
+    free(e->def);
+    free(e->defkey);
+    free(e->status);
+    memset(e, 0, sizeof *e);
+}
+
+/* One round trip: HMGET. */
+int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err)
+{
+    char h[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL, **el;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_exec(r, id, "", h);
+    cmd_add(&c, "HMGET");
+    cmd_add(&c, h);
+    cmd_add(&c, "doc");
+    cmd_add(&c, "defkey");
+    cmd_add(&c, "status");
+    cmd_add(&c, "fence");
+    if (want_def) cmd_add(&c, "def");
+    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 5 : 4)) {
+        replies_free(&x, 1);
+        return bad_reply(r, h, err);
+    }
+    el = x->element;
+    if (el[0]->type != REDIS_REPLY_STRING) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    }
+    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[4]->type != REDIS_REPLY_STRING)) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
+                      el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
+    }
+    out->doc = reply_dup(el[0]);
+    out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
+    out->status = el[2]->type == REDIS_REPLY_STRING ? reply_dup(el[2]) : strdup("");
+    out->fence = strtoull(el[3]->str, NULL, 10);
+    if (want_def) out->def = reply_dup(el[4]);
+    replies_free(&x, 1);
+    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def)) {
+        rs_exec_clear(out);
+        return oom(err);
+    }
+    return 0;
+}
+
+/* One round trip: HGET def and EXISTS, pipelined. */
+int rs_exec_def(rs *r, const char *id, char **def, weft_error *err)
+{
+    char h[KEY_MAX];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc;
+
+    *def = NULL;
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_exec(r, id, "", h);
+    memset(c, 0, sizeof c);
+    cmd_add(&c[0], "HGET");
+    cmd_add(&c[0], h);
+    cmd_add(&c[0], "def");
+    cmd_add(&c[1], "EXISTS");
+    cmd_add(&c[1], h);
+    rc = rs_pipe(r, c, 2, x, h, err);
+    cmds_free(c, 2);
+    if (!rc && is_err(x[0]))
+        rc = reply_err(r, x[0], h, err);
+    else if (!rc && x[0]->type == REDIS_REPLY_STRING && !(*def = reply_dup(x[0])))
+        rc = oom(err);
+    else if (!rc && x[0]->type != REDIS_REPLY_STRING)
+        rc = x[1]->type == REDIS_REPLY_INTEGER && x[1]->integer == 0
+                 ? wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id)
+                 : wu_err(err, WEFT_EINVAL, "%s: %s: execution without a definition", r->shown, h);
+    replies_free(x, 2);
+    return rc;
+}
+
+/*
+ * Two round trips: save.lua, then one pipeline applying the steps (those of
+ * earlier saves left in the outbox first) and trimming the outbox. One
+ * round trip when there is nothing to apply.
+ */
+int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const char *status,
+                 int terminal, const rs_step *steps, size_t nsteps, const char *const *events,
+                 size_t nevents, uint64_t *new_fence, weft_error *err)
+{
+    char h[KEY_MAX], out[KEY_MAX], ev[KEY_MAX];
+    rs_cmd c = {0}, trim = {0};
+    redisReply *x = NULL, **srep = NULL;
+    rs_entry *e = NULL;
+    size_t i, nleft = 0, n = 0;
+    uint64_t nf;
+    int rc;
+
+    if ((rc = check_id(id, err)) != 0) return rc;
+    if (!doc || !status)
+        return wu_err(err, WEFT_EINVAL, "workflow %s: no document or status to save", id);
+    for (i = 0; i < nsteps; i++)
+        if ((rc = check_step(&steps[i], err)) != 0) return wu_err_prefix(err, "workflow %s: ", id);
+    for (i = 0; i < nevents; i++)
+        if (!events[i]) return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i);
+
+    k_exec(r, id, "", h);
+    k_exec(r, id, ":out", out);
+    k_exec(r, id, ":ev", ev);
+    cmd_script(&c, r, S_SAVE, 3);
+    cmd_add(&c, h);
+    cmd_add(&c, out);
+    cmd_add(&c, ev);
+    cmd_addf(&c, "%llu", (unsigned long long)fence);
+    cmd_add(&c, doc);
+    cmd_add(&c, status);
+    cmd_add(&c, terminal ? "1" : "0");
+    cmd_addf(&c, "%lld", (long long)r->retention_ms);
+    cmd_add(&c, STREAM_MAXLEN);
+    cmd_add(&c, ev);
+    cmd_addf(&c, "%zu", nsteps);
+    for (i = 0; i < nsteps; i++) {
+        char *t = step_text(&steps[i]);
+        if (!t)
+            c.oom = 1;
+        else
+            cmd_addn(&c, t, strlen(t), t);
+    }
+    for (i = 0; i < nevents; i++)
+        cmd_add(&c, events[i]);
+    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+
+    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER) {
+        replies_free(&x, 1);
+        return bad_reply(r, h, err);
+    }
+    if (x->element[0]->integer == -1) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    }
+    if (x->element[0]->integer == 0) {
+        long long cur = x->elements > 1 ? x->element[1]->integer : -1;
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ESTATE,
+                      "execution %s was changed by someone else (fence %lld, expected %llu)", id,
+                      cur, (unsigned long long)fence);
+    }
+    if (x->elements < 2 || x->element[1]->type != REDIS_REPLY_INTEGER) {
+        replies_free(&x, 1);
+        return bad_reply(r, h, err);
+    }
+    nf = (uint64_t)x->element[1]->integer;
+    if (new_fence) *new_fence = nf;
+
+    /* From here the save is committed: what cannot be applied stays in the outbox. */
+    nleft = x->elements - 2;
+    if (nleft + nsteps == 0) {
+        replies_free(&x, 1);
+        return 0;
+    }
+    e = calloc(nleft + nsteps, sizeof *e);
+    srep = calloc(nleft + nsteps, sizeof *srep);
+    if (!e || !srep) goto nomem;
+    for (i = 0; i < nleft; i++) {
+        const redisReply *m = x->element[2 + i];
+        if (m->type != REDIS_REPLY_STRING) continue;
+        if (entry_parse(&e[n], m) == 0) {
+            n++;
+        } else {
+            free(e[n].raw);
+            free(e[n].buf);
+            memset(&e[n], 0, sizeof e[n]);
+        }
+    }
+    for (i = 0; i < nsteps; i++, n++) {
+        char *t = step_text(&steps[i]);
+        size_t len = t ? strlen(t) + 24 : 0;
+        e[n].fence = nf;
+        e[n].kind = steps[i].kind;
+        e[n].type = steps[i].type;
+        e[n].task = steps[i].task_id;
+        e[n].at = steps[i].at;
+        e[n].raw = t ? malloc(len) : NULL;
+        if (!e[n].raw) {
+            free(t);
+            goto nomem;
+        }
+        snprintf(e[n].raw, len, "%llu|%s", (unsigned long long)nf, t);
+        free(t);
+    }
+    replies_free(&x, 1);
+    cmd_add(&trim, "ZREMRANGEBYSCORE");
+    cmd_add(&trim, out);
+    cmd_add(&trim, "-inf");
+    cmd_addf(&trim, "%llu", (unsigned long long)nf);
+    if (steps_run(r, id, NULL, &trim, e, n, NULL, srep, err) == 0)
+        steps_check(r, id, e, n, srep, err);
+    replies_free(srep, n);
+    free(srep);
+    entries_free(e, n);
+    return 0;
+
+nomem:
+    replies_free(&x, 1);
+    free(srep);
+    entries_free(e, n);
+    return 0; /* committed; the steps wait in the outbox for rs_exec_flush */
+}
+
+/*
+ * Two round trips: flush.lua (read the outbox), then one pipeline applying
+ * the entries and removing them. One when the outbox is empty. Returns the
+ * number of entries applied.
+ */
+int rs_exec_flush(rs *r, const char *id, weft_error *err)
+{
+    char out[KEY_MAX];
+    rs_cmd c = {0}, trim = {0};
+    redisReply *x = NULL, **srep = NULL;
+    rs_entry *e = NULL;
+    size_t i, n = 0, total;
+    int rc;
+
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_exec(r, id, ":out", out);
+    cmd_script(&c, r, S_FLUSH, 1);
+    cmd_add(&c, out);
+    cmd_addf(&c, "%d", FLUSH_BATCH);
+    if ((rc = rs_one(r, &c, &x, out, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, out, err);
+    }
+    total = x->elements;
+    if (total == 0) {
+        replies_free(&x, 1);
+        return 0;
+    }
+    e = calloc(total, sizeof *e);
+    srep = calloc(total, sizeof *srep);
+    if (!e || !srep) {
+        replies_free(&x, 1);
+        free(e);
+        free(srep);
+        return oom(err);
+    }
+    /* removed by member: exactly what was read, malformed entries too */
+    cmd_add(&trim, "ZREM");
+    cmd_add(&trim, out);
+    for (i = 0; i < total; i++) {
+        const redisReply *m = x->element[i];
+        if (m->type != REDIS_REPLY_STRING) continue;
+        cmd_addn(&trim, m->str, m->len, NULL);
+        if (entry_parse(&e[n], m) == 0) {
+            n++;
+        } else {
+            free(e[n].raw);
+            free(e[n].buf);
+            memset(&e[n], 0, sizeof e[n]);
+        }
+    }
+    rc = steps_run(r, id, NULL, &trim, e, n, NULL, srep, err);
+    replies_free(&x, 1); /* trim borrowed its strings */
+    if (!rc) rc = steps_check(r, id, e, n, srep, err);
+    replies_free(srep, n);
+    free(srep);
+    entries_free(e, n);
+    return rc ? rc : (int)n;
+}
+
+/* ---- work queues ---- */
+
+static void claim_member(const rs_lease *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s|%s", c->workflow_id, c->task_id);
+}
+
+static int check_claim(const rs_lease *c, weft_error *err)
+{
+    int rc;
+    if (!c) return wu_err(err, WEFT_EINVAL, "no claim");
+    if ((rc = check_name("task type", c->type, TYPE_MAX, 0, err)) != 0) return rc;
+    if (!c->lease[0])
+        return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id, c->task_id);
+    return 0;
+}
+
+/* Give claims back (ZADD ready first, then ack with the token): one round trip. */
+static void claim_release(rs *r, const rs_lease *cl, size_t n)
+{
+    rs_cmd *c = calloc(2 * n, sizeof *c);
+    redisReply **x = calloc(2 * n, sizeof *x);
+    char key[KEY_MAX], member[ID_MAX * 2 + 2];
+    weft_error ignored;
+    long long now = (long long)wu_now_ms();
+    size_t i;
+    if (c && x) {
+        for (i = 0; i < n; i++) {
+            claim_member(&cl[i], member, sizeof member);
+            k_queue(r, cl[i].type, "ready", key);
+            cmd_add(&c[2 * i], "ZADD");
+            cmd_dup(&c[2 * i], key);
+            cmd_addf(&c[2 * i], "%lld", now);
+            cmd_dup(&c[2 * i], member);
+            cmd_script(&c[2 * i + 1], r, S_ACK, 3);
+            k_queue(r, cl[i].type, "leases", key);
+            cmd_dup(&c[2 * i + 1], key);
+            k_queue(r, cl[i].type, "lease", key);
+            cmd_dup(&c[2 * i + 1], key);
+            k_queue(r, cl[i].type, "reaped", key);
+            cmd_dup(&c[2 * i + 1], key);
+            cmd_dup(&c[2 * i + 1], member);
+            cmd_add(&c[2 * i + 1], cl[i].lease);
+        }
+        /* on failure the leases expire and the reaper puts the members back */
+        rs_pipe(r, c, 2 * n, x, "claim release", &ignored);
+        replies_free(x, 2 * n);
+        cmds_free(c, 2 * n);
+    }
+    free(c);
+    free(x);
+}
+
+/*
+ * One round trip: one claim.lua per type, pipelined. Each type may hand out
+ * up to max; when together they hand out more, the extra ones are given
+ * back in one more round trip (only then).
+ */
+int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+             rs_lease *out, weft_error *err)
+{
+    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX];
+    rs_cmd *c = NULL;
+    redisReply **x = NULL;
+    rs_lease *got = NULL;
+    size_t i, j, k, ngot = 0, cap = 0, first;
+    long long now = (long long)wu_now_ms();
+    int rc;
+
+    if (max <= 0 || ntypes == 0) return 0;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    for (i = 0; i < ntypes; i++)
+        if ((rc = check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
+    wu_uuid(seed);
+    for (i = j = 0; seed[i]; i++)
+        if (seed[i] != '-') seed[j++] = seed[i];
+    seed[24] = 0;
+
+    c = calloc(ntypes, sizeof *c);
+    x = calloc(ntypes, sizeof *x);
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return oom(err);
+    }
+    first = r->rr++ % ntypes;
+    for (k = 0; k < ntypes; k++) {
+        const char *type = types[(first + k) % ntypes];
+        k_queue(r, type, "ready", ready);
+        k_queue(r, type, "leases", leases);
+        k_queue(r, type, "lease", lease);
+        cmd_script(&c[k], r, S_CLAIM, 3);
+        cmd_dup(&c[k], ready);
+        cmd_dup(&c[k], leases);
+        cmd_dup(&c[k], lease);
+        cmd_addf(&c[k], "%lld", now);
+        cmd_addf(&c[k], "%lld", (long long)lease_ms);
+        cmd_addf(&c[k], "%d", max);
+        cmd_add(&c[k], seed);
+    }
+    rc = rs_pipe(r, c, ntypes, x, "claim", err);
+    cmds_free(c, ntypes);
+    free(c);
+    if (rc) {
+        replies_free(x, ntypes);
+        free(x);
+        return rc;
+    }
+
+    for (k = 0; k < ntypes; k++)
+        if (x[k]->type == REDIS_REPLY_ARRAY) cap += x[k]->elements / 2;
+    got = calloc(cap + 1, sizeof *got);
+    if (!got) rc = oom(err);
+    /* every type's claims are collected, even after an error: they must go back */
+    for (k = 0; k < ntypes && got; k++) {
+        const char *type = types[(first + k) % ntypes];
+        if (is_err(x[k])) {
+            k_queue(r, type, "ready", ready);
+            if (!rc) rc = reply_err(r, x[k], ready, err);
+            continue;
+        }
+        if (x[k]->type != REDIS_REPLY_ARRAY) continue;
+        for (i = 0; i + 1 < x[k]->elements; i += 2) {
+            const redisReply *m = x[k]->element[i], *t = x[k]->element[i + 1];
+            rs_lease *cl = &got[ngot];
+            const char *bar;
+            size_t wl;
+            if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+            bar = memchr(m->str, '|', m->len);
+            wl = bar ? (size_t)(bar - m->str) : m->len;
+            if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+            memcpy(cl->workflow_id, m->str, wl);
+            cl->workflow_id[wl] = 0;
+            if (bar) {
+                size_t tl = m->len - (size_t)(bar + 1 - m->str);
+                if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
+                memcpy(cl->task_id, bar + 1, tl);
+                cl->task_id[tl] = 0;
+            }
+            copy_str(cl->lease, sizeof cl->lease, t);
+            snprintf(cl->type, sizeof cl->type, "%s", type);
+            ngot++;
+        }
+    }
+    replies_free(x, ntypes);
+    free(x);
+    if (rc) {
+        if (ngot) claim_release(r, got, ngot);
+        free(got);
+        return rc;
+    }
+    if (ngot > (size_t)max) claim_release(r, got + max, ngot - (size_t)max);
+    if (ngot > (size_t)max) ngot = (size_t)max;
+    if (ngot) memcpy(out, got, ngot * sizeof *got);
+    free(got);
+    return (int)ngot;
+}
+
+/* One lease script (renew/ack/check) with the claim's keys; 1 or 0 in *ok. */
+static int lease_call(rs *r, const rs_lease *cl, int s, int64_t expiry, int *ok, weft_error *err)
+{
+    char k1[KEY_MAX], k2[KEY_MAX], k3[KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_claim(cl, err)) != 0) return rc;
+    claim_member(cl, member, sizeof member);
+    k_queue(r, cl->type, "leases", k1);
+    k_queue(r, cl->type, "lease", k2);
+    k_queue(r, cl->type, "reaped", k3);
+    if (s == S_CHECK) {
+        cmd_script(&c, r, s, 1);
+        cmd_add(&c, k2);
+    } else if (s == S_RENEW) {
+        cmd_script(&c, r, s, 2);
+        cmd_add(&c, k1);
+        cmd_add(&c, k2);
+    } else {
+        cmd_script(&c, r, s, 3);
+        cmd_add(&c, k1);
+        cmd_add(&c, k2);
+        cmd_add(&c, k3);
+    }
+    cmd_add(&c, member);
+    cmd_add(&c, cl->lease);
+    if (s == S_RENEW) cmd_addf(&c, "%lld", (long long)expiry);
+    if ((rc = rs_one(r, &c, &x, k1, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_INTEGER)
+        rc = bad_reply(r, k1, err);
+    else
+        *ok = x->integer == 1;
+    replies_free(&x, 1);
+    return rc;
+}
+
+/* One round trip: renew.lua. */
+int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err)
+{
+    int ok = 0, rc;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    if ((rc = lease_call(r, c, S_RENEW, wu_now_ms() + lease_ms, &ok, err)) != 0) return rc;
+    if (!ok)
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: not renewed", c->workflow_id,
+                      c->task_id);
+    return 0;
+}
+
+/* One round trip: ack.lua. */
+int rs_ack(rs *r, const rs_lease *c, weft_error *err)
+{
+    int ok = 0, rc;
+    if ((rc = lease_call(r, c, S_ACK, 0, &ok, err)) != 0) return rc;
+    if (!ok)
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded", c->workflow_id,
+                      c->task_id);
+    return 0;
+}
+
+/* One round trip: check.lua. */
+int rs_check_lease(rs *r, const rs_lease *c, weft_error *err)
+{
+    int ok = 0, rc;
+    if ((rc = lease_call(r, c, S_CHECK, 0, &ok, err)) != 0) return rc;
+    if (!ok) return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s", c->workflow_id, c->task_id);
+    return 0;
+}
+
+/* One round trip: reap.lua (at most REAP_BATCH members per call). */
+int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+            weft_error *err)
+{
+    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reaped[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    char **list = NULL;
+    size_t i, n = 0;
+    int rc, back;
+
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
+    k_queue(r, type, "ready", ready);
+    k_queue(r, type, "leases", leases);
+    k_queue(r, type, "lease", lease);
+    k_queue(r, type, "reaped", reaped);
+    cmd_script(&c, r, S_REAP, 4);
+    cmd_add(&c, ready);
+    cmd_add(&c, leases);
+    cmd_add(&c, lease);
+    cmd_add(&c, reaped);
+    cmd_addf(&c, "%lld", (long long)wu_now_ms());
+    cmd_addf(&c, "%d", max_reaps);
+    cmd_addf(&c, "%d", REAP_BATCH);
+    if ((rc = rs_one(r, &c, &x, leases, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER) {
+        replies_free(&x, 1);
+        return bad_reply(r, leases, err);
+    }
+    back = (int)x->element[0]->integer;
+    if (x->elements > 1) {
+        if (!(list = calloc(x->elements - 1, sizeof *list))) {
+            replies_free(&x, 1);
+            return oom(err);
+        }
+        for (i = 1; i < x->elements; i++) {
+            if (x->element[i]->type != REDIS_REPLY_STRING) continue;
+            if (!(list[n] = reply_dup(x->element[i]))) {
+                while (n)
+                    free(list[--n]);
+                free(list);
+                replies_free(&x, 1);
+                return oom(err);
+            }
+            n++;
+        }
+    }
+    replies_free(&x, 1);
+    *exhausted = list;
+    *nexhausted = n;
+    return back;
+}
+
+/* One round trip: two ZCARDs, pipelined. */
+int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
+{
+    char k[2][KEY_MAX];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, i;
+    if ((rc = check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    k_queue(r, type, "ready", k[0]);
+    k_queue(r, type, "leases", k[1]);
+    memset(c, 0, sizeof c);
+    for (i = 0; i < 2; i++) {
+        cmd_add(&c[i], "ZCARD");
+        cmd_add(&c[i], k[i]);
+    }
+    rc = rs_pipe(r, c, 2, x, k[0], err);
+    cmds_free(c, 2);
+    for (i = 0; i < 2 && !rc; i++) {
+        if (is_err(x[i]))
+            rc = reply_err(r, x[i], k[i], err);
+        else if (x[i]->type != REDIS_REPLY_INTEGER)
+            rc = bad_reply(r, k[i], err);
+    }
+    if (!rc) {
+        if (ready) *ready = x[0]->integer;
+        if (leased) *leased = x[1]->integer;
+    }
+    replies_free(x, 2);
+    return rc;
+}
+
+/* One round trip: two ZSCOREs, pipelined. Returns 1 when queued, 0 when not. */
+int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
+                 weft_error *err)
+{
+    char k[2][KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, i, has = 0;
+    if ((rc = check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
+        (rc = check_id(workflow_id, err)) != 0 ||
+        (rc = check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
+    k_queue(r, type, "ready", k[0]);
+    k_queue(r, type, "leases", k[1]);
+    memset(c, 0, sizeof c);
+    for (i = 0; i < 2; i++) {
+        cmd_add(&c[i], "ZSCORE");
+        cmd_add(&c[i], k[i]);
+        cmd_add(&c[i], member);
+    }
+    rc = rs_pipe(r, c, 2, x, k[0], err);
+    cmds_free(c, 2);
+    for (i = 0; i < 2 && !rc; i++) {
+        if (is_err(x[i]))
+            rc = reply_err(r, x[i], k[i], err);
+        else if (x[i]->type == REDIS_REPLY_STRING)
+            has = 1;
+    }
+    replies_free(x, 2);
+    return rc ? rc : has;
+}
+
+/* ---- decider queue ---- */
+
+/* One round trip: due.lua. */
+int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err)
+{
+    char dq[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc, n = 0;
+    if (max <= 0) return 0;
+    if (hold_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    k_dq(r, dq);
+    cmd_script(&c, r, S_DUE, 1);
+    cmd_add(&c, dq);
+    cmd_addf(&c, "%lld", (long long)wu_now_ms());
+    cmd_addf(&c, "%d", max);
+    cmd_addf(&c, "%lld", (long long)hold_ms);
+    if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, dq, err);
+    }
+    for (i = 0; i < x->elements && n < max; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING) copy_str(ids[n++], 64, x->element[i]);
+    replies_free(&x, 1);
+    return n;
+}
+
+/* One round trip: ZADD [LT]. */
+int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err)
+{
+    char dq[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_dq(r, dq);
+    cmd_add(&c, "ZADD");
+    cmd_add(&c, dq);
+    if (only_earlier) cmd_add(&c, "LT");
+    cmd_addf(&c, "%lld", (long long)at);
+    cmd_add(&c, id);
+    if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+/* ---- definitions, idempotency, daemons ---- */
+
+/* One round trip: HSET. */
+int rs_def_put(rs *r, const char *name, int version, const char *json, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if (version <= 0 || !json)
+        return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given", name);
+    k_name(r, "def:", name, k);
+    cmd_add(&c, "HSET");
+    cmd_add(&c, k);
+    cmd_addf(&c, "%d", version);
+    cmd_add(&c, json);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+/* One round trip for a given version (HGET); two for the latest (HKEYS, HGET). */
+int rs_def_get(rs *r, const char *name, int version, char **json, int *version_out, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc;
+
+    *json = NULL;
+    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, "def:", name, k);
+    if (version <= 0) {
+        long best = 0;
+        cmd_add(&c, "HKEYS");
+        cmd_add(&c, k);
+        if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+        if (x->type != REDIS_REPLY_ARRAY) {
+            replies_free(&x, 1);
+            return bad_reply(r, k, err);
+        }
+        for (i = 0; i < x->elements; i++) {
+            char *end;
+            long v;
+            if (x->element[i]->type != REDIS_REPLY_STRING) continue;
+            v = strtol(x->element[i]->str, &end, 10);
+            if (!*end && v > best && v <= 0x7fffffff) best = v;
+        }
+        replies_free(&x, 1);
+        if (!best) return wu_err(err, WEFT_ENOTFOUND, "no definition %s", name);
+        version = (int)best;
+    }
+    cmd_add(&c, "HGET");
+    cmd_add(&c, k);
+    cmd_addf(&c, "%d", version);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_STRING) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ENOTFOUND, "no definition %s version %d", name, version);
+    }
+    *json = reply_dup(x);
+    replies_free(&x, 1);
+    if (!*json) return oom(err);
+    if (version_out) *version_out = version;
+    return 0;
+}
+
+/* One round trip: SET NX PX and GET, pipelined. */
+int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, attempt;
+
+    if (existing) existing[0] = 0;
+    if ((rc = check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
+        (rc = check_id(id, err)) != 0)
+        return rc;
+    k_name(r, "idem:", key, k);
+    for (attempt = 0; attempt < 2; attempt++) {
+        memset(c, 0, sizeof c);
+        cmd_add(&c[0], "SET");
+        cmd_add(&c[0], k);
+        cmd_add(&c[0], id);
+        cmd_add(&c[0], "NX");
+        cmd_add(&c[0], "PX");
+        cmd_addf(&c[0], "%lld", (long long)r->retention_ms);
+        cmd_add(&c[1], "GET");
+        cmd_add(&c[1], k);
+        rc = rs_pipe(r, c, 2, x, k, err);
+        cmds_free(c, 2);
+        if (!rc && is_err(x[0]))
+            rc = reply_err(r, x[0], k, err);
+        else if (!rc && is_err(x[1]))
+            rc = reply_err(r, x[1], k, err);
+        if (rc) {
+            replies_free(x, 2);
+            return rc;
+        }
+        if (is_str(x[0])) {
+            replies_free(x, 2);
+            return 0;
+        }
+        if (x[1]->type == REDIS_REPLY_STRING) {
+            int same = x[1]->len == strlen(id) && !memcmp(x[1]->str, id, x[1]->len);
+            if (existing) copy_str(existing, 64, x[1]);
+            replies_free(x, 2);
+            /* the same id asking again (a retried start) is not a conflict */
+            return same ? 0
+                        : wu_err(err, WEFT_EEXIST, "idempotency key %s was used by %s", key,
+                                 existing ? existing : "another workflow");
+        }
+        replies_free(x, 2); /* expired in between: try again */
+    }
+    return wu_err(err, WEFT_EIO, "%s: %s: idempotency key keeps changing", r->shown, k);
+}
+
+/* One round trip: HSET (info gets "seen": now in ms). */
+int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_error *err)
+{
+    char k[KEY_MAX];
+    json_object *j;
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
+    j = json_tokener_parse(info_json ? info_json : "{}");
+    if (!j || !json_object_is_type(j, json_type_object)) {
+        json_object_put(j);
+        return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
+    }
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    k_name(r, "daemons", "", k);
+    cmd_add(&c, "HSET");
+    cmd_add(&c, k);
+    cmd_add(&c, daemon_id);
+    cmd_dup(&c, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+/* One round trip: HGETALL. */
+int rs_daemons(rs *r, char **json, weft_error *err)
+{
+    char k[KEY_MAX];
+    json_object *all;
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc;
+    *json = NULL;
+    k_name(r, "daemons", "", k);
+    cmd_add(&c, "HGETALL");
+    cmd_add(&c, k);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, k, err);
+    }
+    if (!(all = json_object_new_object())) {
+        replies_free(&x, 1);
+        return oom(err);
+    }
+    for (i = 0; i + 1 < x->elements; i += 2) {
+        const redisReply *id = x->element[i], *v = x->element[i + 1];
+        json_object *info;
+        char *name;
+        if (id->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+        info = json_tokener_parse(v->str);
+        if (!info) info = json_object_new_string_len(v->str, (int)v->len);
+        if (!(name = reply_dup(id))) {
+            json_object_put(info);
+            continue;
+        }
+        json_object_object_add(all, name, info);
+        free(name);
+    }
+    replies_free(&x, 1);
+    *json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
+    json_object_put(all);
+    return *json ? 0 : oom(err);
+}
+
+/* ---- status lane ---- */
+
+/* One round trip: XREAD (blocking up to block_ms). */
+int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,
+              int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
+{
+    char ev[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i, j, f;
+    int rc, n = 0, stop = 0;
+
+    if ((rc = check_id(workflow_id, err)) != 0) return rc;
+    if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
+    k_exec(r, workflow_id, ":ev", ev);
+    cmd_add(&c, "XREAD");
+    if (block_ms > 0) {
+        cmd_add(&c, "BLOCK");
+        cmd_addf(&c, "%d", block_ms);
+    }
+    cmd_add(&c, "COUNT");
+    cmd_add(&c, EVENTS_COUNT);
+    cmd_add(&c, "STREAMS");
+    cmd_add(&c, ev);
+    cmd_add(&c, after_id && *after_id ? after_id : "0");
+    if (block_ms > 0) {
+        /* the socket must wait longer than the server does */
+        if ((rc = ensure(r, err)) != 0) {
+            cmd_free(&c);
+            return rc;
+        }
+        redisSetTimeout(r->c, ms_tv(block_ms + r->timeout_ms));
+    }
+    rc = rs_one(r, &c, &x, ev, err);
+    if (block_ms > 0 && r->c) redisSetTimeout(r->c, ms_tv(r->timeout_ms));
+    if (rc) return rc;
+    /* nil on timeout; else [[key, [[id, [field, value, ...]], ...]]] */
+    if (x->type == REDIS_REPLY_ARRAY) {
+        for (i = 0; i < x->elements && !stop; i++) {
+            const redisReply *s = x->element[i];
+            if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
+                s->element[1]->type != REDIS_REPLY_ARRAY)
+                continue;
+            for (j = 0; j < s->element[1]->elements && !stop; j++) {
+                const redisReply *e = s->element[1]->element[j];
+                if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                    e->element[0]->type != REDIS_REPLY_STRING ||
+                    e->element[1]->type != REDIS_REPLY_ARRAY)
+                    continue;
+                for (f = 0; f + 1 < e->element[1]->elements; f += 2) {
+                    const redisReply *k = e->element[1]->element[f];
+                    const redisReply *v = e->element[1]->element[f + 1];
+                    if (k->type == REDIS_REPLY_STRING && !strcmp(k->str, "json") &&
+                        v->type == REDIS_REPLY_STRING) {
+                        n++;
+                        if (fn && fn(ud, e->element[0]->str, v->str)) stop = 1;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    replies_free(&x, 1);
+    return n;
+}
+
+/* One round trip. */
+int rs_command(rs *r, weft_error *err, const char *fmt, ...)
+{
+    sigpipe_guard g;
+    va_list ap;
+    void *x = NULL;
+    int rc;
+    if ((rc = ensure(r, err)) != 0) return rc;
+    va_start(ap, fmt);
+    rc = redisvAppendCommand(r->c, fmt, ap);
+    va_end(ap);
+    if (rc != REDIS_OK) return conn_fail(r, "command", err);
+    sigpipe_block(&g);
+    rc = redisGetReply(r->c, &x);
+    sigpipe_restore(&g);
+    if (rc != REDIS_OK) return conn_fail(r, "command", err);
+    rc = is_err(x) ? reply_err(r, x, "command", err) : 0;
+    freeReplyObject(x);
+    return rc;
+}

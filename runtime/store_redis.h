@@ -1,0 +1,218 @@
+/*
+ * The Redis store (hiredis): executions, work queues, the decider queue,
+ * definitions, the status lane. Prefix rs_. One rs is one connection and is
+ * not thread-safe: use one per thread.
+ *
+ * Keys (P = the key prefix, default "weft:"):
+ *
+ *   P{<wfid>}            HASH  doc (execution JSON, codec.h), def (definition
+ *                              JSON), defkey (its cache key), fence, status
+ *   P{<wfid>}:out        ZSET  outbox: queue steps recorded by the save that
+ *                              decided them, scored by that save's fence
+ *   P{<wfid>}:ev         STREAM status lane (capped), also PUBLISHed on the
+ *                              channel P{<wfid>}:ev
+ *   P{q:<type>}:ready    ZSET  member "<wfid>|<taskid>", score = visible-at ms
+ *   P{q:<type>}:leases   ZSET  claimed members, score = lease expiry ms
+ *   P{q:<type>}:lease    HASH  member -> current lease token
+ *   P{q:<type>}:reaped   HASH  member -> times its lease expired
+ *   P{dq}:due            ZSET  every unfinished execution, score = when a
+ *                              decider should look at it next
+ *   Pdef:<name>          HASH  version -> definition JSON (registered)
+ *   Pidem:<key>          STRING workflow id started with this idempotency key
+ *   Pdaemons             HASH  daemon id -> JSON {types, pid, host, seen}
+ *
+ * (so with the default prefix: weft:{<wfid>}, weft:def:order, weft:daemons)
+ *
+ * Outbox entries are "<fence>|<kind>|<type>|<taskid>|<at>" with kind push,
+ * unqueue, wake or done; ids, task ids and types therefore may not hold '|'
+ * (WEFT_EINVAL), and ids and task ids are under 64 bytes, types under 128.
+ * Each function's comment in store_redis.c says how many round trips it costs.
+ *
+ * Every script touches the keys of one hash tag only, so the same code runs
+ * on Redis Cluster. A change that spans an execution and a queue is saved
+ * with its queue steps in the execution's outbox (one script), then the
+ * steps are applied (idempotent: the task id is the member) and the outbox
+ * trimmed, pipelined in one round trip; a process that dies in between
+ * leaves the outbox to the sweeper.
+ */
+#ifndef WEFT_STORE_REDIS_H
+#define WEFT_STORE_REDIS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft/plugin.h"
+
+typedef struct rs rs;
+
+typedef struct rs_opts {
+    const char *url;      /* redis://[:password@]host[:port][/db] or unix:///path; NULL = $WEFT_REDIS_URL or redis://127.0.0.1:6379 */
+    const char *prefix;   /* NULL = $WEFT_KEY_PREFIX or "weft:" */
+    int64_t retention_ms; /* terminal executions expire after this; 0 = 7 days */
+    int timeout_ms;       /* connect/command timeout; 0 = 5000 */
+} rs_opts;
+
+/* Connect. WEFT_EIO with the reason ("redis://127.0.0.1:6390: Connection
+ * refused") when Redis cannot be reached; the rs is still returned in *out
+ * in that case, and every later call tries to reconnect first. */
+int rs_open(const rs_opts *opts, rs **out, weft_error *err);
+void rs_free(rs *r);
+const char *rs_prefix(const rs *r);
+/* The URL with any password masked (":***@"): the form used in messages. */
+const char *rs_url(const rs *r);
+/* 1 when the last call failed for connection reasons (the caller backs off). */
+int rs_broken(const rs *r);
+
+/* ---- executions ---- */
+
+/*
+ * Create an execution: HSETNX-style (WEFT_EEXIST if the id exists), fence 1,
+ * status from the document's "status" (else RUNNING), and put it on the
+ * decider queue due at `due_ms` (recorded in the outbox as well, so it is
+ * never lost). doc/def are JSON text. The queue step is pipelined with the
+ * create, so it runs for a taken id too, as ZADD LT: it can only make that
+ * execution due earlier.
+ */
+int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, const char *defkey,
+                   int64_t due_ms, weft_error *err);
+
+typedef struct rs_exec {
+    char *doc;    /* malloc'd */
+    char *def;    /* malloc'd; NULL when not asked for */
+    char *defkey; /* malloc'd */
+    char *status; /* malloc'd */
+    uint64_t fence;
+} rs_exec;
+void rs_exec_clear(rs_exec *e);
+
+/* Load doc, defkey, status, fence (and def if want_def). WEFT_ENOTFOUND for
+ * an unknown id; WEFT_EINVAL when the key holds something else. */
+int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
+/* Just the definition JSON (after a cache miss on defkey). */
+int rs_exec_def(rs *r, const char *id, char **def, weft_error *err);
+
+/* A queue step recorded in the outbox. */
+typedef enum rs_step_kind {
+    RS_PUSH,    /* add member "<wfid>|<task>" to queue `type`, visible at `at` */
+    RS_UNQUEUE, /* remove that member from queue `type` (ready and leases) */
+    RS_WAKE,    /* the execution is due for a decider at `at` */
+    RS_DONE,    /* the execution finished: off the decider queue */
+} rs_step_kind;
+
+typedef struct rs_step {
+    rs_step_kind kind;
+    const char *type;    /* PUSH/UNQUEUE */
+    const char *task_id; /* PUSH/UNQUEUE */
+    int64_t at;          /* PUSH/WAKE */
+} rs_step;
+
+/*
+ * Save an execution if its fence is still `fence` (else WEFT_ESTATE: someone
+ * saved newer state; reload and redo). In the same script: bump the fence,
+ * record the steps in the outbox, append events (JSON texts) to the status
+ * stream and publish them, and set expiry on every key of the execution when
+ * `terminal`. Then apply the steps and trim the outbox, pipelined. On
+ * success *new_fence (optional) is the fence now stored.
+ *
+ * Once the fenced write is done the call returns 0, even if applying the
+ * steps then failed: they stay in the outbox (rs_broken tells a lost
+ * connection) for rs_exec_flush or the next save, which applies entries of
+ * earlier saves still in the outbox before its own.
+ */
+int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const char *status,
+                 int terminal, const rs_step *steps, size_t nsteps, const char *const *events,
+                 size_t nevents, uint64_t *new_fence, weft_error *err);
+
+/* Apply and trim whatever is left in an execution's outbox (sweeper).
+ * Returns the number of entries applied (at most 1000 per call), or a
+ * WEFT_E* code (entries Redis refused stay in the outbox). Replaying a push
+ * whose task was claimed meanwhile queues it again (at least once): flush
+ * outboxes that have been there a while, not ones a save is applying now. */
+int rs_exec_flush(rs *r, const char *id, weft_error *err);
+
+/* ---- work queues ---- */
+
+/* One claimed task: which, and the lease that proves the claim is current. */
+typedef struct rs_lease {
+    char workflow_id[64];
+    char task_id[64];
+    char lease[40];
+    char type[128];
+} rs_lease;
+
+/*
+ * Claim up to max visible members from the queues of `types` (one pipelined
+ * round trip), each with a fresh lease token that expires after lease_ms
+ * (the type is named rs_lease; the function rs_claim).
+ * Returns the number claimed (>= 0) or a WEFT_E* code.
+ */
+int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+             rs_lease *out, weft_error *err);
+/* Extend a lease; WEFT_ESTATE when the lease is no longer current. */
+int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err);
+/* Drop a claim after its result was handled; WEFT_ESTATE when the lease is
+ * no longer current (the result must be discarded). */
+int rs_ack(rs *r, const rs_lease *c, weft_error *err);
+/* Whether the lease is still current (0) or not (WEFT_ESTATE). */
+int rs_check_lease(rs *r, const rs_lease *c, weft_error *err);
+
+/*
+ * Return expired leases of `type` to its queue. Members whose lease has now
+ * expired more than max_reaps times are not returned but listed in
+ * *exhausted (malloc'd array of malloc'd "<wfid>|<taskid>", caller frees)
+ * for the caller to fail. Returns the number put back, or a WEFT_E* code.
+ */
+int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+            weft_error *err);
+
+/* Number of members ready / leased in a queue (status, tests, metrics). */
+int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err);
+/* Whether member is in the queue (ready or leased): 1 or 0, or a WEFT_E*
+ * code. The sweeper's repair. */
+int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
+                 weft_error *err);
+
+/* ---- decider queue ---- */
+
+/*
+ * Take up to max executions due now: each is pushed `hold_ms` into the future
+ * (so other deciders skip it meanwhile) and its id copied to ids[i]
+ * (64 bytes each). Returns the count or a WEFT_E* code.
+ */
+int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err);
+/* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
+int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);
+
+/* ---- definitions, idempotency, daemons ---- */
+
+/* Register a definition JSON under name/version (replacing that version). */
+int rs_def_put(rs *r, const char *name, int version, const char *json, weft_error *err);
+/* Version `version`, or the latest when version <= 0 (*version_out gets it). */
+int rs_def_get(rs *r, const char *name, int version, char **json, int *version_out,
+               weft_error *err);
+
+/* SET NX Pidem:<key> = id (expiring with the retention). Returns 0 when
+ * this id was set (or the key already names this same id); WEFT_EEXIST with
+ * the existing id copied to existing (optional). */
+int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], weft_error *err);
+
+/* A daemon says it is alive and which types it serves (a JSON object text;
+ * "seen": now in ms is added). WEFT_EINVAL when it is not an object. */
+int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_error *err);
+/* All daemons' info as a JSON object text { id: info } (caller frees). */
+int rs_daemons(rs *r, char **json, weft_error *err);
+
+/* ---- status lane ---- */
+
+/*
+ * Read events after `after_id` ("0" = from the start) from an execution's
+ * stream, waiting up to block_ms (0 = no wait) for new ones. Calls fn for
+ * each (event id, JSON text); stops early when fn returns non-zero.
+ * Returns the number read, or a WEFT_E* code.
+ */
+int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,
+              int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err);
+
+/* Raw command for tests and tools (hiredis format); the reply is discarded. */
+int rs_command(rs *r, weft_error *err, const char *fmt, ...);
+
+#endif

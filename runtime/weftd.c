@@ -1,0 +1,109 @@
+/* weftd: the daemon. Configuration: defaults < --config file < environment < flags. */
+#include "autoconf.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "node.h"
+
+static nd_node *node;
+
+static void on_signal(int sig)
+{
+    if (node)
+        nd_stop(node);
+}
+
+static const char usage[] =
+    "usage: weftd [--config FILE] [--redis URL] [--prefix P] [--plugin-path DIRS]\n"
+    "             [--workers N] [--lock none|local|redis] [--set KEY=VALUE]...\n"
+    "       weftd --help-config     every configuration key, its type and default\n"
+    "\n"
+    "Runs workflows kept in Redis: claims tasks of the types its plugins provide,\n"
+    "runs them and decides what comes next. SIGTERM or SIGINT: stop claiming, let\n"
+    "running tasks finish within the grace period, then exit.\n"
+    "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH.\n";
+
+int main(int argc, char **argv)
+{
+    cf_config cfg;
+    weft_error err = {0};
+    const char *config = NULL;
+    struct sigaction sa;
+    int i, rc;
+    static const struct {
+        const char *flag, *key;
+    } flags[] = {{"--redis", "redis_url"},     {"--prefix", "key_prefix"},
+                 {"--plugin-path", "plugin_path"}, {"--workers", "workers"},
+                 {"--lock", "lock"},           {"--id", "daemon_id"}};
+
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--help-config")) {
+            cf_describe(stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("weftd %s\n", PACKAGE_VERSION);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--config") && i + 1 < argc)
+            config = argv[++i];
+    }
+    cf_defaults(&cfg);
+    if ((config && cf_load_file(&cfg, config, &err)) || cf_apply_env(&cfg, &err)) {
+        fprintf(stderr, "weftd: %s\n", err.msg);
+        cf_free(&cfg);
+        return 2;
+    }
+    for (i = 1; i < argc; i++) {
+        size_t f;
+        const char *a = argv[i];
+        if (!strcmp(a, "--config")) {
+            i++;
+            continue;
+        }
+        for (f = 0; f < sizeof flags / sizeof flags[0]; f++)
+            if (!strcmp(a, flags[f].flag))
+                break;
+        if (f < sizeof flags / sizeof flags[0] && i + 1 < argc) {
+            rc = cf_set(&cfg, flags[f].key, argv[++i], &err);
+        } else if (!strcmp(a, "--set") && i + 1 < argc && strchr(argv[i + 1], '=')) {
+            char *kv = strdup(argv[++i]), *eq = strchr(kv, '=');
+            *eq = 0;
+            rc = cf_set(&cfg, kv, eq + 1, &err);
+            free(kv);
+        } else {
+            fprintf(stderr, "weftd: unknown or incomplete option %s (see weftd --help)\n", a);
+            cf_free(&cfg);
+            return 2;
+        }
+        if (rc) {
+            fprintf(stderr, "weftd: %s: %s\n", a, err.msg);
+            cf_free(&cfg);
+            return 2;
+        }
+    }
+    if ((rc = nd_new(&cfg, &node, &err))) {
+        fprintf(stderr, "weftd: %s\n", err.msg);
+        cf_free(&cfg);
+        return 2;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = nd_run(node);
+    if (rc == 0)
+        nd_free(node);
+    cf_free(&cfg);
+    /* after a grace period that ran out, threads still run: exit without freeing under them */
+    return rc == 0 ? 0 : 1;
+}
