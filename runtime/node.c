@@ -602,6 +602,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.lock_ttl_ms = n->cfg->lock_ttl_ms;
     w->op.lock_wait_ms = n->cfg->lock_wait_ms;
     w->op.sweep_ms = n->cfg->sweep_ms;
+    w->op.unfenced = !n->cfg->fencing;
     w->op.hooks = &w->hooks;
     return 0;
 }
@@ -705,17 +706,16 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
             nd_free(n);
             return rc;
         }
-        if (cfg->plugins)
-            json_object_object_get_ex(cfg->plugins, cfg->lock, &lc);
-        if (!lc) {
+        if (cfg->plugins && json_object_object_get_ex(cfg->plugins, cfg->lock, &lc))
+            json_object_get(lc);
+        else if (!strcmp(cfg->lock, "redis")) {
+            /* by default the redis lock lives where the workflows do */
             lc = json_object_new_object();
             json_object_object_add(lc, "url", json_object_new_string(cfg->redis_url));
             json_object_object_add(lc, "prefix", json_object_new_string(cfg->key_prefix));
-            n->lock_handle = n->lock->open(host_table(), lc, err);
-            json_object_put(lc);
-        } else {
-            n->lock_handle = n->lock->open(host_table(), lc, err);
         }
+        n->lock_handle = n->lock->open(host_table(), lc, err);
+        json_object_put(lc);
         if (!n->lock_handle) {
             wu_err_prefix(err, "lock '%s': ", cfg->lock);
             rc = err->code ? err->code : WEFT_EINVAL;

@@ -306,7 +306,7 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             break;
         }
         doc = cd_to_doc(x);
-        rc = rs_exec_save(env->r, id, fence,
+        rc = rs_exec_save(env->r, id, env->unfenced ? 0 : fence,
                           json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
                           weft_wf_status_name(x->status), xc_wf_terminal(x->status), steps,
                           nsteps, (const char *const *)col.events.items, col.events.len, NULL,

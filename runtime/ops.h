@@ -42,6 +42,7 @@ struct op_env {
     int64_t lock_ttl_ms, lock_wait_ms;
     int64_t sweep_ms;     /* an unfinished execution is looked at again within this */
     int client;           /* changes made here are followed by a decider elsewhere: wake it now */
+    int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     const op_hooks *hooks;
 };
 

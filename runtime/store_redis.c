@@ -1149,7 +1149,10 @@ int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const c
     cmd_add(&c, h);
     cmd_add(&c, out);
     cmd_add(&c, ev);
-    cmd_addf(&c, "%llu", (unsigned long long)fence);
+    if (fence)
+        cmd_addf(&c, "%llu", (unsigned long long)fence);
+    else
+        cmd_addf(&c, "*"); /* unfenced: the last writer wins */
     cmd_add(&c, doc);
     cmd_add(&c, status);
     cmd_add(&c, terminal ? "1" : "0");

@@ -107,7 +107,8 @@ typedef struct rs_step {
 
 /*
  * Save an execution if its fence is still `fence` (else WEFT_ESTATE: someone
- * saved newer state; reload and redo). In the same script: bump the fence,
+ * saved newer state; reload and redo). fence 0 saves whatever is stored
+ * (fencing switched off: the last writer wins). In the same script: bump the fence,
  * record the steps in the outbox, append events (JSON texts) to the status
  * stream and publish them, and set expiry on every key of the execution when
  * `terminal`. Then apply the steps and trim the outbox, pipelined. On

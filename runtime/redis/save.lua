@@ -2,7 +2,7 @@
 -- KEYS[1] P{<wfid>}      execution hash
 -- KEYS[2] P{<wfid>}:out  outbox (queue steps, scored by the fence that decided them)
 -- KEYS[3] P{<wfid>}:ev   status stream
--- ARGV[1] expected fence   ARGV[2] doc JSON   ARGV[3] status
+-- ARGV[1] expected fence ("*" = unfenced: fencing switched off)   ARGV[2] doc JSON   ARGV[3] status
 -- ARGV[4] terminal ("1" or "0")   ARGV[5] retention ms   ARGV[6] stream max length
 -- ARGV[7] Pub/Sub channel   ARGV[8] n = number of steps
 -- ARGV[9 .. 8+n]  steps "<kind>|<type>|<taskid>|<at>"
@@ -14,7 +14,7 @@ local cur = redis.call('HGET', KEYS[1], 'fence')
 if not cur then
     return {-1}
 end
-if cur ~= ARGV[1] then
+if ARGV[1] ~= '*' and cur ~= ARGV[1] then
     return {0, tonumber(cur)}
 end
 local leftover = redis.call('ZRANGE', KEYS[2], 0, -1)

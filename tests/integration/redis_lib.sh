@@ -31,7 +31,7 @@ start_redis() {
         sleep 0.05
     done
     export WEFT_REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
-    export WEFT_KEY_PREFIX="t$$:"
+    export WEFT_KEY_PREFIX="${WEFT_KEY_PREFIX:-t$$:}"
 }
 
 kill_redis() { # SIGKILL
