@@ -48,8 +48,12 @@ static int client_open(client *k, const cli *c)
     o.url = c->redis;
     o.prefix = c->prefix;
     if (rs_open(&o, &k->r, &err)) {
-        fprintf(stderr, "weft: %s\n", err.msg);
-        return EXIT_USAGE;
+        if (!k->r || err.code != WEFT_EIO) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            rs_free(k->r);
+            return EXIT_USAGE;
+        }
+        /* unreachable for now: each command says so, and wait/watch keep trying */
     }
     /* plugins validate definitions here; types served elsewhere are fine */
     k->plugins = pl_new(host_table());

@@ -290,14 +290,7 @@ static void start_failure_workflow(eng *e, xc_exec *x)
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
         return;
     }
-    in = json_object_new_object();
-    json_object_object_foreach(x->input, k, v) json_object_object_add(in, k, json_object_get(v));
-    json_object_object_add(in, "workflowId", json_object_new_string(x->id));
-    json_object_object_add(in, "reason", json_object_new_string(x->reason ? x->reason : ""));
-    json_object_object_add(in, "failureStatus",
-                           json_object_new_string(weft_wf_status_name(x->status)));
-    if (x->failed_task_id)
-        json_object_object_add(in, "failureTaskId", json_object_new_string(x->failed_task_id));
+    in = xc_failure_input(x);
     if (add_exec(e, d, in, &fx, &err))
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
     json_object_put(in);
@@ -318,20 +311,11 @@ static void ended(eng *e, xc_exec *x)
     {
         dec_out o = {0};
         weft_error err;
-        json_object *out = json_object_new_object();
+        weft_task_status st;
         char reason[WEFT_ERROR_MAX];
-        if (x->output) {
-            json_object_object_foreach(x->output, k, v)
-            {
-                json_object_object_add(out, k, json_object_get(v));
-            }
-        }
-        json_object_object_add(out, "subWorkflowId", json_object_new_string(x->id));
-        snprintf(reason, sizeof reason, "sub-workflow %s %s%s%s", x->id,
-                 weft_wf_status_name(x->status), x->reason ? ": " : "", x->reason ? x->reason : "");
-        dec_complete(&e->dec, px, pt,
-                     x->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED, out,
-                     x->status == WEFT_WF_COMPLETED ? NULL : reason, &o, &err);
+        json_object *out = xc_child_result(x, &st, reason, sizeof reason);
+        dec_complete(&e->dec, px, pt, st, out, st == WEFT_TASK_COMPLETED ? NULL : reason, &o,
+                     &err);
         json_object_put(out);
         dec_decide(&e->dec, px, &o);
         apply(e, px, &o);

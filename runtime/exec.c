@@ -245,7 +245,8 @@ json_object *xc_task_to_json(const xc_exec *x, const xc_task *t)
     add_str(o, "taskId", t->id);
     add_str(o, "taskType", t->def->type_name);
     add_str(o, "taskDefName", t->def->name);
-    add_str(o, "referenceTaskName", t->ref);
+    add_str(o, "referenceTaskName", t->ref); /* Conductor's Task field */
+    add_str(o, "taskReferenceName", t->ref); /* as in the definition, for readers of both */
     add_str(o, "status", weft_task_status_name(t->status));
     json_object_object_add(o, "inputData",
                            t->input ? json_object_get(t->input) : json_object_new_object());
@@ -297,4 +298,39 @@ json_object *xc_to_json(const xc_exec *x)
     json_object_object_add(o, "tasks", tasks);
     json_object_object_add(o, "workflowDefinition", json_object_get(x->def->json));
     return o;
+}
+
+static void copy_members(json_object *to, json_object *from)
+{
+    if (!json_object_is_type(from, json_type_object))
+        return;
+    json_object_object_foreach(from, k, v)
+    {
+        json_object_object_add(to, k, json_object_get(v));
+    }
+}
+
+json_object *xc_child_result(const xc_exec *child, weft_task_status *status, char *reason,
+                             size_t size)
+{
+    json_object *out = json_object_new_object();
+    copy_members(out, child->output);
+    json_object_object_add(out, "subWorkflowId", json_object_new_string(child->id));
+    *status = child->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
+    snprintf(reason, size, "sub-workflow %s %s%s%s", child->id, weft_wf_status_name(child->status),
+             child->reason ? ": " : "", child->reason ? child->reason : "");
+    return out;
+}
+
+json_object *xc_failure_input(const xc_exec *x)
+{
+    json_object *in = json_object_new_object();
+    copy_members(in, x->input);
+    json_object_object_add(in, "workflowId", json_object_new_string(x->id));
+    json_object_object_add(in, "reason", json_object_new_string(x->reason ? x->reason : ""));
+    json_object_object_add(in, "failureStatus",
+                           json_object_new_string(weft_wf_status_name(x->status)));
+    if (x->failed_task_id)
+        json_object_object_add(in, "failureTaskId", json_object_new_string(x->failed_task_id));
+    return in;
 }

@@ -112,4 +112,16 @@ json_object *xc_task_to_json(const xc_exec *x, const xc_task *t);
 
 int xc_wf_status_parse(const char *s, weft_wf_status *out);
 
+/*
+ * What a parent's SUB_WORKFLOW task gets from its ended child: returns the
+ * output (the child's, plus subWorkflowId; caller owns), sets *status to
+ * COMPLETED or FAILED and, when failed, writes the reason into reason.
+ */
+json_object *xc_child_result(const xc_exec *child, weft_task_status *status, char *reason,
+                             size_t size);
+
+/* The input of x's failure workflow: x's input plus workflowId, reason,
+ * failureStatus and failureTaskId (caller owns). */
+json_object *xc_failure_input(const xc_exec *x);
+
 #endif

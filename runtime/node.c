@@ -169,22 +169,12 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
     weft_error err = {0};
     if (x->parent_id && x->parent_task_id) {
         op_complete c = {0};
-        json_object *out = json_object_new_object();
         char reason[WEFT_ERROR_MAX];
-        if (x->output) {
-            json_object_object_foreach(x->output, k, v)
-            {
-                json_object_object_add(out, k, json_object_get(v));
-            }
-        }
-        json_object_object_add(out, "subWorkflowId", json_object_new_string(x->id));
-        snprintf(reason, sizeof reason, "sub-workflow %s %s%s%s", x->id,
-                 weft_wf_status_name(x->status), x->reason ? ": " : "", x->reason ? x->reason : "");
+        json_object *out = xc_child_result(x, &c.status, reason, sizeof reason);
         c.task_id = x->parent_task_id;
         c.child_id = x->id;
-        c.status = x->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
         c.output = out;
-        c.reason = x->status == WEFT_WF_COMPLETED ? NULL : reason;
+        c.reason = c.status == WEFT_TASK_COMPLETED ? NULL : reason;
         if (op_update(env, x->parent_id, op_fn_complete, &c, &err) && err.code != WEFT_ESTATE)
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: telling parent %s: %s (the sweeper retries)",
                    x->id, x->parent_id, err.msg);
@@ -205,17 +195,7 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
             return;
         }
         free(json);
-        in = json_object_new_object();
-        json_object_object_foreach(x->input, k, val)
-        {
-            json_object_object_add(in, k, json_object_get(val));
-        }
-        json_object_object_add(in, "workflowId", json_object_new_string(x->id));
-        json_object_object_add(in, "reason", json_object_new_string(x->reason ? x->reason : ""));
-        json_object_object_add(in, "failureStatus",
-                               json_object_new_string(weft_wf_status_name(x->status)));
-        if (x->failed_task_id)
-            json_object_object_add(in, "failureTaskId", json_object_new_string(x->failed_task_id));
+        in = xc_failure_input(x);
         snprintf(key, sizeof key, "failure:%s", x->id);
         a.def = d;
         a.input = in;
@@ -242,18 +222,8 @@ static int child_ended(worker *w, const char *child_id, op_complete *c, json_obj
         xc_free(cx);
         return 0;
     }
-    *out = json_object_new_object();
-    if (cx->output) {
-        json_object_object_foreach(cx->output, k, v)
-        {
-            json_object_object_add(*out, k, json_object_get(v));
-        }
-    }
-    json_object_object_add(*out, "subWorkflowId", json_object_new_string(cx->id));
-    snprintf(reason, rsize, "sub-workflow %s %s%s%s", cx->id, weft_wf_status_name(cx->status),
-             cx->reason ? ": " : "", cx->reason ? cx->reason : "");
-    c->status = cx->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
-    c->reason = cx->status == WEFT_WF_COMPLETED ? NULL : reason;
+    *out = xc_child_result(cx, &c->status, reason, rsize);
+    c->reason = c->status == WEFT_TASK_COMPLETED ? NULL : reason;
     c->output = *out;
     xc_free(cx);
     return 1;

@@ -198,6 +198,21 @@ static int is_err(const redisReply *x)
     return x && x->type == REDIS_REPLY_ERROR;
 }
 
+/* Replies that say "not now" (a restarting or busy server): the caller backs off. */
+static int transient(const char *msg)
+{
+    return !strncmp(msg, "LOADING", 7) || !strncmp(msg, "BUSY", 4) ||
+           !strncmp(msg, "TRYAGAIN", 8) || !strncmp(msg, "MASTERDOWN", 10);
+}
+
+/* Drop the connection: the next call connects again (and reloads the scripts). */
+static void drop(rs *r)
+{
+    if (r->c) redisFree(r->c);
+    r->c = NULL;
+    r->broken = 1;
+}
+
 /* An error reply about key as a WEFT_E* code and message. */
 static int reply_err(rs *r, const redisReply *x, const char *key, weft_error *err)
 {
@@ -214,6 +229,8 @@ static int reply_err(rs *r, const redisReply *x, const char *key, weft_error *er
                       msg);
     if (strstr(msg, "user_script:"))
         return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->shown, key, msg);
+    if (transient(msg))
+        drop(r);
     return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, msg);
 }
 
@@ -356,6 +373,8 @@ static int rs_connect(rs *r, weft_error *err)
             const char *what = i < first_load ? (r->password && i == 0 ? "AUTH" : "SELECT")
                                               : script_names[i - first_load];
             rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", r->shown, what, rep[i]->str);
+            if (transient(rep[i]->str))
+                drop(r); /* e.g. still loading its data: connect again later */
         } else if (i >= first_load) {
             if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
                 rc = bad_reply(r, "SCRIPT LOAD", err);

@@ -17,12 +17,13 @@ ids="$TMP/ids"; : >"$ids"
 start_batch() { # from..to
     for i in $(seq "$1" "$2"); do
         for kind in chain fork dynamic sub loop; do
-            run_weft start "$C/$kind.lua" --input "{\"n\":$i}"
-            if [ "$rc" = 0 ]; then echo "$kind $i $last" >>"$ids"; else
-                # Redis is down for a moment: a producer retries
-                sleep 0.3; run_weft start "$C/$kind.lua" --input "{\"n\":$i}"
-                [ "$rc" = 0 ] && echo "$kind $i $last" >>"$ids" || not_ok "start $kind $i: $errout"
-            fi
+            # a producer retries while Redis is away (the same key: never two workflows)
+            for try in 1 2 3 4 5 6 7 8 9 10; do
+                run_weft start "$C/$kind.lua" --input "{\"n\":$i}" --idempotency-key "$$-$kind-$i"
+                [ "$rc" = 0 ] && break
+                sleep 0.5
+            done
+            [ "$rc" = 0 ] && echo "$kind $i $last" >>"$ids" || not_ok "start $kind $i: $errout"
         done
     done
 }
