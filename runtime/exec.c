@@ -89,7 +89,10 @@ static void init_variables(xc_exec *x)
         json_object_is_type(vars, json_type_object)) {
         json_object_object_foreach(vars, k, v)
         {
-            json_object_object_add(x->variables, k, json_object_get(v));
+            /* copies: the definition may be used by other threads */
+            json_object *copy = NULL;
+            if (!v || json_object_deep_copy(v, &copy, NULL) == 0)
+                json_object_object_add(x->variables, k, copy);
         }
     }
 }

@@ -75,8 +75,9 @@ typedef struct xc_exec {
 int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out, weft_error *err);
 void xc_free(xc_exec *x);
 
-/* Forget every task (restart): back to a RUNNING execution with no tasks,
- * the definition's initial variables, the same id and input. */
+/* Forget every task (restart): no tasks, the definition's initial
+ * variables, the same id and input. Status, output and reason are the
+ * caller's to reset (dec_restart does). */
 int xc_reset(xc_exec *x);
 
 /* A new task instance of def in scope, appended (seq = its index + 1). */
@@ -115,7 +116,8 @@ int xc_wf_status_parse(const char *s, weft_wf_status *out);
 /*
  * What a parent's SUB_WORKFLOW task gets from its ended child: returns the
  * output (the child's, plus subWorkflowId; caller owns), sets *status to
- * COMPLETED or FAILED and, when failed, writes the reason into reason.
+ * COMPLETED or FAILED, and writes "sub-workflow <id> <STATUS>[: reason]"
+ * into reason (used when it failed).
  */
 json_object *xc_child_result(const xc_exec *child, weft_task_status *status, char *reason,
                              size_t size);

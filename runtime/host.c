@@ -105,8 +105,14 @@ static int host_set_variables(weft_ctx *c, json_object *vars, weft_error *err)
         return wu_err(err, WEFT_EINVAL, "variables must be an object");
     json_object_object_foreach(vars, k, v)
     {
-        if (json_object_object_add(c->x->variables, k, json_object_get(v)))
+        /* a copy: the value may be (or hold) workflow.variables itself */
+        json_object *copy = NULL;
+        if (v && json_object_deep_copy(v, &copy, NULL))
             return wu_err(err, WEFT_ENOMEM, "out of memory");
+        if (json_object_object_add(c->x->variables, k, copy)) {
+            json_object_put(copy);
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        }
     }
     return 0;
 }

@@ -30,6 +30,7 @@ typedef struct worker {
     op_hooks hooks;
     rs_lease leases[ND_CLAIM_BATCH];
     int nleases; /* claimed, not yet acked: renewed by the keeper */
+    op_cache *cache; /* this thread's compiled definitions */
     pthread_t thread;
     int started;
 } worker;
@@ -38,7 +39,6 @@ struct nd_node {
     const cf_config *cfg;
     pl_registry *plugins;
     def_env defs;
-    op_cache *cache;
     const weft_lock_provider *lock;
     void *lock_handle;
     char **types;
@@ -566,7 +566,11 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.r = w->r;
     w->op.defs = &n->defs;
     w->op.dec = &w->dec;
-    w->op.cache = n->cache;
+    /* Each thread compiles its own copy of a definition: json-c's reference
+     * counts are not atomic, so no JSON may be shared between threads. */
+    w->op.cache = w->cache = op_cache_new();
+    if (!w->cache)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
     w->op.lock = n->lock;
     w->op.lock_handle = n->lock_handle;
     w->op.lock_ttl_ms = n->cfg->lock_ttl_ms;
@@ -581,6 +585,7 @@ static void worker_fini(worker *w)
 {
     rs_free(w->r);
     sbx_free(w->sandbox);
+    op_cache_free(w->cache);
 }
 
 static const weft_task_type *find_type(void *ud, const char *name)
@@ -647,8 +652,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     else
         snprintf(n->id, sizeof n->id, "%s-%d", host, (int)getpid());
     n->plugins = pl_new(host_table());
-    n->cache = op_cache_new();
-    if (!n->plugins || !n->cache) {
+    if (!n->plugins) {
         nd_free(n);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
@@ -773,7 +777,6 @@ void nd_free(nd_node *n)
     if (n->lock && n->lock_handle)
         n->lock->close(n->lock_handle);
     free(n->types);
-    op_cache_free(n->cache);
     pl_free(n->plugins);
     pthread_mutex_destroy(&n->mu);
     free(n);

@@ -18,7 +18,10 @@
 #include "exec.h"
 #include "store_redis.h"
 
-/* Compiled definitions by key, shared by threads. */
+/*
+ * Compiled definitions by key. One per thread: json-c's reference counts are
+ * not atomic, and executions share structure with their definition.
+ */
 typedef struct op_cache op_cache;
 op_cache *op_cache_new(void);
 void op_cache_free(op_cache *c);

@@ -13,8 +13,11 @@
 int wu_verr(weft_error *err, int code, const char *fmt, va_list ap)
 {
     if (err) {
+        /* through a copy: the arguments may include err->msg itself */
+        char buf[WEFT_ERROR_MAX];
+        vsnprintf(buf, sizeof buf, fmt, ap);
         err->code = code;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        memcpy(err->msg, buf, sizeof buf);
     }
     return code;
 }

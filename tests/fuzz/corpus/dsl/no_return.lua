@@ -1,0 +1,1 @@
+local w = require "weft"

@@ -1,0 +1,4 @@
+local w = require "weft"
+return w.workflow {
+  name = "broken",
+  w.lambda { ref = "a", script = "return (" }
