@@ -140,8 +140,16 @@ static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **
         return wu_err(err, WEFT_EINVAL, "task without a definition ref");
     if (!json_object_object_get_ex(td, "dyn", &dyn)) {
         *out = wu_map_get(x->def->by_ref, ref);
+        /* or a node nested in a dynamic task (a dynamic loop's body) */
+        for (i = x->dyn.tasks.len; !*out && i > 0; i--) {
+            def_task *d = x->dyn.tasks.items[i - 1];
+            if (!strcmp(d->ref, ref))
+                *out = d;
+        }
         return *out ? 0 : wu_err(err, WEFT_EINVAL, "task '%s' is not in the definition", ref);
     }
+    if (!json_object_is_type(dyn, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "dynamic task '%s' has no definition", ref);
     /* the same dynamic node may have run before (a retry): reuse its def */
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
@@ -272,7 +280,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         n = json_object_array_length(arr);
         for (i = 0; i < n; i++) {
             json_object *pair = json_object_array_get_idx(arr, i);
-            int parent = json_object_get_int(json_object_array_get_idx(pair, 0));
+            int parent = json_object_is_type(pair, json_type_array) &&
+                                 json_object_array_length(pair) == 2
+                             ? json_object_get_int(json_object_array_get_idx(pair, 0))
+                             : -1;
             if (parent < 0 || (size_t)parent >= x->scopes.len ||
                 xc_new_scope(x, parent, json_object_get_int(json_object_array_get_idx(pair, 1))) <
                     0) {
@@ -314,7 +325,7 @@ fail:
 void cd_def_key(const char *def_json, char out[17])
 {
     /* FNV-1a 64: a cache key, not a security boundary */
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = 14695981039346656037ull;
     const unsigned char *p = (const unsigned char *)def_json;
     while (*p)
         h = (h ^ *p++) * 1099511628211ull;

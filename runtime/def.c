@@ -251,6 +251,7 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
                t->type_name, c->env->searched ? c->env->searched : "nothing");
         return task_err(c, ref, t->line, err);
     }
+    t->queue = t->type->flags & WEFT_TASK_EXTERNAL ? t->name : t->type_name;
     if (json_object_object_get_ex(j, "inputParameters", &in) &&
         !json_object_is_type(in, json_type_object) && !json_object_is_type(in, json_type_null)) {
         wu_err(err, WEFT_EINVAL, "inputParameters must be an object");

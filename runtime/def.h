@@ -37,6 +37,7 @@ struct def_task {
     const char *name;
     const char *type_name;
     const weft_task_type *type;
+    const char *queue; /* the work queue: the type's name, or the task's name (external types) */
     ex_tmpl *input; /* compiled inputParameters */
     def_list *list; /* the list it stands in */
     size_t index;   /* its position there */

@@ -411,6 +411,8 @@ static void process(eng *e, item *it)
         if (!t->queued || t->callback_ms != it->at || xc_task_terminal(t->status) ||
             x->status != WEFT_WF_RUNNING)
             break;
+        if (!t->def->type->execute)
+            break; /* an external worker's task: it waits (and the run reports it blocked) */
         run_task(e, x, t);
         break;
     case IT_REMAP:

@@ -255,7 +255,7 @@ static int fn_sweep(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
             if (child_ended(w, t->child_id, &c, &out, reason, sizeof reason))
                 dec_complete(dec, x, t, c.status, c.output, c.reason, o, err);
             json_object_put(out);
-        } else if (t->queued && rs_queue_has(env->r, t->def->type_name, x->id, t->id, err) == 0) {
+        } else if (t->queued && rs_queue_has(env->r, t->def->queue, x->id, t->id, err) == 0) {
             /* queued in the execution but in no queue: a step lost to a crash */
             dec_enqueue(dec, x, t, t->callback_ms > now ? t->callback_ms : now, o);
         }

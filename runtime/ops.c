@@ -3,11 +3,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "codec.h"
 
-/* How often an update is redone after losing a fence race before giving up. */
-#define OP_MAX_RACES 16
+/* How long an update keeps redoing its change after losing fence races. */
+#define OP_RACE_MS 10000
 
 struct op_cache {
     pthread_mutex_t mu;
@@ -121,7 +122,21 @@ static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, wef
         wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
         goto out;
     }
+    {
+        json_object *v;
+        const char *sid = json_object_object_get_ex(doc, "id", &v) ? json_object_get_string(v)
+                                                                  : NULL;
+        if (!sid)
+            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it has no id", id);
+        else if (strcmp(sid, id))
+            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it names %s", id,
+                        sid);
+        if (rc)
+            goto out;
+    }
     rc = cd_from_doc(doc, def, env->defs, out, err);
+    if (rc == 0)
+        (*out)->fence = e.fence;
 out:
     json_object_put(doc);
     def_unref(def);
@@ -195,9 +210,9 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
         if (a->kind == DEC_ENQUEUE) {
-            s[k++] = (rs_step){RS_PUSH, a->task->def->type_name, a->task->id, a->at};
+            s[k++] = (rs_step){RS_PUSH, a->task->def->queue, a->task->id, a->at};
         } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
-            s[k++] = (rs_step){RS_UNQUEUE, a->task->def->type_name, a->task->id, 0};
+            s[k++] = (rs_step){RS_UNQUEUE, a->task->def->queue, a->task->id, 0};
         }
     }
     if (xc_wf_terminal(x->status))
@@ -268,7 +283,8 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             return rc;
         locked = 1;
     }
-    for (attempt = 0; attempt < OP_MAX_RACES; attempt++) {
+    int64_t until = wu_mono_ms() + OP_RACE_MS;
+    for (attempt = 0;; attempt++) {
         xc_exec *x = NULL;
         uint64_t fence = 0;
         dec_out o = {0};
@@ -317,12 +333,17 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             after_save(env, x, &o);
         dec_out_free(&o);
         xc_free(x);
-        if (rc != WEFT_ESTATE)
+        if (rc != WEFT_ESTATE || wu_mono_ms() >= until)
             break;
-        /* someone saved newer state: load it and redo the change */
+        /* someone saved newer state: load it and redo the change, after a
+         * short random pause so two racers fall out of step */
+        if (attempt > 2) {
+            struct timespec ts = {0, (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
+            nanosleep(&ts, NULL);
+        }
     }
     if (rc == WEFT_ESTATE)
-        wu_err_prefix(err, "gave up after %d attempts: ", OP_MAX_RACES);
+        wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
     collect_clear(&col);
     wu_vec_free(&col.events);
     if (locked) {

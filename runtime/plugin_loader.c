@@ -236,7 +236,7 @@ int pl_host_register_task_type(const weft_task_type *type, weft_error *err)
     p = loading->p;
     if (!type || !type->name || !*type->name)
         return reg_fail(err, WEFT_EINVAL, "plugin %s: task type without a name", p->file);
-    if (!type->execute && !type->map)
+    if (!type->execute && !type->map && !(type->flags & WEFT_TASK_EXTERNAL))
         return reg_fail(err, WEFT_EINVAL, "plugin %s: task type %s has neither execute nor map",
                         p->file, type->name);
     if ((e = wu_map_get(loading->r->types, type->name)) != NULL)

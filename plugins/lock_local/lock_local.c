@@ -121,7 +121,7 @@ static int64_t mono_ms(void)
 
 static size_t bucket_of(const char *key)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = 14695981039346656037ull; /* FNV-1a */
     for (; *key; key++)
         h = (h ^ (unsigned char)*key) * 1099511628211ull;
     return (size_t)(h % NBUCKETS);

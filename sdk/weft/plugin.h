@@ -137,8 +137,19 @@ typedef struct weft_result {
 
 typedef struct weft_host weft_host;
 
+/* Flags of a task type. */
+enum {
+    /*
+     * Done by external workers (any language, over the REST API), not by a
+     * plugin: no execute and no map. Its tasks are queued by the task's
+     * name, as Conductor queues SIMPLE tasks.
+     */
+    WEFT_TASK_EXTERNAL = 1u << 0,
+};
+
 /*
- * A task type. Only `name` and one of `execute` / `map` are required.
+ * A task type. Only `name` and one of `execute` / `map` are required
+ * (neither for WEFT_TASK_EXTERNAL).
  * A type with `map` is control flow: it runs inside the decider, and its
  * map must be quick and do no I/O. A type with only `execute` is queued and
  * runs on a worker.
@@ -146,7 +157,7 @@ typedef struct weft_host weft_host;
  */
 typedef struct weft_task_type {
     const char *name; /* the `type` string in definitions, e.g. "LAMBDA" */
-    unsigned flags;   /* none defined yet: set 0 */
+    unsigned flags;   /* WEFT_TASK_* */
     void *data;       /* plugin data, given back through weft_host.type_data() */
 
     /*

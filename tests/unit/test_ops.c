@@ -1,9 +1,834 @@
+/*
+ * Tests of ops.c against a real redis-server (started here on a free
+ * loopback port; skipped when redis-server is not installed): start, load,
+ * idempotent start, update, corrupt stored state, and the proof DESIGN.md
+ * section 8 asks for: concurrent deciders never corrupt state (fencing),
+ * with any lock module. The lock tests load the lock plugins of the build
+ * tree (skipped without WEFT_TOP_BUILDDIR).
+ *
+ * The proofs: two threads, each with its own connection and op_env, each
+ * run op_update 200 times on one execution with a change that reads a
+ * counter from the variables, sleeps 100 us and writes counter + 1.
+ *   - no lock, fencing on: nothing is lost (400), the races were real;
+ *   - no lock, fencing off: updates are lost (the race is real);
+ *   - no lock, fencing on, 2 ms changes: still 400 (nobody gives up);
+ *   - lock redis / local, fencing on and off: 400, never two changes at
+ *     once; lock none, fencing on: 400;
+ *   - lock redis expiring under a change (a stale holder): fencing keeps
+ *     400, without it updates are lost.
+ * Thread bodies assert nothing (cmocka is not thread-safe): they count,
+ * and the main thread asserts.
+ */
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
-#include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <hiredis/hiredis.h>
+
+#include "codec.h"
+#include "host.h"
+#include "ops.h"
+#include "plugin_loader.h"
+#include "redis_fixture.h"
+
+#define PREFIX "t:"
+#define PER_THREAD 200
+#define THREADS 2
+
+static rf_server srv;
+static redisContext *q; /* inspection connection */
+static pl_registry *R;  /* lock plugins; NULL without WEFT_TOP_BUILDDIR */
+
+/* ---- definitions: one queued type, defined here ---- */
+
+static int q_execute(weft_ctx *ctx, weft_result *r)
+{
+    r->status = WEFT_TASK_COMPLETED;
+    return 0;
+}
+
+static const weft_task_type Q_TYPE = {.name = "Q", .execute = q_execute};
+
+static const weft_task_type *find_type(void *ud, const char *name)
+{
+    return strcmp(name, "Q") ? NULL : &Q_TYPE;
+}
+
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0};
+static const dec_env DEC = {&DEFS, NULL, wu_now_ms, NULL, NULL};
+
+static const char *DEF_JSON =
+    "{\"name\":\"ops_w\",\"version\":2,\"tasks\":[{\"taskReferenceName\":"
+    "\"a\",\"type\":\"Q\"},{\"taskReferenceName\":\"b\",\"type\":\"Q\"}]}";
+
+/* ---- the fixture: a cache, one env on the main thread, the definition ---- */
+
+static struct {
+    op_cache *cache;
+    op_env env;
+    def_workflow *def;
+} F;
+
+static void assert_has(const char *msg, const char *part)
+{
+    if (!msg) fail_msg("NULL does not contain \"%s\"", part);
+    if (!strstr(msg, part)) fail_msg("\"%s\" does not contain \"%s\"", msg, part);
+}
+
+static redisReply *qc(const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *x;
+    va_start(ap, fmt);
+    x = redisvCommand(q, fmt, ap);
+    va_end(ap);
+    if (!x) fail_msg("inspecting connection: %s", q->errstr);
+    return x;
+}
+
+/* HGET of an execution's hash field into buf ("(nil)" when missing). */
+static const char *hget(const char *id, const char *field, char *buf, size_t n)
+{
+    redisReply *x = qc("HGET " PREFIX "{%s} %s", id, field);
+    snprintf(buf, n, "%s", x->type == REDIS_REPLY_STRING ? x->str : "(nil)");
+    freeReplyObject(x);
+    return buf;
+}
+
+static long long count_keys(const char *pattern)
+{
+    redisReply *x = qc("KEYS %s", pattern);
+    long long n = x->type == REDIS_REPLY_ARRAY ? (long long)x->elements : -1;
+    freeReplyObject(x);
+    return n;
+}
+
+static void env_init(op_env *e, rs *r)
+{
+    memset(e, 0, sizeof *e);
+    e->r = r;
+    e->defs = &DEFS;
+    e->dec = &DEC;
+    e->cache = F.cache;
+    e->lock_ttl_ms = 10000;
+    e->lock_wait_ms = 15000;
+    e->sweep_ms = 60000;
+}
+
+static rs *open_rs(void)
+{
+    rs_opts o = {0};
+    rs *r = NULL;
+    weft_error err = {0};
+    o.url = srv.url;
+    o.prefix = PREFIX;
+    if (rs_open(&o, &r, &err)) {
+        rs_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int setup(void **state)
+{
+    weft_error err = {0};
+    redisReply *x;
+    memset(&F, 0, sizeof F);
+    DEFS.host = host_table();
+    if (!q || q->err) {
+        if (q) redisFree(q);
+        q = redisConnect("127.0.0.1", srv.port);
+        if (!q || q->err) return -1;
+    }
+    x = redisCommand(q, "FLUSHALL");
+    freeReplyObject(x);
+    F.cache = op_cache_new();
+    env_init(&F.env, open_rs());
+    if (!F.cache || !F.env.r) return -1;
+    if (op_def(&F.env, DEF_JSON, "test.json", &F.def, &err)) {
+        print_error("op_def: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    def_unref(F.def);
+    rs_free(F.env.r);
+    op_cache_free(F.cache);
+    memset(&F, 0, sizeof F);
+    return 0;
+}
+
+/* Start an execution of F.def; its id into id. */
+static void start(const char *input_json, const char *idem, char id[64])
+{
+    op_start_args a = {0};
+    weft_error err = {0};
+    json_object *in = input_json ? json_tokener_parse(input_json) : NULL;
+    int rc;
+    a.def = F.def;
+    a.input = in;
+    a.idempotency_key = idem;
+    rc = op_start(&F.env, &a, id, &err);
+    json_object_put(in);
+    if (rc) fail_msg("op_start: %s", err.msg);
+}
+
+static xc_exec *load(const char *id, uint64_t *fence)
+{
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    if (op_load(&F.env, id, &x, fence, &err)) fail_msg("op_load %s: %s", id, err.msg);
+    return x;
+}
+
+/* ---- start, load ---- */
+
+static void test_start_load(void **state)
+{
+    char id[64], id2[64], buf[64];
+    op_start_args a = {0};
+    weft_error err = {0};
+    json_object *in = json_tokener_parse("{\"k\":[1,2],\"s\":\"x\"}");
+    xc_exec *x;
+    uint64_t fence = 0;
+    char due[8][64];
+    int n, i, seen = 0;
+
+    a.def = F.def;
+    a.input = in;
+    a.correlation_id = "corr-9";
+    assert_int_equal(op_start(&F.env, &a, id, &err), 0);
+    assert_int_equal(strlen(id), 36);
+    x = load(id, &fence);
+    assert_string_equal(x->id, id);
+    assert_int_equal(x->status, WEFT_WF_RUNNING);
+    assert_true(json_object_equal(x->input, in));
+    assert_string_equal(x->correlation_id, "corr-9");
+    assert_string_equal(x->def->name, "ops_w");
+    assert_int_equal(x->def->version, 2);
+    assert_int_equal(x->tasks.len, 0);
+    assert_int_equal(fence, 1);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "RUNNING");
+    xc_free(x);
+
+    /* due for a decider now */
+    n = rs_due(F.env.r, 8, 1000, due, &err);
+    assert_true(n >= 1);
+    for (i = 0; i < n; i++)
+        seen += !strcmp(due[i], id);
+    assert_int_equal(seen, 1);
+
+    /* a chosen id; the same id again is refused */
+    a.id = "wf-chosen";
+    a.correlation_id = NULL;
+    assert_int_equal(op_start(&F.env, &a, id2, &err), 0);
+    assert_string_equal(id2, "wf-chosen");
+    assert_int_equal(op_start(&F.env, &a, id2, &err), WEFT_EEXIST);
+    x = load("wf-chosen", NULL);
+    assert_null(x->correlation_id);
+    xc_free(x);
+
+    /* input must be an object */
+    json_object_put(in);
+    a.id = NULL;
+    a.input = in = json_object_new_array();
+    assert_int_equal(op_start(&F.env, &a, id2, &err), WEFT_EINVAL);
+    json_object_put(in);
+
+    /* unknown ids */
+    assert_int_equal(op_load(&F.env, "no-such-wf", &x, NULL, &err), WEFT_ENOTFOUND);
+    assert_null(x);
+    assert_has(err.msg, "no-such-wf");
+    assert_int_equal(count_keys(PREFIX "{*}"), 2);
+}
+
+/* A process that never saw the definition compiles it from the stored text. */
+static void test_load_without_cache(void **state)
+{
+    char id[64];
+    op_env e;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    start(NULL, NULL, id);
+    env_init(&e, F.env.r);
+    e.cache = NULL;
+    assert_int_equal(op_load(&e, id, &x, NULL, &err), 0);
+    assert_ptr_not_equal(x->def, F.def);
+    assert_string_equal(x->def->name, "ops_w");
+    assert_non_null(wu_map_get(x->def->by_ref, "b"));
+    xc_free(x);
+}
+
+/* The execution op_load returns carries the stored fence (DESIGN 2: the
+ * fence is part of an execution; xc_to_json shows it). */
+static void test_load_fence(void **state)
+{
+    char id[64], buf[32];
+    xc_exec *x;
+    uint64_t fence = 0, in_exec;
+    int64_t in_json;
+    json_object *j;
+    weft_error err = {0};
+    start(NULL, NULL, id);
+    assert_int_equal(op_update(&F.env, id, op_fn_pause, NULL, &err), 0);
+    x = load(id, &fence);
+    j = xc_to_json(x);
+    in_exec = x->fence;
+    in_json = json_object_get_int64(json_object_object_get(j, "fence"));
+    json_object_put(j);
+    xc_free(x);
+    assert_int_equal(fence, 2);
+    assert_string_equal(hget(id, "fence", buf, sizeof buf), "2");
+    assert_int_equal(in_exec, 2);
+    assert_int_equal(in_json, 2);
+}
+
+static void test_idempotent_start(void **state)
+{
+    char id1[64], id2[64], id3[64];
+    start("{\"n\":1}", "order-17", id1);
+    start("{\"n\":1}", "order-17", id2);
+    assert_string_equal(id1, id2);
+    assert_int_equal(count_keys(PREFIX "{*}"), 1);
+    start(NULL, "order-18", id3);
+    assert_string_not_equal(id1, id3);
+    assert_int_equal(count_keys(PREFIX "{*}"), 2);
+    /* the repeat did not reset the first one */
+    {
+        uint64_t fence = 0;
+        xc_exec *x = load(id1, &fence);
+        assert_int_equal(fence, 1);
+        xc_free(x);
+    }
+}
+
+/* ---- update ---- */
+
+typedef struct change {
+    int calls;
+    int rc;
+    const char *key;
+} change;
+
+static int set_var(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    change *c = ud;
+    c->calls++;
+    if (c->rc < 0) return wu_err(err, c->rc, "change refused");
+    if (c->rc == OP_NOCHANGE) return OP_NOCHANGE;
+    json_object_object_add(x->variables, c->key, json_object_new_int(c->calls));
+    return 0;
+}
+
+static int on_event(void *ud, const char *id, const char *json)
+{
+    char *seen = ud;
+    size_t n = strlen(seen);
+    snprintf(seen + n, 1024 - n, "%s\n", json);
+    return 0;
+}
+
+static void test_update(void **state)
+{
+    char id[64], buf[64], seen[1024] = "";
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    xc_exec *x;
+    uint64_t fence = 0;
+
+    start(NULL, NULL, id);
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_int_equal(c.calls, 1);
+    x = load(id, &fence);
+    assert_int_equal(fence, 2);
+    assert_int_equal(json_object_get_int(json_object_object_get(x->variables, "x")), 1);
+    xc_free(x);
+
+    /* nothing changed: nothing saved */
+    c.rc = OP_NOCHANGE;
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_int_equal(c.calls, 2);
+    xc_free(load(id, &fence));
+    assert_int_equal(fence, 2);
+
+    /* the change's error is returned, nothing saved */
+    c.rc = WEFT_ESTATE;
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_ESTATE);
+    assert_has(err.msg, "change refused");
+    xc_free(load(id, &fence));
+    assert_int_equal(fence, 2);
+
+    /* ready-made changes; terminating twice is refused */
+    assert_int_equal(op_update(&F.env, id, op_fn_terminate, "by test", &err), 0);
+    x = load(id, &fence);
+    assert_int_equal(x->status, WEFT_WF_TERMINATED);
+    assert_string_equal(x->reason, "by test");
+    assert_int_equal(fence, 3);
+    xc_free(x);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "TERMINATED");
+    assert_int_equal(op_update(&F.env, id, op_fn_terminate, NULL, &err), WEFT_ESTATE);
+    assert_has(err.msg, "TERMINATED");
+    /* the status lane got the workflow's end */
+    assert_true(rs_events(F.env.r, id, "0", 0, on_event, seen, &err) >= 1);
+    assert_has(seen, "\"status\":\"TERMINATED\"");
+    assert_has(seen, "by test");
+}
+
+static void test_update_unknown(void **state)
+{
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    assert_int_equal(op_update(&F.env, "no-such-wf", set_var, &c, &err), WEFT_ENOTFOUND);
+    assert_has(err.msg, "no-such-wf");
+    assert_int_equal(c.calls, 0);
+    assert_int_equal(count_keys("*"), 0); /* nothing created on the way */
+}
+
+/*
+ * Stored state that cannot be read (doc_fmt, with %s for the id): the
+ * workflow fails with the reason, the call returns an error naming the
+ * workflow, and later updates see a FAILED workflow.
+ */
+static void check_corrupt(const char *doc_fmt, const char *why)
+{
+    char id[64], buf[64], doc[512];
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    xc_exec *x;
+    uint64_t fence = 0;
+
+    start(NULL, NULL, id);
+    snprintf(doc, sizeof doc, doc_fmt, id);
+    assert_int_equal(rs_command(F.env.r, &err, "HSET " PREFIX "{%s} doc %s", id, doc), 0);
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_EINVAL);
+    assert_int_equal(c.calls, 0);
+    assert_has(err.msg, id);
+    assert_has(err.msg, "corrupt");
+    assert_has(err.msg, why);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "FAILED");
+
+    x = load(id, &fence);
+    assert_string_equal(x->id, id);
+    assert_int_equal(x->status, WEFT_WF_FAILED);
+    assert_has(x->reason, "corrupt");
+    assert_has(x->reason, why);
+    assert_true(x->ended_ms > 0);
+    assert_int_equal(fence, 2);
+    xc_free(x);
+    /* off the decider queue: nothing will look at it again */
+    {
+        redisReply *r = qc("ZSCORE " PREFIX "{dq}:due %s", id);
+        assert_int_equal(r->type, REDIS_REPLY_NIL);
+        freeReplyObject(r);
+    }
+    /* the next change sees a failed workflow, and may act on it */
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(op_update(&F.env, id, op_fn_terminate, NULL, &err), WEFT_ESTATE);
+}
+
+static void test_corrupt_doc(void **state)
+{
+    check_corrupt("garbage{%s", "");
+    check_corrupt("{\"id\":\"%s\",\"status\":\"SLEEPING\"}", "bad status");
+    check_corrupt("{\"id\":\"%s\",\"status\":\"RUNNING\",\"tasks\":[{\"id\":\"t\","
+                  "\"ref\":\"zz\",\"def\":\"zz\",\"status\":\"SCHEDULED\"}]}",
+                  "'zz' is not in the definition");
+}
+
+/* A document without an id: the message still names the workflow it is stored as. */
+static void test_corrupt_doc_without_id(void **state)
+{
+    check_corrupt("{\"status\":\"RUNNING\"}%.0s", "no id");
+}
+
+/* A document of another workflow stored under this id is not taken for this one. */
+static void test_corrupt_doc_other_id(void **state)
+{
+    check_corrupt("{\"id\":\"someone-else\",\"status\":\"RUNNING\"}%.0s", "someone-else");
+}
+
+/* ---- the proofs: concurrent updates of one execution ---- */
+
+typedef struct race {
+    const char *id;
+    const weft_lock_provider *lock;
+    void *handles[THREADS]; /* one per thread (or the same one twice) */
+    int unfenced;
+    int64_t ttl_ms;      /* lock TTL; 0 = the fixture's (10 s) */
+    long hold_ns;        /* how long a change sleeps between read and write */
+    atomic_int inside;   /* threads inside the change right now */
+    atomic_int overlaps; /* changes that found another one inside */
+    atomic_int calls;    /* changes run, redone ones included */
+    atomic_int errors;
+    char first_error[WEFT_ERROR_MAX];
+    pthread_mutex_t mu;
+} race;
+
+typedef struct racer {
+    race *r;
+    int index;
+} racer;
+
+static int bump(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err)
+{
+    race *r = ud;
+    json_object *v;
+    int64_t n = 0;
+    struct timespec ts = {0, r->hold_ns};
+    if (atomic_fetch_add(&r->inside, 1) != 0) atomic_fetch_add(&r->overlaps, 1);
+    atomic_fetch_add(&r->calls, 1);
+    if (json_object_object_get_ex(x->variables, "counter", &v)) n = json_object_get_int64(v);
+    nanosleep(&ts, NULL); /* widen the window between read and write */
+    json_object_object_add(x->variables, "counter", json_object_new_int64(n + 1));
+    atomic_fetch_sub(&r->inside, 1);
+    return 0;
+}
+
+static void *racer_main(void *arg)
+{
+    racer *me = arg;
+    race *r = me->r;
+    op_env e;
+    rs *conn = open_rs();
+    int i;
+    if (!conn) {
+        atomic_fetch_add(&r->errors, PER_THREAD);
+        return NULL;
+    }
+    env_init(&e, conn);
+    e.lock = r->lock;
+    e.lock_handle = r->handles[me->index];
+    e.unfenced = r->unfenced;
+    if (r->ttl_ms) e.lock_ttl_ms = r->ttl_ms;
+    for (i = 0; i < PER_THREAD; i++) {
+        weft_error err = {0};
+        if (op_update(&e, r->id, bump, r, &err)) {
+            pthread_mutex_lock(&r->mu);
+            if (atomic_fetch_add(&r->errors, 1) == 0)
+                snprintf(r->first_error, sizeof r->first_error, "%s", err.msg);
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+    rs_free(conn);
+    return NULL;
+}
+
+typedef struct race_result {
+    int64_t counter;
+    int calls, overlaps, errors;
+    double seconds;
+    char first_error[WEFT_ERROR_MAX];
+} race_result;
+
+/* Every update counted: none lost silently, none refused. */
+static void assert_all_counted(const race_result *r)
+{
+    if (r->counter != THREADS * PER_THREAD - r->errors)
+        fail_msg("%lld updates lost silently (counter %lld, %d refused)",
+                 (long long)(THREADS * PER_THREAD - r->errors - r->counter), (long long)r->counter,
+                 r->errors);
+    if (r->errors)
+        fail_msg("op_update gave up on %d of %d updates; first: %s", r->errors,
+                 THREADS * PER_THREAD, r->first_error);
+    assert_int_equal(r->counter, THREADS * PER_THREAD);
+}
+
+/* Run the race on a new execution; the final counter and what happened. */
+static race_result run_race_ttl(const weft_lock_provider *lock, void *h0, void *h1, int unfenced,
+                                int64_t ttl_ms, long hold_ns, const char *label)
+{
+    race r;
+    racer rc[THREADS];
+    pthread_t th[THREADS];
+    race_result out;
+    char id[64];
+    xc_exec *x;
+    json_object *v;
+    int64_t t0 = wu_mono_ms();
+    int i;
+
+    start(NULL, NULL, id);
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
+    r.id = id;
+    r.lock = lock;
+    r.handles[0] = h0;
+    r.handles[1] = h1;
+    r.unfenced = unfenced;
+    r.ttl_ms = ttl_ms;
+    r.hold_ns = hold_ns;
+    for (i = 0; i < THREADS; i++) {
+        rc[i].r = &r;
+        rc[i].index = i;
+        assert_int_equal(pthread_create(&th[i], NULL, racer_main, &rc[i]), 0);
+    }
+    for (i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    pthread_mutex_destroy(&r.mu);
+
+    x = load(id, NULL);
+    out.counter =
+        json_object_object_get_ex(x->variables, "counter", &v) ? json_object_get_int64(v) : 0;
+    assert_int_equal(x->status, WEFT_WF_RUNNING);
+    xc_free(x);
+    out.calls = atomic_load(&r.calls);
+    out.overlaps = atomic_load(&r.overlaps);
+    out.errors = atomic_load(&r.errors);
+    out.seconds = (double)(wu_mono_ms() - t0) / 1000.0;
+    print_message("%-30s counter %lld/%d, changes run %d (redone %d), overlapping %d, "
+                  "errors %d, %.2f s\n",
+                  label, (long long)out.counter, THREADS * PER_THREAD, out.calls,
+                  out.calls - THREADS * PER_THREAD, out.overlaps, out.errors, out.seconds);
+    snprintf(out.first_error, sizeof out.first_error, "%s", r.first_error);
+    return out;
+}
+
+static race_result run_race(const weft_lock_provider *lock, void *h0, void *h1, int unfenced,
+                            const char *label)
+{
+    return run_race_ttl(lock, h0, h1, unfenced, 0, 100000, label);
+}
+
+/* (a) No lock, fencing on: no update is lost; the races happened and were redone. */
+static void test_race_fenced_no_lock(void **state)
+{
+    race_result r = run_race(NULL, NULL, NULL, 0, "no lock, fenced:");
+    assert_all_counted(&r);
+    /* the threads did run changes at the same time: the fence, not luck, kept them apart */
+    assert_true(r.overlaps > 0);
+    assert_true(r.calls > THREADS * PER_THREAD);
+}
+
+/*
+ * Fencing alone with slower changes (2 ms, e.g. a decider running Lua):
+ * the loser of a race redoes its change; it must not give up while the
+ * other keeps winning.
+ */
+static void test_race_fenced_slow_changes(void **state)
+{
+    race_result r = run_race_ttl(NULL, NULL, NULL, 0, 0, 2000000, "no lock, fenced, 2 ms changes:");
+    assert_all_counted(&r);
+}
+
+/* (a') No lock, fencing off: updates are lost. The race is real. */
+static void test_race_unfenced_no_lock(void **state)
+{
+    int attempt;
+    for (attempt = 0; attempt < 5; attempt++) {
+        race_result r = run_race(NULL, NULL, NULL, 1, "no lock, unfenced:");
+        assert_int_equal(r.errors, 0);
+        assert_int_equal(r.calls, THREADS * PER_THREAD); /* nothing is ever redone */
+        assert_true(r.counter <= THREADS * PER_THREAD);
+        if (r.counter < THREADS * PER_THREAD) return;
+    }
+    fail_msg("5 runs without a lock or fence lost no update: the race was not exercised");
+}
+
+static const weft_lock_provider *lock_or_skip(const char *name)
+{
+    const weft_lock_provider *p = R ? pl_find_lock(R, name) : NULL;
+    if (!p) {
+        print_message("lock %s not loaded (WEFT_TOP_BUILDDIR unset?): skipped\n", name);
+        skip();
+    }
+    return p;
+}
+
+static void *open_lock(const weft_lock_provider *p, const char *config)
+{
+    weft_error err = {0};
+    json_object *cfg = config ? json_tokener_parse(config) : NULL;
+    void *h = p->open(host_table(), cfg, &err);
+    json_object_put(cfg);
+    if (!h) fail_msg("lock %s: open: %s", p->name, err.msg);
+    return h;
+}
+
+/* A lock alone protects (fencing off), and with fencing on as well. */
+static void check_locked(const weft_lock_provider *p, void *h0, void *h1, const char *label)
+{
+    char l[64];
+    int unfenced;
+    for (unfenced = 0; unfenced <= 1; unfenced++) {
+        race_result r;
+        snprintf(l, sizeof l, "lock %s, %s:", label, unfenced ? "unfenced" : "fenced");
+        r = run_race(p, h0, h1, unfenced, l);
+        assert_int_equal(r.overlaps, 0);
+        assert_all_counted(&r);
+        /* under the lock nobody else saves in between: nothing is redone */
+        assert_int_equal(r.calls, THREADS * PER_THREAD);
+    }
+}
+
+/* (b) Lock redis: each thread its own handle, as two processes would. */
+static void test_race_lock_redis(void **state)
+{
+    const weft_lock_provider *p = lock_or_skip("redis");
+    char cfg[256];
+    void *h0, *h1;
+    redisReply *x;
+    snprintf(cfg, sizeof cfg, "{\"url\":\"%s\",\"prefix\":\"%s\"}", srv.url, PREFIX);
+    h0 = open_lock(p, cfg);
+    h1 = open_lock(p, cfg);
+    check_locked(p, h0, h1, "redis");
+    p->close(h0);
+    p->close(h1);
+    /* every lock was released */
+    x = qc("KEYS " PREFIX "lock:*");
+    assert_int_equal(x->elements, 0);
+    freeReplyObject(x);
+}
+
+/*
+ * A stale holder: the redis lock expires (TTL 1 ms) while a change still
+ * runs (2 ms), so the other thread gets it too, as after a process pause.
+ * Fencing keeps every update; without it updates are lost.
+ */
+static void test_race_lock_redis_expired(void **state)
+{
+    const weft_lock_provider *p = lock_or_skip("redis");
+    char cfg[256];
+    void *h0, *h1;
+    race_result fenced, unfenced[3];
+    int attempt, lost = 0;
+    snprintf(cfg, sizeof cfg, "{\"url\":\"%s\",\"prefix\":\"%s\"}", srv.url, PREFIX);
+    h0 = open_lock(p, cfg);
+    h1 = open_lock(p, cfg);
+    fenced = run_race_ttl(p, h0, h1, 0, 1, 2000000, "lock redis expiring, fenced:");
+    for (attempt = 0; attempt < 3 && !lost; attempt++) {
+        unfenced[attempt] =
+            run_race_ttl(p, h0, h1, 1, 1, 2000000, "lock redis expiring, unfenced:");
+        lost = unfenced[attempt].counter < THREADS * PER_THREAD;
+    }
+    p->close(h0);
+    p->close(h1);
+    assert_true(fenced.overlaps > 0); /* the lock did not keep them apart: the fence did */
+    assert_all_counted(&fenced);
+    if (!lost) fail_msg("an expiring lock without a fence lost no update in 3 runs");
+}
+
+/* (c) Lock local: threads of one process share one lock space. */
+static void test_race_lock_local(void **state)
+{
+    const weft_lock_provider *p = lock_or_skip("local");
+    void *h = open_lock(p, NULL);
+    check_locked(p, h, h, "local");
+    p->close(h);
+}
+
+/* Lock none: no exclusion, fencing alone keeps every update. */
+static void test_race_lock_none(void **state)
+{
+    const weft_lock_provider *p = lock_or_skip("none");
+    void *h = open_lock(p, NULL);
+    race_result r = run_race(p, h, h, 0, "lock none, fenced:");
+    p->close(h);
+    assert_all_counted(&r);
+}
+
+/* A lock that cannot be had within lock_wait_ms: WEFT_ETIMEOUT, no change. */
+static void test_lock_timeout(void **state)
+{
+    const weft_lock_provider *p = lock_or_skip("local");
+    void *h = open_lock(p, NULL);
+    char id[64], token[64];
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    uint64_t fence = 0;
+    start(NULL, NULL, id);
+    assert_int_equal(p->acquire(h, id, 10000, 0, token, sizeof token, &err), 0);
+    F.env.lock = p;
+    F.env.lock_handle = h;
+    F.env.lock_wait_ms = 50;
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_ETIMEOUT);
+    assert_int_equal(c.calls, 0);
+    xc_free(load(id, &fence));
+    assert_int_equal(fence, 1);
+    assert_int_equal(p->release(h, id, token, &err), 0);
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_int_equal(c.calls, 1);
+    /* op_update let go of it */
+    assert_int_equal(p->acquire(h, id, 10000, 0, token, sizeof token, &err), 0);
+    assert_int_equal(p->release(h, id, token, &err), 0);
+    F.env.lock = NULL;
+    p->close(h);
+}
+
+static int load_plugins(void)
+{
+    const char *top = getenv("WEFT_TOP_BUILDDIR");
+    const char *files[] = {"plugins/lock_local/lock_local.la", "plugins/lock_redis/lock_redis.la"};
+    char path[4096];
+    weft_error err = {0};
+    size_t i;
+    if (!top || !*top) {
+        fprintf(stderr, "WEFT_TOP_BUILDDIR is not set: the lock tests are skipped\n");
+        return 0;
+    }
+    if (!(R = pl_new(host_table()))) return -1;
+    for (i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", top, files[i]);
+        if (pl_load_file(R, path, &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(void)
 {
-    return 77; /* placeholder: being written */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_start_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_without_cache, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_fence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idempotent_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_doc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_doc_without_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_doc_other_id, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_fenced_no_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_fenced_slow_changes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_unfenced_no_lock, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_lock_redis, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_lock_redis_expired, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_lock_local, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_race_lock_none, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock_timeout, setup, teardown),
+    };
+    int rc = rf_start(&srv);
+    if (rc == RF_SKIP) {
+        fprintf(stderr, "redis-server is not installed: skipped\n");
+        return 77;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "could not start redis-server\n");
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (load_plugins()) {
+        pl_free(R);
+        rf_stop(&srv);
+        return 1;
+    }
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    if (q) redisFree(q);
+    pl_free(R);
+    rf_stop(&srv);
+    return rc;
 }

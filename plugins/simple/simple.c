@@ -1,0 +1,20 @@
+/*
+ * SIMPLE: tasks done by external workers in any language. Workers poll
+ * weftd's REST API (GET /api/tasks/poll/<name>) and report results
+ * (POST /api/tasks), as with Conductor. A SIMPLE task is queued by its
+ * name (the queue a worker polls); its output is what the worker reports.
+ */
+#include <weft/plugin.h>
+
+static const weft_task_type simple_type = {
+    .name = "SIMPLE",
+    .flags = WEFT_TASK_EXTERNAL,
+};
+
+int weft_plugin_init(const weft_host *host)
+{
+    weft_error err = {0};
+    WEFT_PLUGIN_BEGIN(host);
+    return host->register_task_type(&simple_type, &err);
+}
+WEFT_PLUGIN_ENTRY(simple)
