@@ -401,9 +401,51 @@ static int cmd_signal(client *k)
     return rc;
 }
 
+/* weft secret set NAME (value on stdin) | list | delete NAME */
+static int cmd_secret(client *k)
+{
+    weft_error err = {0};
+    const char *what = k->c->args[0], *name = k->c->nargs > 1 ? k->c->args[1] : NULL;
+    if (!strcmp(what, "list")) {
+        char **names;
+        size_t n, i;
+        if (rs_secret_names(k->r, &names, &n, &err))
+            return fail(&err);
+        for (i = 0; i < n; i++) {
+            printf("%s\n", names[i]);
+            free(names[i]);
+        }
+        free(names);
+        return EXIT_OK;
+    }
+    if (!name)
+        return die(EXIT_USAGE, "usage: weft secret set NAME < value | list | delete NAME%s", "");
+    if (!strcmp(what, "delete"))
+        return rs_secret_delete(k->r, name, &err) ? fail(&err) : EXIT_OK;
+    if (!strcmp(what, "set")) {
+        wu_buf b = {0};
+        char chunk[4096];
+        size_t n;
+        int rc;
+        while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
+            wu_buf_add(&b, chunk, n);
+        /* one trailing newline is what `echo` adds, not part of the secret */
+        if (b.len && b.data[b.len - 1] == '\n')
+            b.data[--b.len] = 0;
+        if (b.len && b.data[b.len - 1] == '\r')
+            b.data[--b.len] = 0;
+        rc = rs_secret_set(k->r, name, b.data ? b.data : "", &err);
+        if (b.data)
+            memset(b.data, 0, b.len);
+        wu_buf_free(&b);
+        return rc ? fail(&err) : EXIT_OK;
+    }
+    return die(EXIT_USAGE, "unknown secret command '%s' (set, list or delete)", what);
+}
+
 static const char *const commands[] = {"start",  "status",  "wait",    "register", "terminate",
                                        "pause",  "resume",  "retry",   "restart",  "signal",
-                                       "watch",  NULL};
+                                       "watch",  "secret",  NULL};
 
 int client_has(const char *cmd)
 {
@@ -444,6 +486,8 @@ int client_main(const cli *c)
         rc = cmd_change(&k, op_fn_retry, NULL);
     else if (!strcmp(cmd, "restart"))
         rc = cmd_change(&k, op_fn_restart, NULL);
+    else if (!strcmp(cmd, "secret"))
+        rc = cmd_secret(&k);
     else
         rc = cmd_signal(&k);
     client_close(&k);

@@ -48,6 +48,7 @@ static json_object *task_doc(const xc_task *t)
     put_int(o, "updateTime", t->updated_ms);
     put_int(o, "callbackTime", t->callback_ms);
     put_str(o, "subWorkflowId", t->child_id);
+    put_str(o, "workerId", t->worker_id);
     put_int(o, "flags", flags);
     return o;
 }
@@ -227,6 +228,7 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->updated_ms = get_int(td, "updateTime");
     t->callback_ms = get_int(td, "callbackTime");
     t->child_id = dup_or_null(get_str(td, "subWorkflowId"));
+    t->worker_id = dup_or_null(get_str(td, "workerId"));
     t->followed = (flags & 1) != 0;
     t->spawned = (flags & 2) != 0;
     t->retried = (flags & 4) != 0;

@@ -106,11 +106,12 @@ static json_object *lookup(void *ud, const char *root, const char *field)
     if (!strcmp(root, "workflow"))
         return lookup_workflow(l, field);
     if (!strcmp(root, "secrets")) {
-        /* Secrets come from the environment as WEFT_SECRET_<NAME>. */
-        char name[256];
-        if (!field || snprintf(name, sizeof name, "WEFT_SECRET_%s", field) >= (int)sizeof name)
+        /* Secrets are filled in only when a task executes (host_ctx_secrets):
+         * what is resolved and stored here is the placeholder itself. */
+        char ph[300];
+        if (!field || snprintf(ph, sizeof ph, "${secrets.%s}", field) >= (int)sizeof ph)
             return NULL;
-        return str_or_null(l, getenv(name));
+        return str_or_null(l, ph);
     }
     t = xc_find_ref(l->x, root);
     return t ? lookup_task(l, t, field) : NULL;

@@ -271,6 +271,18 @@ static sbx *svc_sandbox(void *ud)
     return ((eng *)ud)->sandbox;
 }
 
+/* In one process, secrets come from the environment: WEFT_SECRET_<NAME>. */
+static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    char var[300];
+    const char *v;
+    snprintf(var, sizeof var, "WEFT_SECRET_%s", name);
+    if (!(v = getenv(var)))
+        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set (set %s)", name, var);
+    *value = strdup(v);
+    return *value ? 0 : wu_err(err, WEFT_ENOMEM, "out of memory");
+}
+
 static void decide(eng *e, xc_exec *x)
 {
     dec_out o = {0};
@@ -384,10 +396,17 @@ static void run_task(eng *e, xc_exec *x, xc_task *t)
     weft_ctx c;
     dec_out o = {0};
     int rc;
+    weft_error err = {0};
     dec_start(&e->dec, x, t);
     host_result_init(&r);
     host_ctx_init(&c, &e->svc, x, t);
-    rc = t->def->type->execute(&c, &r);
+    if ((rc = host_ctx_secrets(&c, &err)) == 0) {
+        rc = t->def->type->execute(&c, &r);
+        host_ctx_redact(&c, &r);
+    } else {
+        r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
+        snprintf(r.reason, sizeof r.reason, "%s", err.msg);
+    }
     host_ctx_done(&c);
     dec_apply(&e->dec, x, t, rc, &r, &o);
     host_result_clear(&r);
@@ -533,6 +552,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->svc.ud = e;
     e->svc.sandbox = svc_sandbox;
     e->svc.start_child = svc_start_child;
+    e->svc.secret = svc_secret;
     e->dec.defs = &e->defs;
     e->dec.svc = &e->svc;
     e->dec.now = wu_now_ms;

@@ -48,6 +48,7 @@ static void task_free(xc_task *t)
     json_object_put(t->output);
     free(t->reason);
     free(t->child_id);
+    free(t->worker_id);
     free(t);
 }
 
@@ -264,6 +265,7 @@ json_object *xc_task_to_json(const xc_exec *x, const xc_task *t)
     add_str(o, "workflowInstanceId", x->id);
     add_str(o, "workflowType", x->def->name);
     add_str(o, "subWorkflowId", t->child_id);
+    add_str(o, "workerId", t->worker_id);
     add_time(o, "scheduledTime", t->scheduled_ms);
     add_time(o, "startTime", t->started_ms);
     add_time(o, "endTime", t->ended_ms);

@@ -31,6 +31,7 @@ typedef struct xc_task {
     int64_t scheduled_ms, started_ms, ended_ms, updated_ms;
     int64_t callback_ms; /* when IN_PROGRESS with a callback: when it is due */
     char *child_id;      /* SUB_WORKFLOW: the child execution */
+    char *worker_id;     /* who polled it (external workers) */
     unsigned followed : 1; /* the decider has acted on its terminal status */
     unsigned spawned : 1;  /* it scheduled nested tasks; they continue the flow */
     unsigned retried : 1;  /* a retry instance replaced it */

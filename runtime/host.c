@@ -183,6 +183,200 @@ void host_ctx_done(weft_ctx *c)
     for (i = 0; i < c->views.len; i++)
         free(c->views.items[i]);
     wu_vec_free(&c->views);
+    for (i = 0; i < c->secrets.len; i++) {
+        char *v = c->secrets.items[i];
+        memset(v, 0, strlen(v));
+        free(v);
+    }
+    wu_vec_free(&c->secrets);
+    json_object_put(c->resolved);
+}
+
+#define SECRET_OPEN "${secrets."
+
+static int has_placeholder(json_object *v)
+{
+    switch (json_object_get_type(v)) {
+    case json_type_string:
+        return strstr(json_object_get_string(v), SECRET_OPEN) != NULL;
+    case json_type_object: {
+        json_object_object_foreach(v, k, m)
+        {
+            (void)k;
+            if (has_placeholder(m))
+                return 1;
+        }
+        return 0;
+    }
+    case json_type_array: {
+        size_t i;
+        for (i = 0; i < json_object_array_length(v); i++)
+            if (has_placeholder(json_object_array_get_idx(v, i)))
+                return 1;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* A string with its placeholders filled in (caller owns), or NULL with err set. */
+static json_object *fill_string(weft_ctx *c, const char *s, weft_error *err)
+{
+    wu_buf b = {0};
+    json_object *out;
+    while (*s) {
+        const char *p = strstr(s, SECRET_OPEN), *end;
+        char name[256], *value = NULL;
+        size_t n;
+        if (!p) {
+            wu_buf_add(&b, s, strlen(s));
+            break;
+        }
+        wu_buf_add(&b, s, (size_t)(p - s));
+        end = strchr(p, '}');
+        n = end ? (size_t)(end - p) - strlen(SECRET_OPEN) : 0;
+        if (!end || n == 0 || n >= sizeof name) {
+            wu_buf_add(&b, p, strlen(p)); /* not a placeholder after all */
+            break;
+        }
+        memcpy(name, p + strlen(SECRET_OPEN), n);
+        name[n] = 0;
+        if (c->svc->secret(c->svc->ud, name, &value, err)) {
+            wu_buf_free(&b);
+            return NULL;
+        }
+        wu_buf_add(&b, value, strlen(value));
+        if (*value && wu_vec_push(&c->secrets, value) == 0)
+            value = NULL;
+        free(value);
+        s = end + 1;
+    }
+    out = json_object_new_string_len(b.data ? b.data : "", (int)b.len);
+    if (b.data)
+        memset(b.data, 0, b.len);
+    wu_buf_free(&b);
+    return out;
+}
+
+static json_object *fill(weft_ctx *c, json_object *v, weft_error *err)
+{
+    json_object *out, *m2;
+    size_t i;
+    if (!has_placeholder(v))
+        return json_object_get(v);
+    switch (json_object_get_type(v)) {
+    case json_type_string:
+        return fill_string(c, json_object_get_string(v), err);
+    case json_type_object:
+        out = json_object_new_object();
+        json_object_object_foreach(v, k, m)
+        {
+            if (!(m2 = fill(c, m, err))) {
+                json_object_put(out);
+                return NULL;
+            }
+            json_object_object_add(out, k, m2);
+        }
+        return out;
+    default: /* array */
+        out = json_object_new_array();
+        for (i = 0; i < json_object_array_length(v); i++) {
+            if (!(m2 = fill(c, json_object_array_get_idx(v, i), err))) {
+                json_object_put(out);
+                return NULL;
+            }
+            json_object_array_add(out, m2);
+        }
+        return out;
+    }
+}
+
+int host_ctx_secrets(weft_ctx *c, weft_error *err)
+{
+    json_object *in = c->t->input;
+    if (!in || !has_placeholder(in))
+        return 0;
+    if (!c->svc || !c->svc->secret)
+        return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
+    if (!(c->resolved = fill(c, in, err)))
+        return err->code ? err->code : WEFT_ENOMEM;
+    c->view.input = c->resolved;
+    return 0;
+}
+
+/* s with every used secret replaced by "***" (malloc'd), or NULL if none occurs. */
+static char *redact_text(const weft_ctx *c, const char *s)
+{
+    size_t i;
+    char *cur = NULL;
+    for (i = 0; i < c->secrets.len; i++) {
+        const char *v = c->secrets.items[i], *src = cur ? cur : s, *p;
+        wu_buf b = {0};
+        if (!(p = strstr(src, v)))
+            continue;
+        while (p) {
+            wu_buf_add(&b, src, (size_t)(p - src));
+            wu_buf_add(&b, "***", 3);
+            src = p + strlen(v);
+            p = strstr(src, v);
+        }
+        wu_buf_add(&b, src, strlen(src));
+        wu_buf_add(&b, "", 1);
+        free(cur);
+        cur = b.data;
+    }
+    return cur;
+}
+
+static json_object *redact(const weft_ctx *c, json_object *v)
+{
+    size_t i;
+    char *r;
+    switch (json_object_get_type(v)) {
+    case json_type_string:
+        if ((r = redact_text(c, json_object_get_string(v)))) {
+            json_object_put(v);
+            v = json_object_new_string(r);
+            free(r);
+        }
+        return v;
+    case json_type_object: {
+        json_object_object_foreach(v, k, m)
+        {
+            json_object *m2 = redact(c, json_object_get(m));
+            if (m2 != m)
+                json_object_object_add(v, k, m2);
+            else
+                json_object_put(m2);
+        }
+        return v;
+    }
+    case json_type_array:
+        for (i = 0; i < json_object_array_length(v); i++) {
+            json_object *m = json_object_array_get_idx(v, i), *m2 = redact(c, json_object_get(m));
+            if (m2 != m)
+                json_object_array_put_idx(v, i, m2);
+            else
+                json_object_put(m2);
+        }
+        return v;
+    default:
+        return v;
+    }
+}
+
+void host_ctx_redact(weft_ctx *c, weft_result *r)
+{
+    char *reason;
+    if (!c->secrets.len)
+        return;
+    if (r->output)
+        r->output = redact(c, r->output);
+    if ((reason = redact_text(c, r->reason))) {
+        snprintf(r->reason, sizeof r->reason, "%s", reason);
+        free(reason);
+    }
 }
 
 void host_result_init(weft_result *r)

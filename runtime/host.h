@@ -18,6 +18,8 @@ typedef struct host_services {
     int (*start_child)(void *ud, xc_exec *x, xc_task *t, json_object *def, const char *name,
                        int version, json_object *input, char *id_out, size_t id_size,
                        weft_error *err);
+    /* The value of secret `name` (malloc'd), or WEFT_ENOTFOUND. */
+    int (*secret)(void *ud, const char *name, char **value, weft_error *err);
 } host_services;
 
 struct weft_ctx {
@@ -25,7 +27,9 @@ struct weft_ctx {
     xc_exec *x;
     xc_task *t;
     weft_task_view view;
-    wu_vec views; /* views handed out by lookup(), freed by host_ctx_done */
+    wu_vec views;          /* views handed out by lookup(), freed by host_ctx_done */
+    json_object *resolved; /* the input with its secrets filled in (owned), or NULL */
+    wu_vec secrets;        /* values filled in (malloc'd), redacted from results */
 };
 
 /* The one host table (static storage). */
@@ -33,6 +37,17 @@ const weft_host *host_table(void);
 
 void host_ctx_init(weft_ctx *c, const host_services *svc, xc_exec *x, xc_task *t);
 void host_ctx_done(weft_ctx *c);
+
+/*
+ * Before execute: fill "${secrets.NAME}" placeholders in the task's input
+ * from svc->secret (stored inputs keep the placeholders: secrets are never
+ * saved). WEFT_ENOTFOUND naming the secret when one is not set.
+ */
+int host_ctx_secrets(weft_ctx *c, weft_error *err);
+
+/* After execute: replace every secret value used by this task in the
+ * result's output and reason with "***". */
+void host_ctx_redact(weft_ctx *c, weft_result *r);
 
 /* Initialise a result before a callback. */
 void host_result_init(weft_result *r);

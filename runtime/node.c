@@ -161,6 +161,12 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     return 0;
 }
 
+/* Secrets are kept in Redis (weft secret set NAME). */
+static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    return rs_secret_get(((worker *)ud)->r, name, value, err);
+}
+
 /* ---- what follows a save ---- */
 
 static void on_ended(void *ud, op_env *env, const xc_exec *x)
@@ -385,7 +391,13 @@ static void run_one(worker *w, const rs_lease *l)
     dec_start(&quiet, x, t);
     host_result_init(&r);
     host_ctx_init(&c, &w->svc, x, t);
-    rc = t->def->type->execute(&c, &r);
+    if ((rc = host_ctx_secrets(&c, &err)) == 0) {
+        rc = t->def->type->execute(&c, &r);
+        host_ctx_redact(&c, &r);
+    } else {
+        r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
+        snprintf(r.reason, sizeof r.reason, "%s", err.msg);
+    }
     host_ctx_done(&c);
     if (rs_ack(w->r, l, &err) != 0) {
         nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, x->id, err.msg);
@@ -558,6 +570,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->svc.ud = w;
     w->svc.sandbox = svc_sandbox;
     w->svc.start_child = svc_start_child;
+    w->svc.secret = svc_secret;
     w->dec.defs = &n->defs;
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;

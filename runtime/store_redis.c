@@ -2004,3 +2004,91 @@ int rs_command(rs *r, weft_error *err, const char *fmt, ...)
     freeReplyObject(x);
     return rc;
 }
+
+/* ---- secrets ---- */
+
+/* Psecrets is one hash: NAME -> value. One round trip each. */
+int rs_secret_set(rs *r, const char *name, const char *value, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, "secrets", "", k);
+    cmd_add(&c, "HSET");
+    cmd_add(&c, k);
+    cmd_add(&c, name);
+    cmd_add(&c, value);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+int rs_secret_get(rs *r, const char *name, char **value, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    *value = NULL;
+    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, "secrets", "", k);
+    cmd_add(&c, "HGET");
+    cmd_add(&c, k);
+    cmd_add(&c, name);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_STRING) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set (weft secret set %s)", name, name);
+    }
+    *value = reply_dup(x);
+    replies_free(&x, 1);
+    return *value ? 0 : oom(err);
+}
+
+int rs_secret_delete(rs *r, const char *name, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc, gone;
+    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, "secrets", "", k);
+    cmd_add(&c, "HDEL");
+    cmd_add(&c, k);
+    cmd_add(&c, name);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    gone = x->type == REDIS_REPLY_INTEGER && x->integer == 1;
+    replies_free(&x, 1);
+    return gone ? 0 : wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
+}
+
+int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc;
+    *names = NULL;
+    *n = 0;
+    k_name(r, "secrets", "", k);
+    cmd_add(&c, "HKEYS");
+    cmd_add(&c, k);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, k, err);
+    }
+    *names = calloc(x->elements ? x->elements : 1, sizeof **names);
+    if (!*names) {
+        replies_free(&x, 1);
+        return oom(err);
+    }
+    for (i = 0; i < x->elements; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING && ((*names)[*n] = reply_dup(x->element[i])))
+            (*n)++;
+    replies_free(&x, 1);
+    return 0;
+}

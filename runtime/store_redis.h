@@ -202,6 +202,15 @@ int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_err
 /* All daemons' info as a JSON object text { id: info } (caller frees). */
 int rs_daemons(rs *r, char **json, weft_error *err);
 
+/* ---- secrets ---- */
+
+/* Secrets live in the hash Psecrets (NAME -> value). get: WEFT_ENOTFOUND when
+ * unset (*value malloc'd otherwise); names: a malloc'd array of malloc'd names. */
+int rs_secret_set(rs *r, const char *name, const char *value, weft_error *err);
+int rs_secret_get(rs *r, const char *name, char **value, weft_error *err);
+int rs_secret_delete(rs *r, const char *name, weft_error *err);
+int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err);
+
 /* ---- status lane ---- */
 
 /*

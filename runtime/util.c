@@ -340,3 +340,26 @@ void wu_vec_free(wu_vec *v)
     v->items = NULL;
     v->len = v->cap = 0;
 }
+
+int wu_buf_add(wu_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return WEFT_ENOMEM;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+void wu_buf_free(wu_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

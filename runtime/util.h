@@ -45,6 +45,14 @@ int wu_map_put(wu_map *m, const char *key, void *val);
 void *wu_map_get(const wu_map *m, const char *key);
 size_t wu_map_count(const wu_map *m);
 
+/* A growable byte buffer. */
+typedef struct wu_buf {
+    char *data;
+    size_t len, cap;
+} wu_buf;
+int wu_buf_add(wu_buf *b, const char *s, size_t n);
+void wu_buf_free(wu_buf *b);
+
 /* A growable pointer array. */
 typedef struct wu_vec {
     void **items;

@@ -151,6 +151,41 @@ expect_rc "wrong-type key" 2
 expect_err "wrong-type key" "wrongtype"
 kill -0 "$(weftd_pid d1)" && ok "weftd still running" || not_ok "weftd died"
 
+# secrets: set from stdin, resolved only when a task runs, never stored or shown
+printf 'tok-%s-value\n' "$$" | "$WEFT" secret set API_TOKEN
+expect_rc_last=$?
+[ "$expect_rc_last" = 0 ] && ok "secret set" || not_ok "secret set failed"
+run_weft secret list
+case $out in *API_TOKEN*) ok "secret list names it" ;; *) not_ok "secret list: $out" ;; esac
+case $out in *tok-*) not_ok "secret list shows the value" ;; *) ok "secret list hides the value" ;; esac
+cat >"$TMP/secret.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "secret", output = { said = "${use.output.result.said}", n = "${use.output.result.n}" },
+  w.lambda { ref = "use", input = { auth = "Bearer ${secrets.API_TOKEN}" },
+             script = "return { said = 'sent ' .. input.auth, n = #input.auth }" } }
+L
+run_weft start "$TMP/secret.lua"; id=$last
+run_weft wait "$id" --timeout 20
+expect_json "the task saw the secret; its output is redacted" '{"said":"sent Bearer ***","n":'$(( 17 + ${#$} ))'}'
+run_weft status "$id"
+case $out in *"tok-$$-value"*) not_ok "status shows the secret" ;; *'${secrets.API_TOKEN}'*) ok "stored input keeps the placeholder" ;; *) not_ok "status: $out" ;; esac
+leaks=0
+for key in $(rcli --scan --pattern "${WEFT_KEY_PREFIX}*"); do
+    case $key in *secrets) continue ;; esac
+    case $(rcli TYPE "$key") in
+    hash) v=$(rcli HGETALL "$key") ;; string) v=$(rcli GET "$key") ;;
+    stream) v=$(rcli XRANGE "$key" - +) ;; zset) v=$(rcli ZRANGE "$key" 0 -1) ;; *) v= ;;
+    esac
+    case $v in *"tok-$$-value"*) leaks=$((leaks + 1)); echo "# secret found in $key" ;; esac
+done
+[ $leaks -eq 0 ] && ok "no Redis key but the secrets hash holds the value" || not_ok "$leaks keys hold the secret"
+grep -q "tok-$$-value" "$TMP/d1.log" && not_ok "the log shows the secret" || ok "the log does not show it"
+run_weft secret delete API_TOKEN; expect_rc "secret delete" 0
+run_weft start "$TMP/secret.lua"; id=$last
+run_weft wait "$id" --timeout 20
+expect_rc "a missing secret fails the task" 1
+expect_err "a missing secret fails the task" "secret 'API_TOKEN' is not set"
+
 # SIGTERM: a clean stop
 kill_weftd d1 TERM
 grep -q 'msg="stopped"' "$TMP/d1.log" && ok "weftd stops cleanly on SIGTERM" || { not_ok "no clean stop"; tail -5 "$TMP/d1.log"; }
