@@ -55,13 +55,16 @@ static int client_open(client *k, const cli *c)
         }
         /* unreachable for now: each command says so, and wait/watch keep trying */
     }
-    /* plugins validate definitions here; types served elsewhere are fine */
+    /* plugins validate definitions from files; types served elsewhere are
+     * fine. Other commands read stored definitions and need none. */
     k->plugins = pl_new(host_table());
-    if (!path || !*path)
-        path = dflt = pl_default_path();
-    if (k->plugins && path)
-        pl_load_path(k->plugins, path);
-    free(dflt);
+    if (!strcmp(c->cmd, "start") || !strcmp(c->cmd, "register")) {
+        if (!path || !*path)
+            path = dflt = pl_default_path();
+        if (k->plugins && path)
+            pl_load_path(k->plugins, path);
+        free(dflt);
+    }
     k->defs.find_type = find_type;
     k->defs.ud = k->plugins;
     k->defs.searched = k->plugins ? pl_searched(k->plugins) : "";
