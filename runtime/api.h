@@ -1,0 +1,3 @@
+#ifndef WEFT_API_H
+#define WEFT_API_H
+#endif

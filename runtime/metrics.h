@@ -1,0 +1,3 @@
+#ifndef WEFT_METRICS_H
+#define WEFT_METRICS_H
+#endif
