@@ -77,6 +77,8 @@ static int client_open(client *k, const cli *c)
     k->op.dec = &k->dec;
     k->op.sweep_ms = 30000;
     k->op.client = 1;
+    if (ps_open_env(&k->op.ps, &err))
+        fprintf(stderr, "weft: %s (large payloads stay inline)\n", err.msg);
     return 0;
 }
 
@@ -84,6 +86,7 @@ static void client_close(client *k)
 {
     rs_free(k->r);
     pl_free(k->plugins);
+    ps_close(k->op.ps);
 }
 
 static int is_file(const char *s)
@@ -291,8 +294,15 @@ static int cmd_wait(client *k)
         }
         if (e.status && xc_wf_status_parse(e.status, &st) == 0 && xc_wf_terminal(st)) {
             json_object *doc = NULL, *out = NULL;
+            json_object *loaded = NULL;
             if (wu_parse_json("workflow", e.doc, &doc, &err) == 0)
                 json_object_object_get_ex(doc, "output", &out);
+            if (ps_ref_of(out)) {
+                /* a large output kept outside */
+                if (ps_load(k->op.ps, ps_ref_of(out), &loaded, &err))
+                    fprintf(stderr, "weft: %s\n", err.msg);
+                out = loaded;
+            }
             if (st != WEFT_WF_COMPLETED) {
                 json_object *reason = NULL;
                 if (doc)
@@ -304,6 +314,7 @@ static int cmd_wait(client *k)
                                                                       JSON_C_TO_STRING_NOSLASHESCAPE)
                                : "{}");
             json_object_put(doc);
+            json_object_put(loaded);
             rs_exec_clear(&e);
             return st == WEFT_WF_COMPLETED ? EXIT_OK : EXIT_WF_FAILED;
         }

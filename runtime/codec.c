@@ -1,4 +1,5 @@
 #include "codec.h"
+#include "payload.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,11 +23,34 @@ static void put_obj(json_object *o, const char *k, json_object *v)
         json_object_object_add(o, k, json_object_get(v));
 }
 
+/* A payload kept outside is stored as a reference ({"$payload": ref}). */
+static void put_payload(json_object *o, const char *k, json_object *v, const char *ref)
+{
+    if (ref)
+        json_object_object_add(o, k, ps_ref_object(ref));
+    else
+        put_obj(o, k, v);
+}
+
+/* The other way round: a reference is kept in *ref, the value left NULL. */
+static json_object *get_payload(json_object *o, const char *k, char **ref)
+{
+    json_object *v;
+    const char *r;
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
+    if ((r = ps_ref_of(v))) {
+        *ref = strdup(r);
+        return NULL;
+    }
+    return json_object_get(v);
+}
+
 static json_object *task_doc(const xc_task *t)
 {
     json_object *o = json_object_new_object();
     int flags = (t->followed ? 1 : 0) | (t->spawned ? 2 : 0) | (t->retried ? 4 : 0) |
-                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0);
+                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0) | (t->sized ? 32 : 0);
     put_str(o, "id", t->id);
     put_str(o, "ref", t->ref);
     put_str(o, "def", t->def->ref);
@@ -35,8 +59,8 @@ static json_object *task_doc(const xc_task *t)
         put_str(o, "owner", t->def->list->owner->ref);
     }
     put_str(o, "status", weft_task_status_name(t->status));
-    put_obj(o, "input", t->input);
-    put_obj(o, "output", t->output);
+    put_payload(o, "input", t->input, t->input_ref);
+    put_payload(o, "output", t->output, t->output_ref);
     put_str(o, "reason", t->reason);
     put_int(o, "retryCount", t->retry_count);
     put_int(o, "pollCount", t->poll_count);
@@ -60,8 +84,8 @@ json_object *cd_to_doc(const xc_exec *x)
     size_t i;
     put_str(o, "id", x->id);
     put_str(o, "status", weft_wf_status_name(x->status));
-    put_obj(o, "input", x->input);
-    put_obj(o, "output", x->output);
+    put_payload(o, "input", x->input, x->input_ref);
+    put_payload(o, "output", x->output, x->output_ref);
     put_obj(o, "variables", x->variables);
     put_str(o, "reason", x->reason);
     put_str(o, "correlationId", x->correlation_id);
@@ -217,8 +241,8 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->status = st;
     if (xc_task_terminal(st))
         x->active--;
-    t->input = get_obj(td, "input");
-    t->output = get_obj(td, "output");
+    t->input = get_payload(td, "input", &t->input_ref);
+    t->output = get_payload(td, "output", &t->output_ref);
     t->reason = dup_or_null(get_str(td, "reason"));
     t->retry_count = (int)get_int(td, "retryCount");
     t->poll_count = (int)get_int(td, "pollCount");
@@ -234,9 +258,10 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->retried = (flags & 4) != 0;
     t->queued = (flags & 8) != 0;
     t->fresh = (flags & 16) != 0;
+    t->sized = (flags & 32) != 0;
     if (t->fresh)
         x->fresh++;
-    if (!t->input)
+    if (!t->input && !t->input_ref)
         t->input = json_object_new_object();
     return 0;
 }
@@ -260,10 +285,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         goto fail;
     }
     json_object_put(x->input);
-    x->input = get_obj(doc, "input");
-    if (!x->input)
+    x->input = get_payload(doc, "input", &x->input_ref);
+    if (!x->input && !x->input_ref)
         x->input = json_object_new_object();
-    x->output = get_obj(doc, "output");
+    x->output = get_payload(doc, "output", &x->output_ref);
     if ((v = get_obj(doc, "variables"))) {
         json_object_put(x->variables);
         x->variables = v;

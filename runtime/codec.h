@@ -19,7 +19,8 @@ json_object *cd_to_doc(const xc_exec *x);
 
 /*
  * Rebuild an execution from its document and compiled definition (a
- * reference is taken). Dynamic tasks are compiled again with env. A
+ * reference is taken). Payloads kept outside come back as input_ref /
+ * output_ref with the value NULL: the caller loads them (ops.c). Dynamic tasks are compiled again with env. A
  * document that does not fit its definition (unknown refs, bad fields)
  * gives WEFT_EINVAL naming the workflow id and what is wrong.
  */

@@ -167,6 +167,7 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
     int64_t now = e->now();
     int was_active = !xc_task_terminal(t->status);
     t->status = s;
+    t->sized = 0; /* its output may have changed: check the payload limits again */
     t->updated_ms = now;
     if (s == WEFT_TASK_IN_PROGRESS && !t->started_ms)
         t->started_ms = now;

@@ -49,6 +49,8 @@ static void task_free(xc_task *t)
     free(t->reason);
     free(t->child_id);
     free(t->worker_id);
+    free(t->input_ref);
+    free(t->output_ref);
     free(t);
 }
 
@@ -79,6 +81,8 @@ void xc_free(xc_exec *x)
     free(x->parent_id);
     free(x->parent_task_id);
     free(x->failed_task_id);
+    free(x->input_ref);
+    free(x->output_ref);
     def_unref(x->def);
     free(x);
 }

@@ -32,11 +32,13 @@ typedef struct xc_task {
     int64_t callback_ms; /* when IN_PROGRESS with a callback: when it is due */
     char *child_id;      /* SUB_WORKFLOW: the child execution */
     char *worker_id;     /* who polled it (external workers) */
+    char *input_ref, *output_ref; /* where a large input/output is kept outside (payload.h) */
     unsigned followed : 1; /* the decider has acted on its terminal status */
     unsigned spawned : 1;  /* it scheduled nested tasks; they continue the flow */
     unsigned retried : 1;  /* a retry instance replaced it */
     unsigned queued : 1;   /* waits in a work queue */
     unsigned fresh : 1;    /* created, not yet mapped or queued */
+    unsigned sized : 1;    /* its input/output were checked against the payload limits */
 } xc_task;
 
 typedef struct xc_scope {
@@ -54,6 +56,7 @@ typedef struct xc_exec {
     char *correlation_id;
     char *parent_id, *parent_task_id;
     char *failed_task_id;
+    char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;
     uint64_t fence;
     wu_vec tasks;    /* xc_task *, in seq order */

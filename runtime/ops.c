@@ -98,6 +98,58 @@ static int exec_def(op_env *env, const char *id, const char *defkey, def_workflo
     return rc;
 }
 
+/* Payloads kept outside come back in. */
+static int load_one(op_env *env, const char *ref, json_object **slot, weft_error *err)
+{
+    if (!ref || *slot)
+        return 0;
+    return ps_load(env->ps, ref, slot, err);
+}
+
+static int load_payloads(op_env *env, xc_exec *x, weft_error *err)
+{
+    size_t i;
+    int rc;
+    if ((rc = load_one(env, x->input_ref, &x->input, err)) ||
+        (rc = load_one(env, x->output_ref, &x->output, err)))
+        return rc;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if ((rc = load_one(env, t->input_ref, &t->input, err)) ||
+            (rc = load_one(env, t->output_ref, &t->output, err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Large inputs and outputs go outside before a save (each checked once). */
+static void keep_payloads(op_env *env, xc_exec *x)
+{
+    weft_error err = {0};
+    char what[200];
+    size_t i;
+    if (!env->ps)
+        return;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->sized)
+            continue;
+        free(t->input_ref);
+        free(t->output_ref);
+        t->input_ref = t->output_ref = NULL;
+        snprintf(what, sizeof what, "input of task '%s'", t->ref);
+        if (ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
+            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+        snprintf(what, sizeof what, "output of task '%s'", t->ref);
+        if (ps_keep(env->ps, x->id, what, t->output, &t->output_ref, &err))
+            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+        t->sized = 1;
+    }
+    if (xc_wf_terminal(x->status) && x->output && !x->output_ref &&
+        ps_keep(env->ps, x->id, "workflow output", x->output, &x->output_ref, &err))
+        fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+}
+
 static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
 {
     rs_exec e = {0};
@@ -135,8 +187,13 @@ static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, wef
             goto out;
     }
     rc = cd_from_doc(doc, def, env->defs, out, err);
-    if (rc == 0)
+    if (rc == 0) {
         (*out)->fence = e.fence;
+        if ((rc = load_payloads(env, *out, err))) {
+            xc_free(*out);
+            *out = NULL;
+        }
+    }
 out:
     json_object_put(doc);
     def_unref(def);
@@ -321,6 +378,7 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             xc_free(x);
             break;
         }
+        keep_payloads(env, x);
         doc = cd_to_doc(x);
         rc = rs_exec_save(env->r, id, env->unfenced ? 0 : fence,
                           json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
@@ -384,6 +442,10 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
             xc_free(x);
             return rc;
         }
+    }
+    if ((rc = ps_keep(env->ps, x->id, "workflow input", x->input, &x->input_ref, err))) {
+        xc_free(x);
+        return rc;
     }
     if (a->correlation_id)
         x->correlation_id = strdup(a->correlation_id);

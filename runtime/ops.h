@@ -16,6 +16,7 @@
 #include "decider.h"
 #include "def.h"
 #include "exec.h"
+#include "payload.h"
 #include "store_redis.h"
 
 /*
@@ -47,6 +48,7 @@ struct op_env {
     int client;           /* changes made here are followed by a decider elsewhere: wake it now */
     int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     const op_hooks *hooks;
+    ps_store *ps;         /* where large payloads go; NULL = always inline */
 };
 
 /* Return this from an op_fn when it changed nothing: no save. */
