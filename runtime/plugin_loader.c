@@ -36,6 +36,7 @@ struct pl_registry {
     wu_vec entries;  /* reg_entry *, owned */
     wu_vec failures; /* char * */
     char *searched;
+    json_object *config; /* { <plugin name>: { ... } }, or NULL */
 };
 
 /*
@@ -109,7 +110,16 @@ pl_registry *pl_new(const weft_host *host)
     return r;
 }
 
-/* Call each distinct init of p's types once, with no config (yet). */
+/* The configuration of the plugin named name (borrowed), or NULL. */
+static json_object *pl_config_of(const pl_registry *r, const char *name)
+{
+    json_object *c = NULL;
+    if (r->config)
+        json_object_object_get_ex(r->config, name, &c);
+    return c;
+}
+
+/* Call each distinct init of p's types once, with the plugin's config. */
 static int types_init(pl_registry *r, pl_plugin *p, weft_error *err)
 {
     size_t i, j;
@@ -123,7 +133,7 @@ static int types_init(pl_registry *r, pl_plugin *p, weft_error *err)
             ;
         if (j < i)
             continue;
-        if ((rc = init(r->host, NULL, &e)) != 0)
+        if ((rc = init(r->host, pl_config_of(r, p->name), &e)) != 0)
             return wu_err(err, rc < 0 ? rc : WEFT_EINVAL, "plugin %s: task type %s: init failed: %s",
                           p->file, p->types[i]->name, e.msg[0] ? e.msg : "no reason given");
     }
@@ -141,6 +151,12 @@ static void plugin_fini(pl_plugin *p)
             ;
         if (j == i) fini();
     }
+}
+
+void pl_set_config(pl_registry *r, json_object *config)
+{
+    json_object_put(r->config);
+    r->config = config ? json_object_get(config) : NULL;
 }
 
 void pl_free(pl_registry *r)
@@ -164,6 +180,7 @@ void pl_free(pl_registry *r)
     wu_map_free(r->types);
     wu_map_free(r->locks);
     free(r->searched);
+    json_object_put(r->config);
     if (r->ltdl_ok) lt_dlexit();
     free(r);
 }

@@ -33,6 +33,11 @@ pl_registry *pl_new(const weft_host *host);
 /* Calls each type's fini, unloads everything. */
 void pl_free(pl_registry *r);
 
+/* Configuration for the plugins loaded after this: { <plugin name>: { ... } }
+ * (a reference is taken; NULL = none). Each task type's init gets its
+ * plugin's object, or NULL. */
+void pl_set_config(pl_registry *r, json_object *config);
+
 /* The default search path (malloc'd), e.g. "/build/plugins/lambda:..." */
 char *pl_default_path(void);
 
