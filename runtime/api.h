@@ -1,3 +1,58 @@
+/*
+ * weftd's REST API (libmicrohttpd): Conductor's workflow, metadata and
+ * external-worker calls, Server-Sent Events of the status lane, /metrics and
+ * /health. Every route and its shapes are in docs/rest-api.md. Prefix ap_.
+ *
+ * One thread per connection, so a slow client, a long poll or an event
+ * stream never holds up other requests. Each thread that serves a request
+ * gets its own Redis connection and definition cache (made on first use,
+ * freed when the thread ends). Changes go through ops.h as a client does:
+ * the API never runs plugins; the daemon's deciders take over from there.
+ */
 #ifndef WEFT_API_H
 #define WEFT_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "def.h"
+#include "metrics.h"
+#include "store_redis.h"
+
+typedef struct ap_server ap_server;
+
+typedef struct ap_config {
+    const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; port 0 = any free port */
+    const char *token;              /* NULL or "" = no auth; else every /api/ call needs it */
+    int64_t body_limit;             /* largest request body in bytes */
+    rs_opts store;                  /* where workflows live (strings borrowed) */
+    const def_env *defs;            /* compiling definitions (shared, read-only) */
+    const weft_lock_provider *lock; /* used only when fencing is off */
+    void *lock_handle;
+    int64_t lock_ttl_ms, lock_wait_ms;
+    int64_t sweep_ms;
+    int fencing;
+    int max_reaps;            /* lease expiries before an external worker's task fails */
+    mt_metrics *metrics;      /* may be NULL */
+    const char *const *types; /* queues whose depth /metrics reports (borrowed) */
+    size_t ntypes;
+    /* Log one line (level: WEFT_LOG_*); msg has no newline. */
+    void (*log)(void *ud, int level, const char *msg);
+    void *log_ud;
+} ap_config;
+
+/*
+ * Bind cfg->listen and start serving. cfg and everything it points to must
+ * outlive the server. WEFT_EINVAL for a bad address, WEFT_EEXIST when the
+ * address is in use, WEFT_EIO when it cannot be bound otherwise (the message
+ * names the address and the reason).
+ */
+int ap_start(const ap_config *cfg, ap_server **out, weft_error *err);
+
+/* The address actually bound, "127.0.0.1:PORT" (the port picked for port 0). */
+const char *ap_address(const ap_server *s);
+
+/* Stop accepting, end long polls and event streams, wait for the requests
+ * in progress, and free the server. NULL is fine. */
+void ap_stop(ap_server *s);
+
 #endif

@@ -22,6 +22,7 @@ typedef struct cli {
     const char *timeout;
     const char *reason;
     const char *status;
+    const char *api; /* --api URL: the commands go through a weftd's REST API */
     int quiet;
 } cli;
 
@@ -30,7 +31,9 @@ int die(int code, const char *fmt, const char *arg);
 /* --input JSON|@file (NULL = {}): a JSON object, or an error printed (exit code). */
 int read_input(const char *arg, json_object **out);
 
-/* Commands that work on workflows kept in Redis (client.c). 1 if cmd is one. */
+/* Commands that work on workflows kept in Redis (client.c), directly or
+ * through a weftd's REST API (--api URL or WEFT_API_URL; WEFT_API_TOKEN is
+ * sent as a Bearer token). 1 if cmd is one. */
 int client_has(const char *cmd);
 int client_main(const cli *c);
 

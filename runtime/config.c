@@ -11,12 +11,21 @@
 #include "lua_sandbox.h"
 #include "util.h"
 
-typedef enum cf_type { CF_STRING, CF_INT, CF_BOOL, CF_DURATION, CF_LIST, CF_OBJECT } cf_type;
+typedef enum cf_type {
+    CF_STRING,
+    CF_INT,
+    CF_BOOL,
+    CF_DURATION,
+    CF_LIST,
+    CF_OBJECT,
+    CF_BYTES
+} cf_type;
 
 static const char *const type_names[] = {
-    "a string", "an integer", "a boolean", "a duration", "a list of strings", "a table",
+    "a string", "an integer", "a boolean", "a duration", "a list of strings", "a table", "a size",
 };
-static const char *const type_short[] = {"string", "int", "bool", "duration", "list", "table"};
+static const char *const type_short[] = {"string", "int",   "bool", "duration",
+                                         "list",   "table", "bytes"};
 
 /*
  * One row per key. def is the default written as cf_set would take it
@@ -73,6 +82,13 @@ static const cf_field fields[] = {
      "task types to serve (unset: every queued type loaded)"},
     {"plugins", CF_OBJECT, F(plugins), 0, "{}", 0, NULL, NULL,
      "per-plugin config: { <plugin or lock name> = { ... } }"},
+    {"api", CF_BOOL, F(api), 0, "true", 0, NULL, NULL, "serve the REST API (weftd --no-api)"},
+    {"api_listen", CF_STRING, F(api_listen), 0, CF_API_LISTEN_DEFAULT, 0, NULL, "WEFT_API_LISTEN",
+     "REST API address HOST:PORT ([v6]:PORT; port 0 = any free port, logged)"},
+    {"api_token", CF_STRING, F(api_token), 0, NULL, 0, NULL, "WEFT_API_TOKEN",
+     "Bearer token every /api/ request must carry (unset: no auth)"},
+    {"api_body_limit", CF_BYTES, F(api_body_limit), 0, "8MiB", 1, NULL, NULL,
+     "largest request body the REST API accepts (bytes, or 512KiB, 8MiB ...)"},
 };
 
 #define NFIELDS (sizeof fields / sizeof fields[0])
@@ -199,6 +215,7 @@ static void value_store(cf_config *c, const cf_field *f, value *v)
         *AT(c, f, int) = (int)v->i;
         break;
     case CF_DURATION:
+    case CF_BYTES:
         *AT(c, f, int64_t) = v->i;
         break;
     case CF_LIST:
@@ -228,6 +245,9 @@ static int check_value(const cf_field *f, value *v, weft_error *err)
                       (long long)f->min, INT_MAX, (long long)v->i);
     if (f->type == CF_DURATION && v->i < f->min)
         return wu_err(err, WEFT_EINVAL, "%s: must be at least %lld ms", f->key, (long long)f->min);
+    if (f->type == CF_BYTES && v->i < f->min)
+        return wu_err(err, WEFT_EINVAL, "%s: must be at least %lld bytes", f->key,
+                      (long long)f->min);
     if (f->type == CF_STRING && f->choices && v->s) {
         const char *p = f->choices;
         size_t n = strlen(v->s);
@@ -267,6 +287,35 @@ static int parse_bool_text(const char *s, int *out)
     return -1;
 }
 
+/* A size: a number of bytes, or with a unit (B, KB, KiB, MB, MiB, GB, GiB; k/m/g too). */
+static int parse_bytes(const cf_field *f, const char *text, int64_t *out, weft_error *err)
+{
+    static const struct {
+        const char *unit;
+        int64_t mul;
+    } units[] = {{"", 1},        {"b", 1},           {"k", 1024},     {"kb", 1000},
+                 {"kib", 1024},  {"m", 1024 * 1024}, {"mb", 1000000}, {"mib", 1024 * 1024},
+                 {"g", 1 << 30}, {"gb", 1000000000}, {"gib", 1 << 30}};
+    char *end;
+    double v;
+    size_t i;
+    errno = 0;
+    v = strtod(text, &end);
+    if (end == text || errno || v < 0 || v != v) goto bad;
+    while (*end == ' ')
+        end++;
+    for (i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (!strcasecmp(end, units[i].unit)) {
+            double b = v * (double)units[i].mul;
+            if (b > 9.0e15) goto bad;
+            *out = (int64_t)b;
+            return 0;
+        }
+bad:
+    return wu_err(err, WEFT_EINVAL,
+                  "%s: expected a size such as 8MiB, 512KiB or 1048576 (got '%s')", f->key, text);
+}
+
 /*
  * Text as a flag gives it: "8", "true", "30s", "a,b,c", JSON for tables.
  * For a string whose default is unset, "" unsets it again.
@@ -299,6 +348,9 @@ static int parse_text(const cf_field *f, const char *text, value *v, weft_error 
     case CF_DURATION:
         if (wu_parse_duration_str(text, &v->i, err))
             return wu_err_prefix(err, "%s: expected a duration: ", f->key);
+        break;
+    case CF_BYTES:
+        if (parse_bytes(f, text, &v->i, err)) return WEFT_EINVAL;
         break;
     case CF_LIST: {
         /* "" is the empty list; otherwise comma-separated, blanks trimmed. */
@@ -384,6 +436,17 @@ static int parse_json(const cf_field *f, json_object *j, value *v, weft_error *e
                           "%s: expected a duration such as \"30s\" or a number of seconds (got %s)",
                           f->key, json_type_text(j));
         if (wu_parse_duration(j, &v->i, err)) return wu_err_prefix(err, "%s: ", f->key);
+        break;
+    case CF_BYTES:
+        if (json_object_is_type(j, json_type_int) || json_object_is_type(j, json_type_double)) {
+            double d = json_object_get_double(j);
+            if (d < 0 || d > 9.0e15) return parse_bytes(f, "-", &v->i, err);
+            v->i = (int64_t)d;
+        } else if (json_object_is_type(j, json_type_string)) {
+            if (parse_bytes(f, json_object_get_string(j), &v->i, err)) return WEFT_EINVAL;
+        } else {
+            return expected(f, j, err);
+        }
         break;
     case CF_LIST: {
         size_t i, n;

@@ -10,7 +10,7 @@
  *     }
  *
  * Precedence: defaults < file < environment (WEFT_REDIS_URL, WEFT_KEY_PREFIX,
- * WEFT_PLUGIN_PATH) < flags. Prefix cf_.
+ * WEFT_PLUGIN_PATH, WEFT_API_LISTEN, WEFT_API_TOKEN) < flags. Prefix cf_.
  */
 #ifndef WEFT_CONFIG_H
 #define WEFT_CONFIG_H
@@ -21,13 +21,17 @@
 #include <json-c/json.h>
 #include "weft/plugin.h"
 
+/* Where the REST API listens unless configured (weftd falls back to no API
+ * when this default is taken: several daemons on one host). */
+#define CF_API_LISTEN_DEFAULT "127.0.0.1:8080"
+
 typedef struct cf_config {
-    char *redis_url;   /* redis_url: "redis://127.0.0.1:6379" */
-    char *key_prefix;  /* key_prefix: "weft:" */
-    char *plugin_path; /* plugin_path: NULL = default */
-    char *daemon_id;   /* daemon_id: NULL = "<host>-<pid>" */
-    int workers;       /* workers: threads that claim and decide (4) */
-    char *lock;        /* lock: "none" | "local" | "redis" ("redis") */
+    char *redis_url;      /* redis_url: "redis://127.0.0.1:6379" */
+    char *key_prefix;     /* key_prefix: "weft:" */
+    char *plugin_path;    /* plugin_path: NULL = default */
+    char *daemon_id;      /* daemon_id: NULL = "<host>-<pid>" */
+    int workers;          /* workers: threads that claim and decide (4) */
+    char *lock;           /* lock: "none" | "local" | "redis" ("redis") */
     int64_t lock_ttl_ms;  /* lock_ttl: "10s" */
     int64_t lock_wait_ms; /* lock_wait: "2s" */
     int fencing;          /* fencing: true */
@@ -40,7 +44,11 @@ typedef struct cf_config {
     char *log_level;      /* log_level: "info" (error|warn|info|debug) */
     char **types;         /* types: task types to serve; NULL = every queued type loaded */
     size_t ntypes;
-    json_object *plugins; /* plugins: { <plugin or lock name> = { ... } }, owned */
+    json_object *plugins;   /* plugins: { <plugin or lock name> = { ... } }, owned */
+    int api;                /* api: true (serve the REST API) */
+    char *api_listen;       /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
+    char *api_token;        /* api_token: NULL = no auth; else Bearer token for /api/ */
+    int64_t api_body_limit; /* api_body_limit: "8MiB" (bytes) */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */
@@ -51,7 +59,8 @@ void cf_free(cf_config *c);
  * 'wrokers' is unknown", "weftd.lua: workers: expected a number". */
 int cf_load_file(cf_config *c, const char *path, weft_error *err);
 
-/* Apply WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH. */
+/* Apply the environment (WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH,
+ * WEFT_API_LISTEN, WEFT_API_TOKEN). */
 int cf_apply_env(cf_config *c, weft_error *err);
 
 /* Set one key from text (a command-line flag): cf_set(c, "workers", "8"). */

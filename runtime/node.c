@@ -10,9 +10,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api.h"
 #include "codec.h"
 #include "host.h"
 #include "lua_sandbox.h"
+#include "metrics.h"
 #include "ops.h"
 #include "plugin_loader.h"
 
@@ -52,6 +54,9 @@ struct nd_node {
     int nworkers;
     worker keeper;
     int running; /* worker threads still in their loop */
+    mt_metrics *metrics;
+    ap_config api_cfg; /* must outlive api */
+    ap_server *api;    /* NULL when the REST API is off */
 };
 
 /* ---- logging ---- */
@@ -155,6 +160,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     def_unref(d);
     if (rc)
         return rc;
+    mt_workflow_started(w->n->metrics);
     free(t->child_id);
     t->child_id = strdup(id);
     snprintf(id_out, id_size, "%s", id);
@@ -173,6 +179,7 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
 {
     worker *w = ud;
     weft_error err = {0};
+    mt_workflow_ended(w->n->metrics, weft_wf_status_name(x->status));
     if (x->parent_id && x->parent_task_id) {
         op_complete c = {0};
         char reason[WEFT_ERROR_MAX];
@@ -209,6 +216,8 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
         if (op_start(env, &a, id, &err))
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
                    err.msg);
+        else
+            mt_workflow_started(w->n->metrics);
         json_object_put(in);
         def_unref(d);
     }
@@ -368,6 +377,7 @@ static void run_one(worker *w, const rs_lease *l)
     weft_ctx c;
     apply_args a = {0};
     dec_env quiet = w->dec;
+    int64_t t0;
     int rc;
 
     quiet.on_change = NULL;
@@ -391,6 +401,7 @@ static void run_one(worker *w, const rs_lease *l)
     dec_start(&quiet, x, t);
     host_result_init(&r);
     host_ctx_init(&c, &w->svc, x, t);
+    t0 = wu_mono_ms();
     if ((rc = host_ctx_secrets(&c, &err)) == 0) {
         rc = t->def->type->execute(&c, &r);
         host_ctx_redact(&c, &r);
@@ -399,6 +410,12 @@ static void run_one(worker *w, const rs_lease *l)
         snprintf(r.reason, sizeof r.reason, "%s", err.msg);
     }
     host_ctx_done(&c);
+    /* counted as the decider will take it: an error is a failure */
+    mt_task(n->metrics, t->def->type_name,
+            weft_task_status_name(rc && r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR
+                                      ? WEFT_TASK_FAILED
+                                      : r.status),
+            (double)(wu_mono_ms() - t0) / 1000.0);
     if (rs_ack(w->r, l, &err) != 0) {
         nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, x->id, err.msg);
     } else {
@@ -499,9 +516,13 @@ static void keep(worker *k)
         char **exhausted = NULL;
         size_t ne = 0, e;
         int back = rs_reap(k->r, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
-        if (back > 0)
+        if (back > 0) {
+            mt_lease_reaps(n->metrics, back);
             nd_log(n, WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", back,
                    n->types[t]);
+        }
+        if (ne > 0)
+            mt_lease_reaps(n->metrics, (long)ne);
         for (e = 0; e < ne; e++) {
             char *bar = strchr(exhausted[e], '|');
             if (bar) {
@@ -653,6 +674,10 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     pthread_mutex_init(&n->mu, NULL);
     n->cfg = cfg;
     n->level = WEFT_LOG_INFO;
+    if (!(n->metrics = mt_new())) {
+        nd_free(n);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
     if (cfg->log_level) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
         for (i = 0; i < 4; i++)
@@ -714,6 +739,39 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     return 0;
 }
 
+static void api_log(void *ud, int level, const char *msg)
+{
+    nd_log(ud, level, "%s", msg);
+}
+
+/* The REST API, sharing the node's plugins, lock and metrics. */
+static int start_api(nd_node *n, weft_error *err)
+{
+    ap_config *a = &n->api_cfg;
+    const cf_config *cfg = n->cfg;
+    memset(a, 0, sizeof *a);
+    a->listen = cfg->api_listen;
+    a->token = cfg->api_token;
+    a->body_limit = cfg->api_body_limit;
+    a->store.url = cfg->redis_url;
+    a->store.prefix = cfg->key_prefix;
+    a->store.retention_ms = cfg->retention_ms;
+    a->defs = &n->defs;
+    a->lock = n->lock;
+    a->lock_handle = n->lock_handle;
+    a->lock_ttl_ms = cfg->lock_ttl_ms;
+    a->lock_wait_ms = cfg->lock_wait_ms;
+    a->sweep_ms = cfg->sweep_ms;
+    a->fencing = cfg->fencing;
+    a->max_reaps = cfg->max_reaps;
+    a->metrics = n->metrics;
+    a->types = (const char *const *)n->types;
+    a->ntypes = n->ntypes;
+    a->log = api_log;
+    a->log_ud = n;
+    return ap_start(a, &n->api, err);
+}
+
 void nd_stop(nd_node *n)
 {
     n->stopping = 1;
@@ -737,16 +795,29 @@ int nd_run(nd_node *n)
             nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
             return rc;
         }
+    if (n->cfg->api && (rc = start_api(n, &err))) {
+        /* several daemons on one host with the defaults: the first serves the API */
+        if (rc != WEFT_EEXIST || strcmp(n->cfg->api_listen, CF_API_LISTEN_DEFAULT)) {
+            nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
+            return rc;
+        }
+        nd_log(n, WEFT_LOG_WARN,
+               "%s (another weftd?): running without the REST API; set api_listen to serve it",
+               err.msg);
+        rc = 0;
+    }
     {
         char types[1024] = "";
         size_t t, used = 0;
         for (t = 0; t < n->ntypes && used < sizeof types - 130; t++)
             used += (size_t)snprintf(types + used, sizeof types - used, "%s%s", t ? "," : "",
                                      n->types[t]);
+        /* rs_url: the password, if any, masked */
         nd_log(n, WEFT_LOG_INFO,
-               "started: redis=%s prefix=%s workers=%d lock=%s serves=%s plugins=%s", n->cfg->redis_url,
-               n->cfg->key_prefix, n->nworkers, n->lock ? n->cfg->lock : "none",
-               n->ntypes ? types : "(nothing)", pl_searched(n->plugins));
+               "started: redis=%s prefix=%s workers=%d lock=%s serves=%s api=%s plugins=%s",
+               rs_url(n->keeper.r), n->cfg->key_prefix, n->nworkers,
+               n->lock ? n->cfg->lock : "none", n->ntypes ? types : "(nothing)",
+               n->api ? ap_address(n->api) : "off", pl_searched(n->plugins));
     }
     n->running = n->nworkers;
     for (i = 0; i < n->nworkers; i++)
@@ -760,6 +831,9 @@ int nd_run(nd_node *n)
         sleep_ms(50);
     nd_log(n, WEFT_LOG_INFO, "stopping: no new work; %lld ms for running tasks",
            (long long)n->cfg->grace_ms);
+    /* no new requests; long polls and event streams end */
+    ap_stop(n->api);
+    n->api = NULL;
     deadline = wu_mono_ms() + n->cfg->grace_ms;
     while (__atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0 && wu_mono_ms() < deadline)
         sleep_ms(20);
@@ -785,12 +859,15 @@ void nd_free(nd_node *n)
         return;
     for (i = 0; i < n->nworkers; i++)
         worker_fini(&n->workers[i]);
+    ap_stop(n->api);
+    n->api = NULL;
     free(n->workers);
     worker_fini(&n->keeper);
     if (n->lock && n->lock_handle)
         n->lock->close(n->lock_handle);
     free(n->types);
     pl_free(n->plugins);
+    mt_free(n->metrics);
     pthread_mutex_destroy(&n->mu);
     free(n);
 }

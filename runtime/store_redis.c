@@ -2092,3 +2092,360 @@ int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err)
     replies_free(&x, 1);
     return 0;
 }
+
+/* ---- the REST API's calls ---- */
+
+/* A claim reply {member, token, ...} of `queue` into out (at most max). */
+static int claims_of(const redisReply *x, const char *queue, int max, rs_lease *out)
+{
+    size_t i;
+    int n = 0;
+    for (i = 0; i + 1 < x->elements && n < max; i += 2) {
+        const redisReply *m = x->element[i], *t = x->element[i + 1];
+        rs_lease *cl = &out[n];
+        const char *bar;
+        size_t wl, tl;
+        if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        memset(cl, 0, sizeof *cl);
+        bar = memchr(m->str, '|', m->len);
+        wl = bar ? (size_t)(bar - m->str) : m->len;
+        if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+        memcpy(cl->workflow_id, m->str, wl);
+        if (bar) {
+            tl = m->len - (size_t)(bar + 1 - m->str);
+            if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
+            memcpy(cl->task_id, bar + 1, tl);
+        }
+        copy_str(cl->lease, sizeof cl->lease, t);
+        snprintf(cl->type, sizeof cl->type, "%s", queue);
+        n++;
+    }
+    return n;
+}
+
+/* One round trip: reap.lua and claim.lua, pipelined. */
+int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, rs_lease *out,
+            int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err)
+{
+    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reapk[KEY_MAX], seed[37];
+    rs_cmd c[2];
+    redisReply *x[2] = {NULL, NULL};
+    long long now = (long long)wu_now_ms();
+    char **list = NULL;
+    size_t i, j, n = 0;
+    int rc, got = 0;
+
+    *reaped = 0;
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if (max <= 0) return 0;
+    if (lease_ms <= 0 || max_reaps < 0)
+        return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
+    wu_uuid(seed);
+    for (i = j = 0; seed[i]; i++)
+        if (seed[i] != '-') seed[j++] = seed[i];
+    seed[24] = 0;
+    k_queue(r, queue, "ready", ready);
+    k_queue(r, queue, "leases", leases);
+    k_queue(r, queue, "lease", lease);
+    k_queue(r, queue, "reaped", reapk);
+    memset(c, 0, sizeof c);
+    cmd_script(&c[0], r, S_REAP, 4);
+    cmd_add(&c[0], ready);
+    cmd_add(&c[0], leases);
+    cmd_add(&c[0], lease);
+    cmd_add(&c[0], reapk);
+    cmd_addf(&c[0], "%lld", now);
+    cmd_addf(&c[0], "%d", max_reaps);
+    cmd_addf(&c[0], "%d", REAP_BATCH);
+    cmd_script(&c[1], r, S_CLAIM, 3);
+    cmd_add(&c[1], ready);
+    cmd_add(&c[1], leases);
+    cmd_add(&c[1], lease);
+    cmd_addf(&c[1], "%lld", now);
+    cmd_addf(&c[1], "%lld", (long long)lease_ms);
+    cmd_addf(&c[1], "%d", max);
+    cmd_add(&c[1], seed);
+    rc = rs_pipe(r, c, 2, x, ready, err);
+    cmds_free(c, 2);
+    if (rc) {
+        replies_free(x, 2);
+        return rc;
+    }
+    /* the claims first: once made they must reach the caller (or expire) */
+    if (is_err(x[1]))
+        rc = reply_err(r, x[1], ready, err);
+    else if (x[1]->type == REDIS_REPLY_ARRAY)
+        got = claims_of(x[1], queue, max, out);
+    if (!is_err(x[0]) && x[0]->type == REDIS_REPLY_ARRAY && x[0]->elements >= 1 &&
+        x[0]->element[0]->type == REDIS_REPLY_INTEGER) {
+        *reaped = (int)x[0]->element[0]->integer;
+        if (x[0]->elements > 1 && (list = calloc(x[0]->elements - 1, sizeof *list)))
+            for (i = 1; i < x[0]->elements; i++)
+                if (x[0]->element[i]->type == REDIS_REPLY_STRING &&
+                    (list[n] = reply_dup(x[0]->element[i])))
+                    n++;
+        *exhausted = list;
+        *nexhausted = n;
+    }
+    replies_free(x, 2);
+    return rc ? rc : got;
+}
+
+/* One round trip: ZADD XX. */
+int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const char *task_id,
+                    int64_t lease_ms, weft_error *err)
+{
+    char k[KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
+        (rc = check_id(workflow_id, err)) != 0 ||
+        (rc = check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
+    k_queue(r, queue, "leases", k);
+    cmd_add(&c, "ZADD");
+    cmd_add(&c, k);
+    cmd_add(&c, "XX");
+    cmd_addf(&c, "%lld", (long long)(wu_now_ms() + lease_ms));
+    cmd_add(&c, member);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+/* One round trip: HSET and SADD, pipelined. */
+int rs_def_register(rs *r, const char *name, int version, const char *json, weft_error *err)
+{
+    char k[2][KEY_MAX];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, i;
+    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if (version <= 0 || !json)
+        return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given", name);
+    k_name(r, "def:", name, k[0]);
+    k_name(r, "defnames", "", k[1]);
+    memset(c, 0, sizeof c);
+    cmd_add(&c[0], "HSET");
+    cmd_add(&c[0], k[0]);
+    cmd_addf(&c[0], "%d", version);
+    cmd_add(&c[0], json);
+    cmd_add(&c[1], "SADD");
+    cmd_add(&c[1], k[1]);
+    cmd_add(&c[1], name);
+    rc = rs_pipe(r, c, 2, x, k[0], err);
+    cmds_free(c, 2);
+    for (i = 0; i < 2 && !rc; i++)
+        if (is_err(x[i])) rc = reply_err(r, x[i], k[i], err);
+    replies_free(x, 2);
+    return rc;
+}
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Two round trips: SMEMBERS, then one HGETALL per name, pipelined. */
+int rs_def_list(rs *r, char **json, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0}, *h = NULL;
+    redisReply *x = NULL, **hx = NULL;
+    json_object *all;
+    char **names = NULL;
+    size_t i, j, n = 0;
+    int rc;
+
+    *json = NULL;
+    k_name(r, "defnames", "", k);
+    cmd_add(&c, "SMEMBERS");
+    cmd_add(&c, k);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, k, err);
+    }
+    if (!(all = json_object_new_array())) {
+        replies_free(&x, 1);
+        return oom(err);
+    }
+    if (x->elements) {
+        names = calloc(x->elements, sizeof *names);
+        h = calloc(x->elements, sizeof *h);
+        hx = calloc(x->elements, sizeof *hx);
+        if (!names || !h || !hx) rc = oom(err);
+        for (i = 0; !rc && i < x->elements; i++)
+            if (x->element[i]->type == REDIS_REPLY_STRING && (names[n] = reply_dup(x->element[i])))
+                n++;
+        if (n) qsort(names, n, sizeof *names, by_text);
+        for (i = 0; !rc && i < n; i++) {
+            char dk[KEY_MAX];
+            k_name(r, "def:", names[i], dk);
+            cmd_add(&h[i], "HGETALL");
+            cmd_dup(&h[i], dk);
+        }
+        if (!rc && n) rc = rs_pipe(r, h, n, hx, k, err);
+        for (i = 0; !rc && i < n; i++) {
+            /* versions in order: the hash holds version -> JSON */
+            json_object *byv[64];
+            int vs[64];
+            size_t m = 0, a, b2;
+            if (is_err(hx[i]) || hx[i]->type != REDIS_REPLY_ARRAY) continue;
+            for (j = 0; j + 1 < hx[i]->elements && m < 64; j += 2) {
+                const redisReply *v = hx[i]->element[j], *d = hx[i]->element[j + 1];
+                json_object *def;
+                if (v->type != REDIS_REPLY_STRING || d->type != REDIS_REPLY_STRING) continue;
+                if (!(def = json_tokener_parse(d->str))) continue;
+                vs[m] = atoi(v->str);
+                byv[m++] = def;
+            }
+            for (a = 1; a < m; a++)
+                for (b2 = a; b2 > 0 && vs[b2 - 1] > vs[b2]; b2--) {
+                    int tv = vs[b2];
+                    json_object *tj = byv[b2];
+                    vs[b2] = vs[b2 - 1], byv[b2] = byv[b2 - 1];
+                    vs[b2 - 1] = tv, byv[b2 - 1] = tj;
+                }
+            for (a = 0; a < m; a++)
+                json_object_array_add(all, byv[a]);
+        }
+    }
+    replies_free(&x, 1);
+    if (hx) replies_free(hx, n);
+    if (h) cmds_free(h, n);
+    for (i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(h);
+    free(hx);
+    if (!rc && !(*json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN))))
+        rc = oom(err);
+    json_object_put(all);
+    return rc;
+}
+
+/* One round trip: HSET. */
+int rs_taskdef_put(rs *r, const char *name, const char *json, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = check_name("task name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if (!json) return wu_err(err, WEFT_EINVAL, "task definition %s: no JSON", name);
+    k_name(r, "taskdefs", "", k);
+    cmd_add(&c, "HSET");
+    cmd_add(&c, k);
+    cmd_add(&c, name);
+    cmd_add(&c, json);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    replies_free(&x, 1);
+    return 0;
+}
+
+/* One round trip: HGET. */
+int rs_taskdef_get(rs *r, const char *name, char **json, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    *json = NULL;
+    if ((rc = check_name("task name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, "taskdefs", "", k);
+    cmd_add(&c, "HGET");
+    cmd_add(&c, k);
+    cmd_add(&c, name);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_STRING) {
+        replies_free(&x, 1);
+        return wu_err(err, WEFT_ENOTFOUND, "no task definition %s", name);
+    }
+    *json = reply_dup(x);
+    replies_free(&x, 1);
+    return *json ? 0 : oom(err);
+}
+
+/* One round trip: HGETALL. */
+int rs_taskdef_list(rs *r, char **json, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    json_object *all;
+    char **vals;
+    size_t i, n = 0;
+    int rc;
+    *json = NULL;
+    k_name(r, "taskdefs", "", k);
+    cmd_add(&c, "HGETALL");
+    cmd_add(&c, k);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY) {
+        replies_free(&x, 1);
+        return bad_reply(r, k, err);
+    }
+    /* by name: the hash's order is arbitrary */
+    vals = calloc(x->elements / 2 + 1, sizeof *vals);
+    all = json_object_new_array();
+    if (!vals || !all) {
+        free(vals);
+        json_object_put(all);
+        replies_free(&x, 1);
+        return oom(err);
+    }
+    for (i = 0; i + 1 < x->elements; i += 2) {
+        const redisReply *nm = x->element[i], *v = x->element[i + 1];
+        size_t len;
+        if (nm->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING) continue;
+        len = nm->len + v->len + 2;
+        if (!(vals[n] = malloc(len))) continue;
+        /* "name\0json": sorted by name, the JSON follows the NUL */
+        memcpy(vals[n], nm->str, nm->len + 1);
+        memcpy(vals[n] + nm->len + 1, v->str, v->len + 1);
+        n++;
+    }
+    replies_free(&x, 1);
+    qsort(vals, n, sizeof *vals, by_text);
+    for (i = 0; i < n; i++) {
+        json_object *d = json_tokener_parse(vals[i] + strlen(vals[i]) + 1);
+        if (d) json_object_array_add(all, d);
+        free(vals[i]);
+    }
+    free(vals);
+    *json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
+    json_object_put(all);
+    return *json ? 0 : oom(err);
+}
+
+/* One round trip: HMGET. */
+int rs_taskdefs_get(rs *r, const char *const *names, size_t n, char **jsons, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc;
+    for (i = 0; i < n; i++)
+        jsons[i] = NULL;
+    if (!n) return 0;
+    k_name(r, "taskdefs", "", k);
+    cmd_add(&c, "HMGET");
+    cmd_add(&c, k);
+    for (i = 0; i < n; i++)
+        cmd_add(&c, names[i]);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != n) {
+        replies_free(&x, 1);
+        return bad_reply(r, k, err);
+    }
+    for (i = 0; i < n; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING) jsons[i] = reply_dup(x->element[i]);
+    replies_free(&x, 1);
+    return 0;
+}

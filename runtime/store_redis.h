@@ -225,4 +225,41 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
 /* Raw command for tests and tools (hiredis format); the reply is discarded. */
 int rs_command(rs *r, weft_error *err, const char *fmt, ...);
 
+/* ---- the REST API's calls ----
+ *
+ * More keys (P = the key prefix):
+ *
+ *   Pdefnames            SET   names of definitions registered with rs_def_register
+ *   Ptaskdefs            HASH  task name -> Conductor TaskDef JSON
+ */
+
+/*
+ * One queue by name, for external workers: return its expired leases to it
+ * (as rs_reap, with max_reaps; *reaped gets the count put back and
+ * *exhausted the members over the limit, caller frees) and claim up to max
+ * visible members with leases of lease_ms. Returns the number claimed or a
+ * WEFT_E* code.
+ */
+int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, rs_lease *out,
+            int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err);
+
+/* Make the lease of member "<workflow_id>|<task_id>" of `queue` expire lease_ms
+ * from now, whoever holds it; nothing when it is not leased (ZADD XX). */
+int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const char *task_id,
+                    int64_t lease_ms, weft_error *err);
+
+/* rs_def_put, and the name recorded in Pdefnames for rs_def_list. */
+int rs_def_register(rs *r, const char *name, int version, const char *json, weft_error *err);
+/* Every version of every definition in Pdefnames, as the text of a JSON array
+ * of WorkflowDef objects, by name then version (caller frees). */
+int rs_def_list(rs *r, char **json, weft_error *err);
+
+/* Task definitions (Conductor's TaskDef JSON, by task name). get:
+ * WEFT_ENOTFOUND when unknown. list: a JSON array text. */
+int rs_taskdef_put(rs *r, const char *name, const char *json, weft_error *err);
+int rs_taskdef_get(rs *r, const char *name, char **json, weft_error *err);
+int rs_taskdef_list(rs *r, char **json, weft_error *err);
+/* Several at once: jsons[i] is the definition of names[i] (malloc'd) or NULL. */
+int rs_taskdefs_get(rs *r, const char *const *names, size_t n, char **jsons, weft_error *err);
+
 #endif

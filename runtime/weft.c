@@ -32,6 +32,8 @@ static const char usage[] =
     "  secret set NAME < value | secret list | secret delete NAME\n"
     "                                                secrets for ${secrets.NAME} (weft run: the\n"
     "                                                environment, WEFT_SECRET_NAME)\n"
+    "  --api URL (or WEFT_API_URL): the same commands (but secret) through a weftd's REST API,\n"
+    "                                                with WEFT_API_TOKEN as the Bearer token\n"
     "\n"
     "options:\n"
     "  --input JSON|@file     workflow input (a JSON object)\n"
@@ -68,6 +70,7 @@ static const struct {
     {"--timeout", offsetof(cli, timeout)},
     {"--reason", offsetof(cli, reason)},
     {"--status", offsetof(cli, status)},
+    {"--api", offsetof(cli, api)},
 };
 
 static int parse_args(int argc, char **argv, cli *c)

@@ -19,13 +19,17 @@ static void on_signal(int sig)
 
 static const char usage[] =
     "usage: weftd [--config FILE] [--redis URL] [--prefix P] [--plugin-path DIRS]\n"
-    "             [--workers N] [--lock none|local|redis] [--set KEY=VALUE]...\n"
+    "             [--workers N] [--lock none|local|redis] [--api HOST:PORT | --no-api]\n"
+    "             [--set KEY=VALUE]...\n"
     "       weftd --help-config     every configuration key, its type and default\n"
     "\n"
     "Runs workflows kept in Redis: claims tasks of the types its plugins provide,\n"
     "runs them and decides what comes next. SIGTERM or SIGINT: stop claiming, let\n"
     "running tasks finish within the grace period, then exit.\n"
-    "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH.\n";
+    "The REST API listens on 127.0.0.1:8080 unless told otherwise (port 0: any free\n"
+    "port, logged in the \"started\" line); see docs/rest-api.md.\n"
+    "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH, WEFT_API_LISTEN,\n"
+    "WEFT_API_TOKEN.\n";
 
 int main(int argc, char **argv)
 {
@@ -38,7 +42,8 @@ int main(int argc, char **argv)
         const char *flag, *key;
     } flags[] = {{"--redis", "redis_url"},     {"--prefix", "key_prefix"},
                  {"--plugin-path", "plugin_path"}, {"--workers", "workers"},
-                 {"--lock", "lock"},           {"--id", "daemon_id"}};
+                 {"--lock", "lock"},           {"--id", "daemon_id"},
+                 {"--api", "api_listen"}};
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -74,6 +79,10 @@ int main(int argc, char **argv)
                 break;
         if (f < sizeof flags / sizeof flags[0] && i + 1 < argc) {
             rc = cf_set(&cfg, flags[f].key, argv[++i], &err);
+            if (rc == 0 && !strcmp(flags[f].key, "api_listen"))
+                rc = cf_set(&cfg, "api", "true", &err);
+        } else if (!strcmp(a, "--no-api")) {
+            rc = cf_set(&cfg, "api", "false", &err);
         } else if (!strcmp(a, "--set") && i + 1 < argc && strchr(argv[i + 1], '=')) {
             char *kv = strdup(argv[++i]), *eq = strchr(kv, '=');
             *eq = 0;
