@@ -207,6 +207,7 @@ static tls *tls_get(ap_server *s)
     t->op.lock_wait_ms = s->cfg.lock_wait_ms;
     t->op.sweep_ms = s->cfg.sweep_ms;
     t->op.unfenced = !s->cfg.fencing;
+    t->op.ps = s->cfg.payloads;
     t->op.client = 1;
     t->op.hooks = &s->hooks;
     if (pthread_setspecific(s->key, t)) {
@@ -647,6 +648,11 @@ typedef struct poll_args {
     int skip;          /* out: nothing to hand out */
 } poll_args;
 
+static int api_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    return rs_secret_get(ud, name, value, err);
+}
+
 /* A worker takes the task: IN_PROGRESS, poll count, start time, worker id. */
 static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
@@ -667,6 +673,18 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     a->lease_ms = lease_of(t);
     rto = t->def->response_timeout_ms ? t->def->response_timeout_ms : LEASE_DEFAULT_MS;
     a->task = xc_task_to_json(x, t);
+    {
+        /* the worker gets the secrets; what is stored keeps the placeholders */
+        json_object *in, *filled;
+        weft_error serr = {0};
+        if (json_object_object_get_ex(a->task, "inputData", &in)) {
+            if (host_fill_secrets(in, api_secret, env->r, &filled, &serr) == 0)
+                json_object_object_add(a->task, "inputData", filled);
+            else
+                fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,
+                        serr.msg);
+        }
+    }
     json_object_object_add(a->task, "callbackAfterSeconds", json_object_new_int(0));
     json_object_object_add(a->task, "responseTimeoutSeconds", json_object_new_int64(rto / 1000));
     return 0;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include "def.h"
 #include "metrics.h"
+#include "payload.h"
 #include "store_redis.h"
 
 typedef struct ap_server ap_server;
@@ -33,6 +34,7 @@ typedef struct ap_config {
     int fencing;
     int max_reaps;            /* lease expiries before an external worker's task fails */
     mt_metrics *metrics;      /* may be NULL */
+    ps_store *payloads;       /* large payloads (shared, thread-safe); may be NULL */
     const char *const *types; /* queues whose depth /metrics reports (borrowed) */
     size_t ntypes;
     /* Log one line (level: WEFT_LOG_*); msg has no newline. */

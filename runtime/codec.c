@@ -50,7 +50,8 @@ static json_object *task_doc(const xc_task *t)
 {
     json_object *o = json_object_new_object();
     int flags = (t->followed ? 1 : 0) | (t->spawned ? 2 : 0) | (t->retried ? 4 : 0) |
-                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0) | (t->sized ? 32 : 0);
+                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0) | (t->sized ? 32 : 0) |
+                (t->no_response ? 64 : 0);
     put_str(o, "id", t->id);
     put_str(o, "ref", t->ref);
     put_str(o, "def", t->def->ref);
@@ -259,6 +260,7 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->queued = (flags & 8) != 0;
     t->fresh = (flags & 16) != 0;
     t->sized = (flags & 32) != 0;
+    t->no_response = (flags & 64) != 0;
     if (t->fresh)
         x->fresh++;
     if (!t->input && !t->input_ref)

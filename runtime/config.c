@@ -89,6 +89,12 @@ static const cf_field fields[] = {
      "Bearer token every /api/ request must carry (unset: no auth)"},
     {"api_body_limit", CF_BYTES, F(api_body_limit), 0, "8MiB", 1, NULL, NULL,
      "largest request body the REST API accepts (bytes, or 512KiB, 8MiB ...)"},
+    {"payload_dir", CF_STRING, F(payload_dir), 0, NULL, 0, NULL, "WEFT_PAYLOAD_DIR",
+     "where large payloads are kept (shared between hosts; unset: $TMPDIR/weft-payloads)"},
+    {"payload_soft", CF_BYTES, F(payload_soft), 0, "128KiB", 0, NULL, "WEFT_PAYLOAD_SOFT",
+     "inputs/outputs larger than this are kept outside the execution (0 = never)"},
+    {"payload_hard", CF_BYTES, F(payload_hard), 0, "16MiB", 0, NULL, "WEFT_PAYLOAD_HARD",
+     "inputs/outputs larger than this are refused (0 = no limit)"},
 };
 
 #define NFIELDS (sizeof fields / sizeof fields[0])

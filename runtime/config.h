@@ -49,6 +49,9 @@ typedef struct cf_config {
     char *api_listen;       /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
     char *api_token;        /* api_token: NULL = no auth; else Bearer token for /api/ */
     int64_t api_body_limit; /* api_body_limit: "8MiB" (bytes) */
+    char *payload_dir;      /* payload_dir: NULL = $TMPDIR/weft-payloads */
+    int64_t payload_soft;   /* payload_soft: "128KiB" */
+    int64_t payload_hard;   /* payload_hard: "16MiB" */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */

@@ -449,7 +449,10 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     case WEFT_TASK_TIMED_OUT:
     case WEFT_TASK_FAILED_WITH_TERMINAL_ERROR:
         if (t->status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR &&
-            (t->status != WEFT_TASK_TIMED_OUT || t->def->timeout_policy == DEF_TIMEOUT_RETRY) &&
+            /* a worker that stopped answering is retried whatever the
+             * policy, as in Conductor; a task that ran too long only on RETRY */
+            (t->status != WEFT_TASK_TIMED_OUT || t->no_response ||
+             t->def->timeout_policy == DEF_TIMEOUT_RETRY) &&
             t->retry_count < t->def->retry_count) {
             t->retried = 1;
             schedule(e, x, t->def, t->scope, t->dyn_json, t->retry_count + 1,
@@ -627,11 +630,13 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
         }
         if (!why)
             continue;
-        if (!strcmp(why, "timeout"))
+        if (!strcmp(why, "timeout")) {
             xc_set_reason(&t->reason, "task timed out after %.3gs", (double)dt->timeout_ms / 1000.0);
-        else
+        } else {
             xc_set_reason(&t->reason, "no response from the worker for %.3gs (responseTimeout)",
                           (double)dt->response_timeout_ms / 1000.0);
+            t->no_response = 1;
+        }
         push(o, DEC_CANCEL, t, 0);
         set_status(e, x, t, WEFT_TASK_TIMED_OUT);
     }

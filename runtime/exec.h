@@ -39,6 +39,7 @@ typedef struct xc_task {
     unsigned queued : 1;   /* waits in a work queue */
     unsigned fresh : 1;    /* created, not yet mapped or queued */
     unsigned sized : 1;    /* its input/output were checked against the payload limits */
+    unsigned no_response : 1; /* timed out waiting for its worker (responseTimeout) */
 } xc_task;
 
 typedef struct xc_scope {

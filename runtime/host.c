@@ -220,8 +220,14 @@ static int has_placeholder(json_object *v)
     }
 }
 
+typedef struct filler {
+    int (*secret)(void *ud, const char *name, char **value, weft_error *err);
+    void *ud;
+    wu_vec *used; /* filled values (malloc'd), or NULL */
+} filler;
+
 /* A string with its placeholders filled in (caller owns), or NULL with err set. */
-static json_object *fill_string(weft_ctx *c, const char *s, weft_error *err)
+static json_object *fill_string(filler *c, const char *s, weft_error *err)
 {
     wu_buf b = {0};
     json_object *out;
@@ -242,13 +248,15 @@ static json_object *fill_string(weft_ctx *c, const char *s, weft_error *err)
         }
         memcpy(name, p + strlen(SECRET_OPEN), n);
         name[n] = 0;
-        if (c->svc->secret(c->svc->ud, name, &value, err)) {
+        if (c->secret(c->ud, name, &value, err)) {
             wu_buf_free(&b);
             return NULL;
         }
         wu_buf_add(&b, value, strlen(value));
-        if (*value && wu_vec_push(&c->secrets, value) == 0)
+        if (*value && c->used && wu_vec_push(c->used, value) == 0)
             value = NULL;
+        if (value)
+            memset(value, 0, strlen(value));
         free(value);
         s = end + 1;
     }
@@ -259,7 +267,7 @@ static json_object *fill_string(weft_ctx *c, const char *s, weft_error *err)
     return out;
 }
 
-static json_object *fill(weft_ctx *c, json_object *v, weft_error *err)
+static json_object *fill(filler *c, json_object *v, weft_error *err)
 {
     json_object *out, *m2;
     size_t i;
@@ -292,14 +300,28 @@ static json_object *fill(weft_ctx *c, json_object *v, weft_error *err)
     }
 }
 
+int host_fill_secrets(json_object *v,
+                      int (*secret)(void *ud, const char *name, char **value, weft_error *err),
+                      void *ud, json_object **out, weft_error *err)
+{
+    filler f = {secret, ud, NULL};
+    if (!(*out = fill(&f, v, err)))
+        return err->code ? err->code : WEFT_ENOMEM;
+    return 0;
+}
+
 int host_ctx_secrets(weft_ctx *c, weft_error *err)
 {
     json_object *in = c->t->input;
+    filler f;
     if (!in || !has_placeholder(in))
         return 0;
     if (!c->svc || !c->svc->secret)
         return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
-    if (!(c->resolved = fill(c, in, err)))
+    f.secret = c->svc->secret;
+    f.ud = c->svc->ud;
+    f.used = &c->secrets;
+    if (!(c->resolved = fill(&f, in, err)))
         return err->code ? err->code : WEFT_ENOMEM;
     c->view.input = c->resolved;
     return 0;

@@ -45,6 +45,13 @@ void host_ctx_done(weft_ctx *c);
  */
 int host_ctx_secrets(weft_ctx *c, weft_error *err);
 
+/* v with its "${secrets.NAME}" placeholders filled in by secret() (a new
+ * value, caller owns; v itself when it has none, with a reference taken):
+ * what an external worker is handed. */
+int host_fill_secrets(json_object *v,
+                      int (*secret)(void *ud, const char *name, char **value, weft_error *err),
+                      void *ud, json_object **out, weft_error *err);
+
 /* After execute: replace every secret value used by this task in the
  * result's output and reason with "***". */
 void host_ctx_redact(weft_ctx *c, weft_result *r);

@@ -16,6 +16,7 @@
 #include "lua_sandbox.h"
 #include "metrics.h"
 #include "ops.h"
+#include "payload.h"
 #include "plugin_loader.h"
 
 #define ND_CLAIM_BATCH 4
@@ -40,6 +41,7 @@ typedef struct worker {
 struct nd_node {
     const cf_config *cfg;
     pl_registry *plugins;
+    ps_store *payloads; /* large inputs/outputs, shared by the threads */
     def_env defs;
     const weft_lock_provider *lock;
     void *lock_handle;
@@ -403,8 +405,18 @@ static void run_one(worker *w, const rs_lease *l)
     host_ctx_init(&c, &w->svc, x, t);
     t0 = wu_mono_ms();
     if ((rc = host_ctx_secrets(&c, &err)) == 0) {
+        char what[200];
         rc = t->def->type->execute(&c, &r);
         host_ctx_redact(&c, &r);
+        snprintf(what, sizeof what, "output of task '%s'", t->ref);
+        if (ps_guard(n->payloads, what, r.output, &err)) {
+            /* over the hard limit: refused, and retrying would not help */
+            json_object_put(r.output);
+            r.output = NULL;
+            r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
+            snprintf(r.reason, sizeof r.reason, "%s", err.msg);
+            rc = 0;
+        }
     } else {
         r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
         snprintf(r.reason, sizeof r.reason, "%s", err.msg);
@@ -611,6 +623,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.lock_wait_ms = n->cfg->lock_wait_ms;
     w->op.sweep_ms = n->cfg->sweep_ms;
     w->op.unfenced = !n->cfg->fencing;
+    w->op.ps = n->payloads;
     w->op.hooks = &w->hooks;
     return 0;
 }
@@ -696,6 +709,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     }
     if (!path || !*path)
         path = dflt = pl_default_path();
+    pl_set_config(n->plugins, cfg->plugins); /* { <plugin name>: { ... } } for types' init */
     pl_load_path(n->plugins, path ? path : "");
     free(dflt);
     for (i = 0; i < pl_failure_count(n->plugins); i++)
@@ -705,6 +719,16 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     n->defs.searched = pl_searched(n->plugins);
     n->defs.host = host_table();
     n->defs.allow_unknown = 1;
+    {
+        char dir[4096];
+        const char *tmp = getenv("TMPDIR");
+        snprintf(dir, sizeof dir, "%s/weft-payloads", tmp && *tmp ? tmp : "/tmp");
+        if ((rc = ps_dir_open(cfg->payload_dir ? cfg->payload_dir : dir, (size_t)cfg->payload_soft,
+                              (size_t)cfg->payload_hard, &n->payloads, err))) {
+            nd_free(n);
+            return rc;
+        }
+    }
     if ((rc = pick_types(n, err))) {
         nd_free(n);
         return rc;
@@ -765,6 +789,7 @@ static int start_api(nd_node *n, weft_error *err)
     a->fencing = cfg->fencing;
     a->max_reaps = cfg->max_reaps;
     a->metrics = n->metrics;
+    a->payloads = n->payloads;
     a->types = (const char *const *)n->types;
     a->ntypes = n->ntypes;
     a->log = api_log;
@@ -865,6 +890,7 @@ void nd_free(nd_node *n)
     worker_fini(&n->keeper);
     if (n->lock && n->lock_handle)
         n->lock->close(n->lock_handle);
+    ps_close(n->payloads);
     free(n->types);
     pl_free(n->plugins);
     mt_free(n->metrics);

@@ -391,8 +391,12 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             after_save(env, x, &o);
         dec_out_free(&o);
         xc_free(x);
-        if (rc != WEFT_ESTATE || wu_mono_ms() >= until)
+        if (rc != WEFT_ESTATE)
             break;
+        if (wu_mono_ms() >= until) {
+            wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
+            break;
+        }
         /* someone saved newer state: load it and redo the change, after a
          * short random pause so two racers fall out of step */
         if (attempt > 2) {
@@ -400,8 +404,6 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
             nanosleep(&ts, NULL);
         }
     }
-    if (rc == WEFT_ESTATE)
-        wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
     collect_clear(&col);
     wu_vec_free(&col.events);
     if (locked) {

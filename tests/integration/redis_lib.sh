@@ -47,7 +47,9 @@ stop_redis() {
 # start_weftd NAME [ARGS...]: its log goes to $TMP/NAME.log; its pid into WEFTD_PID_<NAME>
 start_weftd() {
     name=$1; shift
-    "$WEFTD" --id "$name" "$@" >>"$TMP/$name.log" 2>&1 &
+    # no REST API unless asked for: several daemons share this host
+    case " $* " in *" --api "*) api= ;; *) api=--no-api ;; esac
+    "$WEFTD" --id "$name" $api "$@" >>"$TMP/$name.log" 2>&1 &
     eval "WEFTD_PID_$name=$!"
     WEFTD_PIDS="$WEFTD_PIDS $!"
 }
