@@ -9,9 +9,11 @@ REDIS_DIR="$TMP/redis"
 mkdir -p "$REDIS_DIR"
 
 free_port() {
-    # a random high port nobody listens on
+    # a random high port nobody listens on, below Linux's ephemeral range
+    # (32768-60999): a client socket's port there, even in TIME_WAIT, makes
+    # redis-server's bind fail with "Address already in use"
     while :; do
-        p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 30000 ))
+        p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000 ))
         (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; return; }
     done
 }
