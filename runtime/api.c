@@ -1523,6 +1523,8 @@ typedef struct route {
 } route;
 
 /* First match wins: literal routes before the ones with wildcards at the same place. */
+static mhd_result h_token(ctx *c);
+
 static const route routes[] = {
     {"health", {h_health, NULL, NULL, NULL}},
     {"metrics", {h_metrics, NULL, NULL, NULL}},
@@ -1542,6 +1544,7 @@ static const route routes[] = {
     {"api/tasks/poll/batch/*", {h_poll_batch, NULL, NULL, NULL}},
     {"api/tasks/poll/*", {h_poll, NULL, NULL, NULL}},
     {"api/tasks/*/*/*", {NULL, h_by_ref, NULL, NULL}},
+    {"api/token", {NULL, h_token, NULL, NULL}},
 };
 
 static int matches(const char *pattern, const char *const *seg, int nseg)
@@ -1583,22 +1586,50 @@ static int split(req *q, const char *url)
 }
 
 /* Constant-time: how long the comparison takes says nothing of the token. */
+static int same_secret(const char *tok, const char *h)
+{
+    size_t lt = strlen(tok), lh = strlen(h), i;
+    unsigned diff = lt != lh;
+    for (i = 0; i < lt; i++)
+        diff |= (unsigned)(unsigned char)tok[i] ^ (unsigned)(unsigned char)(i < lh ? h[i] : 0);
+    return diff == 0;
+}
+
+/* "Authorization: Bearer <token>", or Conductor's "X-Authorization: <token>"
+ * (what its client SDKs send after POST /api/token). */
 static int authorized(const ap_server *s, struct MHD_Connection *conn)
 {
     const char *tok = s->cfg.token, *h;
-    size_t lt, lh, i;
-    unsigned diff;
     if (!tok || !*tok) return 1;
+    h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Authorization");
+    if (h && same_secret(tok, h)) return 1;
     h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     for (h += 7; *h == ' '; h++)
         ;
-    lt = strlen(tok);
-    lh = strlen(h);
-    diff = lt != lh;
-    for (i = 0; i < lt; i++)
-        diff |= (unsigned)(unsigned char)tok[i] ^ (unsigned)(unsigned char)(i < lh ? h[i] : 0);
-    return diff == 0;
+    return same_secret(tok, h);
+}
+
+/* POST /api/token {keyId, keySecret}: Conductor's SDKs trade a key for a token
+ * here. The secret is the API token; the answer is the token to send. */
+static mhd_result h_token(ctx *c)
+{
+    json_object *j, *secret, *out;
+    const char *tok = c->s->cfg.token;
+    mhd_result r;
+    if (body_json(c, 0, &j)) return c->res;
+    if (tok && *tok &&
+        !(json_object_object_get_ex(j, "keySecret", &secret) &&
+          json_object_is_type(secret, json_type_string) &&
+          same_secret(tok, json_object_get_string(secret)))) {
+        json_object_put(j);
+        return send_error(c, 401, "keySecret does not match the API token");
+    }
+    json_object_put(j);
+    out = json_object_new_object();
+    json_object_object_add(out, "token", json_object_new_string(tok ? tok : ""));
+    r = send_json(c, 200, out); /* takes out */
+    return r;
 }
 
 /* The first call for a request: route, auth and size, answered at once when wrong. */
@@ -1608,7 +1639,8 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
     const char *len;
     int m;
     if (split(q, url)) return MHD_NO;
-    if (q->nseg >= 1 && !strcmp(q->seg[0], "api") && !authorized(c->s, c->conn))
+    if (q->nseg >= 1 && !strcmp(q->seg[0], "api") &&
+        !(q->nseg == 2 && !strcmp(q->seg[1], "token")) && !authorized(c->s, c->conn))
         return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"weft\"",
                             "missing or wrong bearer token (Authorization: Bearer <token>)");
     if (q->nseg > SEGS_MAX || !(q->route = route_of(q)))

@@ -555,6 +555,16 @@ http GET /api/nothing -H 'Authorization: Bearer wrong'
 expect_code "unknown /api path without the token" 401
 http GET /api/metadata/workflow -H 'Authorization: Bearer s3cret-token'
 expect_code "the right token" 200
+# Conductor's SDKs: trade key and secret at /api/token, then send X-Authorization
+http POST /api/token -d '{"keyId":"k","keySecret":"wrong"}'
+expect_code "/api/token with a wrong secret" 401
+http POST /api/token -d '{"keyId":"k","keySecret":"s3cret-token"}'
+expect_code "/api/token with the secret" 200
+case $body in *'"token":"s3cret-token"'*) ok "/api/token hands out the token" ;; *) not_ok "/api/token: $body" ;; esac
+http GET /api/metadata/workflow -H 'X-Authorization: s3cret-token'
+expect_code "X-Authorization with the token" 200
+http GET /api/metadata/workflow -H 'X-Authorization: nope'
+expect_code "X-Authorization with a wrong token" 401
 http GET /health
 expect_code "/health needs no token" 200
 http GET /metrics
