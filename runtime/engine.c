@@ -38,6 +38,8 @@ struct eng {
     item *heap;
     size_t nheap, capheap;
     uint64_t seq;
+    eng_ended_fn on_ended; /* set during eng_run_all */
+    void *on_ended_ud;
 };
 
 /* ---- the work heap (memory store queue) ---- */
@@ -313,6 +315,8 @@ static void ended(eng *e, xc_exec *x)
 {
     xc_exec *px;
     xc_task *pt;
+    if (e->on_ended)
+        e->on_ended(e->on_ended_ud, x);
     if ((x->status == WEFT_WF_FAILED || x->status == WEFT_WF_TIMED_OUT) && x->def->failure_workflow)
         start_failure_workflow(e, x);
     if (!x->parent_id || !(px = wu_map_get(e->execs, x->parent_id)) ||
@@ -472,12 +476,27 @@ static void describe_blocked(xc_exec *x, weft_error *err)
 
 int eng_run(eng *e, xc_exec *x, weft_error *err)
 {
-    while (!xc_wf_terminal(x->status)) {
+    return eng_run_all(e, &x, 1, NULL, NULL, err);
+}
+
+int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void *ud,
+                weft_error *err)
+{
+    size_t first = 0; /* xs before this one are terminal */
+    int rc = 0;
+    e->on_ended = on_end;
+    e->on_ended_ud = ud;
+    for (;;) {
         int64_t now;
         item it;
+        while (first < n && xc_wf_terminal(xs[first]->status))
+            first++;
+        if (first == n)
+            break;
         if (e->nheap == 0) {
-            describe_blocked(x, err);
-            return WEFT_ESTATE;
+            describe_blocked(xs[first], err);
+            rc = WEFT_ESTATE;
+            break;
         }
         now = wu_now_ms();
         if (e->heap[0].at > now) {
@@ -490,7 +509,9 @@ int eng_run(eng *e, xc_exec *x, weft_error *err)
         it = heap_pop(e);
         process(e, &it);
     }
-    return 0;
+    e->on_ended = NULL;
+    e->on_ended_ud = NULL;
+    return rc;
 }
 
 int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,

@@ -39,6 +39,19 @@ int eng_start(eng *e, def_workflow *def, json_object *input, xc_exec **out, weft
  */
 int eng_run(eng *e, xc_exec *x, weft_error *err);
 
+/* Called as an execution ends (any execution of the engine, children too);
+ * x is borrowed, valid until the callback returns. */
+typedef void (*eng_ended_fn)(void *ud, const xc_exec *x);
+
+/*
+ * Run until every one of xs[0..n) is terminal, calling on_end (may be NULL)
+ * as each execution ends meanwhile (benchmarks: many executions in flight).
+ * Returns 0, or WEFT_ESTATE as eng_run for the first one that nothing can
+ * move on. xs is borrowed.
+ */
+int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void *ud,
+                weft_error *err);
+
 /* Deliver an external result to a task (signal, worker). */
 int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,
                       weft_task_status status, json_object *output, weft_error *err);
