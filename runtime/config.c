@@ -56,7 +56,7 @@ static const cf_field fields[] = {
     {"daemon_id", CF_STRING, F(daemon_id), 0, NULL, 0, NULL, NULL,
      "this daemon's id (unset: <host>-<pid>)"},
     {"workers", CF_INT, F(workers), 0, "4", 1, NULL, NULL, "threads that claim and decide"},
-    {"lock", CF_STRING, F(lock), 0, "redis", 0, NULL, NULL,
+    {"lock", CF_STRING, F(lock), 0, "none", 0, NULL, NULL,
      "lock provider guarding each workflow: none, local, redis or a plugin's"},
     {"lock_ttl", CF_DURATION, F(lock_ttl_ms), 0, "10s", 1, NULL, NULL,
      "how long a lock is held at most"},

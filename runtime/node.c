@@ -317,6 +317,7 @@ typedef struct apply_args {
     weft_result *r;
     const char *child_id;
     int64_t started_ms;
+    int poll_count; /* the task's poll count once this worker took it */
 } apply_args;
 
 static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
@@ -329,7 +330,9 @@ static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
         return OP_NOCHANGE; /* canceled or already done: the late result is dropped */
     if (!t->started_ms)
         t->started_ms = a->started_ms;
-    dec_start(dec, x, t);
+    /* started already in the worker's copy; a fresh load has not seen it */
+    if (t->poll_count < a->poll_count)
+        dec_start(dec, x, t);
     if (a->child_id && !t->child_id)
         t->child_id = strdup(a->child_id);
     /* a fenced save may run this twice: hand the decider its own references */
@@ -431,13 +434,22 @@ static void run_one(worker *w, const rs_lease *l)
     if (rs_ack(w->r, l, &err) != 0) {
         nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, x->id, err.msg);
     } else {
-        a.task_id = t->id;
+        char id[64], tid[64], child[64] = "";
+        snprintf(id, sizeof id, "%s", x->id);
+        snprintf(tid, sizeof tid, "%s", t->id);
+        if (t->child_id)
+            snprintf(child, sizeof child, "%s", t->child_id);
+        a.task_id = tid;
         a.rc = rc;
         a.r = &r;
-        a.child_id = t->child_id;
+        a.child_id = child[0] ? child : NULL;
         a.started_ms = t->started_ms;
-        if (op_update(&w->op, x->id, fn_apply, &a, &err))
-            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: result not saved: %s", t->id, x->id,
+        a.poll_count = t->poll_count;
+        /* the copy loaded above goes in first: if nobody saved since, no reload */
+        rc = op_update_from(&w->op, id, x, fn_apply, &a, &err);
+        x = NULL;
+        if (rc)
+            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: result not saved: %s", tid, id,
                    err.msg);
     }
     host_result_clear(&r);
@@ -452,7 +464,9 @@ static int run_tasks(worker *w, int64_t *backoff)
     int k, i;
     if (!n->ntypes)
         return 0;
-    k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, 1, n->cfg->lease_ms, got, &err);
+    /* a batch per round trip; the keeper renews every lease of the batch */
+    k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, ND_CLAIM_BATCH, n->cfg->lease_ms,
+                 got, &err);
     if (k < 0) {
         if (rs_broken(w->r))
             redis_trouble(w, &err, backoff);

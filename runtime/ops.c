@@ -326,6 +326,12 @@ static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char 
 
 int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
 {
+    return op_update_from(env, id, NULL, fn, ud, err);
+}
+
+int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                   weft_error *err)
+{
     char token[128] = "";
     int locked = 0, attempt, rc = 0;
     collect col = {{0}};
@@ -336,8 +342,10 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
     if (env->lock) {
         rc = env->lock->acquire(env->lock_handle, id, env->lock_ttl_ms, env->lock_wait_ms, token,
                                 sizeof token, err);
-        if (rc)
+        if (rc) {
+            xc_free(loaded);
             return rc;
+        }
         locked = 1;
     }
     int64_t until = wu_mono_ms() + OP_RACE_MS;
@@ -349,7 +357,15 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
         size_t nsteps = 0;
         json_object *doc;
 
-        rc = load(env, id, &x, &fence, err);
+        if (loaded) {
+            /* the caller's copy: the fence tells whether it is still current */
+            x = loaded;
+            fence = x->fence;
+            loaded = NULL;
+            rc = 0;
+        } else {
+            rc = load(env, id, &x, &fence, err);
+        }
         if (rc == WEFT_EINVAL && fence > 0) {
             /* unreadable: fail it with the reason, once */
             char why[WEFT_ERROR_MAX];

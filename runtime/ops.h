@@ -64,6 +64,11 @@ typedef int (*op_fn)(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
                      weft_error *err);
 int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err);
 
+/* The same, trying first with an execution the caller loaded (op_load;
+ * taken, also on failure): one round trip less when nobody saved since. */
+int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                   weft_error *err);
+
 /* Load an execution (caller frees with xc_free). */
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
 

@@ -68,7 +68,7 @@ static void assert_defaults(const cf_config *c)
     assert_null(c->plugin_path);
     assert_null(c->daemon_id);
     assert_int_equal(c->workers, 4);
-    assert_string_equal(c->lock, "redis");
+    assert_string_equal(c->lock, "none");
     assert_int_equal(c->lock_ttl_ms, 10000);
     assert_int_equal(c->lock_wait_ms, 2000);
     assert_int_equal(c->fencing, 1);
@@ -154,7 +154,7 @@ static void test_full_file(void **state)
     if (rc) fail_msg("%s", err.msg);
     assert_int_equal(c.workers, 2);
     assert_null(c.types);
-    assert_string_equal(c.lock, "redis");
+    assert_string_equal(c.lock, "none");
     cf_free(&c);
     assert_int_equal(load(&c, "return {}", &err), 0);
     assert_defaults(&c);
@@ -452,7 +452,7 @@ static void test_precedence(void **state)
     assert_string_equal(c.key_prefix, "env:");        /* env over file */
     assert_string_equal(c.plugin_path, "/file");      /* file over default */
     assert_int_equal(c.workers, 2);
-    assert_string_equal(c.lock, "redis"); /* default */
+    assert_string_equal(c.lock, "none"); /* default */
     cf_free(&c);
 }
 
