@@ -2005,17 +2005,19 @@ int rs_command(rs *r, weft_error *err, const char *fmt, ...)
     return rc;
 }
 
-/* ---- secrets ---- */
+/* ---- named hashes (secrets, task definitions): NAME -> value ---- */
 
-/* Psecrets is one hash: NAME -> value. One round trip each. */
-int rs_secret_set(rs *r, const char *name, const char *value, weft_error *err)
+/* HSET P<kind> name value. One round trip. */
+static int hash_put(rs *r, const char *kind, const char *what, const char *name,
+                    const char *value, weft_error *err)
 {
     char k[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
-    k_name(r, "secrets", "", k);
+    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    if (!value) return wu_err(err, WEFT_EINVAL, "%s %s: no value", what, name);
+    k_name(r, kind, "", k);
     cmd_add(&c, "HSET");
     cmd_add(&c, k);
     cmd_add(&c, name);
@@ -2025,26 +2027,44 @@ int rs_secret_set(rs *r, const char *name, const char *value, weft_error *err)
     return 0;
 }
 
-int rs_secret_get(rs *r, const char *name, char **value, weft_error *err)
+/* HGET P<kind> name (*value malloc'd); `missing` is the message when absent. One round trip. */
+static int hash_get(rs *r, const char *kind, const char *what, const char *name, char **value,
+                    const char *missing, weft_error *err)
 {
     char k[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
     *value = NULL;
-    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
-    k_name(r, "secrets", "", k);
+    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    k_name(r, kind, "", k);
     cmd_add(&c, "HGET");
     cmd_add(&c, k);
     cmd_add(&c, name);
     if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
     if (x->type != REDIS_REPLY_STRING) {
         replies_free(&x, 1);
-        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set (weft secret set %s)", name, name);
+        return wu_err(err, WEFT_ENOTFOUND, "%s", missing);
     }
     *value = reply_dup(x);
     replies_free(&x, 1);
     return *value ? 0 : oom(err);
+}
+
+/* ---- secrets ---- */
+
+/* Psecrets is one hash: NAME -> value. One round trip each. */
+int rs_secret_set(rs *r, const char *name, const char *value, weft_error *err)
+{
+    return hash_put(r, "secrets", "secret name", name, value, err);
+}
+
+int rs_secret_get(rs *r, const char *name, char **value, weft_error *err)
+{
+    char missing[300];
+    snprintf(missing, sizeof missing, "secret '%.100s' is not set (weft secret set %.100s)", name,
+             name);
+    return hash_get(r, "secrets", "secret name", name, value, missing, err);
 }
 
 int rs_secret_delete(rs *r, const char *name, weft_error *err)
@@ -2332,43 +2352,15 @@ int rs_def_list(rs *r, char **json, weft_error *err)
 /* One round trip: HSET. */
 int rs_taskdef_put(rs *r, const char *name, const char *json, weft_error *err)
 {
-    char k[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    int rc;
-    if ((rc = check_name("task name", name, NAME_MAX_, 1, err)) != 0) return rc;
-    if (!json) return wu_err(err, WEFT_EINVAL, "task definition %s: no JSON", name);
-    k_name(r, "taskdefs", "", k);
-    cmd_add(&c, "HSET");
-    cmd_add(&c, k);
-    cmd_add(&c, name);
-    cmd_add(&c, json);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    replies_free(&x, 1);
-    return 0;
+    return hash_put(r, "taskdefs", "task name", name, json, err);
 }
 
 /* One round trip: HGET. */
 int rs_taskdef_get(rs *r, const char *name, char **json, weft_error *err)
 {
-    char k[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    int rc;
-    *json = NULL;
-    if ((rc = check_name("task name", name, NAME_MAX_, 1, err)) != 0) return rc;
-    k_name(r, "taskdefs", "", k);
-    cmd_add(&c, "HGET");
-    cmd_add(&c, k);
-    cmd_add(&c, name);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_STRING) {
-        replies_free(&x, 1);
-        return wu_err(err, WEFT_ENOTFOUND, "no task definition %s", name);
-    }
-    *json = reply_dup(x);
-    replies_free(&x, 1);
-    return *json ? 0 : oom(err);
+    char missing[200];
+    snprintf(missing, sizeof missing, "no task definition %.150s", name);
+    return hash_get(r, "taskdefs", "task name", name, json, missing, err);
 }
 
 /* One round trip: HGETALL. */
