@@ -39,14 +39,15 @@ struct sbx {
     lua_Hook line_hook;
 };
 
-/* Registry keys: only their addresses matter. */
-static char reg_env, reg_cache, reg_array_mt;
+/* Registry keys: only their addresses matter. reg_backing is also the key,
+ * in a proxy's metatable, of the frozen table behind the proxy. */
+static char reg_mts, reg_cache, reg_array_mt, reg_backing;
 
-/* Safe base functions; setmetatable is replaced by safe_setmetatable. */
+/* Safe base functions; those that see a table raw, or its metatable, are
+ * replaced by the proxy-aware versions in base_wrapped below. */
 static const char *const base_names[] = {
-    "assert",   "error",    "getmetatable", "ipairs", "next",     "pairs",
-    "pcall",    "rawequal", "rawget",       "rawlen", "rawset",   "select",
-    "tonumber", "tostring", "type",         "xpcall", "_VERSION", NULL,
+    "assert",   "error",    "ipairs", "pcall",   "rawequal", "rawlen",
+    "select",   "tonumber", "tostring", "type",  "xpcall",   "_VERSION", NULL,
 };
 
 static const struct {
@@ -58,6 +59,9 @@ static const struct {
     {LUA_MATHLIBNAME, luaopen_math},
     {LUA_UTF8LIBNAME, luaopen_utf8},
 };
+
+#define NLIBS (sizeof libs / sizeof libs[0])
+#define ENV_MT ((lua_Integer)NLIBS + 1) /* index of the env metatable in reg_mts */
 
 /* Left out of the library copies: dump makes bytecode; randomseed would let
  * one script fix the random sequence the next one sees. */
@@ -121,25 +125,6 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     }
     lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     luaL_error(L, "sandbox limit exceeded");
-}
-
-/* setmetatable without __gc: a finalizer would run outside the limits. */
-static int safe_setmetatable(lua_State *L)
-{
-    int t = lua_type(L, 2);
-    luaL_checktype(L, 1, LUA_TTABLE);
-    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
-    if (t == LUA_TTABLE) {
-        lua_pushliteral(L, "__gc");
-        if (lua_rawget(L, 2) != LUA_TNIL)
-            return luaL_error(L, "__gc metamethods are not allowed in the sandbox");
-        lua_pop(L, 1);
-    }
-    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
-        return luaL_error(L, "cannot change a protected metatable");
-    lua_settop(L, 2);
-    lua_setmetatable(L, 1);
-    return 1;
 }
 
 /*
@@ -206,52 +191,189 @@ static int is_dropped(const char *name)
     return 0;
 }
 
-#define NLIBS (sizeof libs / sizeof libs[0])
-
 /*
- * Given the env template t (base functions by name, library copies at
- * t[1..4] named by the other arguments), make a function that returns a
- * fresh env: table constructors the VM runs several times faster than the
- * same copy through the C API.
+ * Library tables and the base functions are built once per state, in frozen
+ * tables no script can reach. Each eval gets an empty env, and empty proxies
+ * for string/table/math/utf8, whose shared (locked) metatables have __index
+ * = the frozen table. A write to a new name lands in the per-eval table and
+ * vanishes with it. A write to a name the frozen table has (string.upper =
+ * nil), or anything that looks at the table raw (rawget, rawset, next,
+ * pairs, setmetatable) first "materializes" the proxy: copies the frozen
+ * fields into it and drops its metatable, so it becomes the plain per-eval
+ * copy every eval used to get. getmetatable answers nil for a proxy, as for
+ * a plain table. The frozen tables never change.
  */
-static const char env_maker_gen[] =
-    "local t, names = ...\n"
-    "local src = { 'local t = ...\\nlocal l1, l2, l3, l4 = t[1], t[2], t[3], t[4]\\n',\n"
-    "  'return function()\\nlocal e = {' }\n"
-    "local function fields(tbl, ref)\n"
-    "  local keys = {}\n"
-    "  for k in next, tbl do if type(k) == 'string' then keys[#keys + 1] = k end end\n"
-    "  table.sort(keys)\n"
-    "  for _, k in ipairs(keys) do\n"
-    "    src[#src + 1] = string.format('[%q] = %s[%q],', k, ref, k)\n"
-    "  end\n"
-    "end\n"
-    "fields(t, 't')\n"
-    "src[#src + 1] = '}\\n'\n"
-    "for i, name in ipairs(names) do\n"
-    "  src[#src + 1] = string.format('e[%q] = {', name)\n"
-    "  fields(t[i], 'l' .. i)\n"
-    "  src[#src + 1] = '}\\n'\n"
-    "end\n"
-    "src[#src + 1] = 'e._G = e\\nreturn e\\nend\\n'\n"
-    "return assert(load(table.concat(src), '=sandbox env', 't'))(t)\n";
 
-/* Runs once per state (protected): libraries, the env maker, the cache. */
+/* If the value at idx is a proxy, push its frozen table and return 1. */
+static int push_backing(lua_State *L, int idx)
+{
+    if (!lua_getmetatable(L, idx)) return 0;
+    if (lua_rawgetp(L, -1, &reg_backing) == LUA_TTABLE) {
+        lua_remove(L, -2);
+        return 1;
+    }
+    lua_pop(L, 2);
+    return 0;
+}
+
+/* Turn the proxy at idx (if it is one) into a plain copy. */
+static void materialize(lua_State *L, int idx)
+{
+    int b;
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) != LUA_TTABLE) return;
+    luaL_checkstack(L, 4, NULL);
+    if (!push_backing(L, idx)) return;
+    b = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, b)) {
+        lua_pushvalue(L, -2);
+        lua_insert(L, -2);
+        lua_rawset(L, idx);
+    }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_setmetatable(L, idx);
+}
+
+/* __newindex of proxies (called only for names the proxy lacks raw) */
+static int proxy_newindex(lua_State *L)
+{
+    lua_settop(L, 3);
+    if (push_backing(L, 1)) {
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, -2) != LUA_TNIL) materialize(L, 1);
+        lua_settop(L, 3);
+    }
+    lua_rawset(L, 1);
+    return 0;
+}
+
+/* setmetatable without __gc: a finalizer would run outside the limits. */
+static int safe_setmetatable(lua_State *L)
+{
+    int t = lua_type(L, 2);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_argexpected(L, t == LUA_TNIL || t == LUA_TTABLE, 2, "nil or table");
+    if (t == LUA_TTABLE) {
+        lua_pushliteral(L, "__gc");
+        if (lua_rawget(L, 2) != LUA_TNIL)
+            return luaL_error(L, "__gc metamethods are not allowed in the sandbox");
+        lua_pop(L, 1);
+    }
+    materialize(L, 1);
+    if (luaL_getmetafield(L, 1, "__metatable") != LUA_TNIL)
+        return luaL_error(L, "cannot change a protected metatable");
+    lua_settop(L, 2);
+    lua_setmetatable(L, 1);
+    return 1;
+}
+
+static int safe_getmetatable(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    if (!lua_getmetatable(L, 1)) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pushlightuserdata(L, &reg_backing);
+    if (lua_rawget(L, -2) == LUA_TTABLE) {
+        lua_pushnil(L);
+        return 1;
+    }
+    lua_pop(L, 1);
+    luaL_getmetafield(L, 1, "__metatable");
+    return 1;
+}
+
+static int safe_next(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_settop(L, 2);
+    materialize(L, 1); /* for a table without a metatable, one check */
+    if (lua_next(L, 1)) return 2;
+    lua_pushnil(L);
+    return 1;
+}
+
+static int safe_pairs(lua_State *L)
+{
+    luaL_checkany(L, 1);
+    if (luaL_getmetafield(L, 1, "__pairs") == LUA_TNIL) {
+        lua_pushcfunction(L, safe_next);
+        lua_pushvalue(L, 1);
+        lua_pushnil(L);
+    } else {
+        lua_pushvalue(L, 1);
+        lua_call(L, 1, 3);
+    }
+    return 3;
+}
+
+static int safe_rawget(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkany(L, 2);
+    lua_settop(L, 2);
+    materialize(L, 1);
+    lua_rawget(L, 1);
+    return 1;
+}
+
+static int safe_rawset(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    luaL_checkany(L, 2);
+    luaL_checkany(L, 3);
+    lua_settop(L, 3);
+    materialize(L, 1);
+    lua_rawset(L, 1);
+    return 1;
+}
+
+static const luaL_Reg base_wrapped[] = {
+    {"getmetatable", safe_getmetatable},
+    {"setmetatable", safe_setmetatable},
+    {"next", safe_next},
+    {"pairs", safe_pairs},
+    {"rawget", safe_rawget},
+    {"rawset", safe_rawset},
+    {NULL, NULL},
+};
+
+/* Pops a frozen table; pushes a locked metatable for proxies of it. */
+static void make_proxy_mt(lua_State *L)
+{
+    lua_createtable(L, 0, 4);
+    lua_insert(L, -2);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "__index");
+    lua_rawsetp(L, -2, &reg_backing);
+    lua_pushcfunction(L, proxy_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+}
+
+/* Runs once per state (protected): libraries, the frozen tables, the cache. */
 static int setup_state(lua_State *L)
 {
     const char *const *n;
     size_t i;
-    int tmpl;
+    int mts, base;
     luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
     lua_pop(L, 1);
+    lua_createtable(L, (int)ENV_MT, 0);
+    mts = lua_gettop(L);
     lua_newtable(L);
-    tmpl = lua_gettop(L);
+    base = lua_gettop(L);
     for (n = base_names; *n; n++) {
         lua_getglobal(L, *n);
-        lua_setfield(L, tmpl, *n);
+        lua_setfield(L, base, *n);
     }
-    lua_pushcfunction(L, safe_setmetatable);
-    lua_setfield(L, tmpl, "setmetatable");
+    luaL_setfuncs(L, base_wrapped, 0);
+    make_proxy_mt(L);
+    lua_rawseti(L, mts, ENV_MT);
     for (i = 0; i < NLIBS; i++) {
         int lib, copy;
         size_t j;
@@ -277,22 +399,15 @@ static int setup_state(lua_State *L)
             lua_insert(L, -2);
             lua_rawset(L, copy);
         }
-        lua_rawseti(L, tmpl, (lua_Integer)i + 1);
+        make_proxy_mt(L);
+        lua_rawseti(L, mts, (lua_Integer)i + 1);
         /* ("").dump would reach the real string table through the metatable */
         lua_pushnil(L);
         lua_setfield(L, lib, "dump");
         lua_pop(L, 1);
     }
-    if (luaL_loadbufferx(L, env_maker_gen, sizeof env_maker_gen - 1, "=sandbox setup", "t"))
-        return lua_error(L);
-    lua_insert(L, tmpl);
-    lua_createtable(L, (int)NLIBS, 0); /* NLIBS must be 4: see env_maker_gen */
-    for (i = 0; i < NLIBS; i++) {
-        lua_pushstring(L, libs[i].name);
-        lua_rawseti(L, -2, (lua_Integer)i + 1);
-    }
-    lua_call(L, 2, 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_env);
+    lua_settop(L, mts);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_mts);
 
     lua_pushliteral(L, "");
     lua_getmetatable(L, -1);
@@ -364,9 +479,26 @@ size_t sbx_mem_used(const sbx *s)
 
 void sbx_push_env(lua_State *L)
 {
-    luaL_checkstack(L, 4, NULL);
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_env);
-    lua_call(L, 0, 1);
+    size_t i;
+    int mts, env;
+    luaL_checkstack(L, 5, NULL);
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_mts);
+    mts = lua_gettop(L);
+    lua_createtable(L, 0, (int)NLIBS + 4);
+    env = mts + 1;
+    for (i = 0; i < NLIBS; i++) {
+        lua_pushstring(L, libs[i].name);
+        lua_createtable(L, 0, 0);
+        lua_rawgeti(L, mts, (lua_Integer)i + 1);
+        lua_setmetatable(L, -2);
+        lua_rawset(L, env);
+    }
+    lua_pushliteral(L, "_G");
+    lua_pushvalue(L, env);
+    lua_rawset(L, env);
+    lua_rawgeti(L, mts, ENV_MT);
+    lua_setmetatable(L, env);
+    lua_remove(L, mts);
 }
 
 static void push_json(lua_State *L, json_object *v, int depth)
@@ -528,6 +660,8 @@ static int tj_table(struct tj *t, int idx, json_object **out)
         if (t->parents[i] == self)
             return tj_fail(t, "cannot convert a table that contains itself (a cycle) to JSON");
     if (!lua_checkstack(L, 8)) return wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+    /* a library proxy (or an env) converts as what it stands for */
+    if (push_backing(L, idx)) idx = lua_gettop(L);
     if (lua_getmetatable(L, idx)) {
         int mt = lua_gettop(L);
         lua_pushliteral(L, "__jsontype");
@@ -896,8 +1030,9 @@ static int eval_protected(lua_State *L)
     }
     sbx_push_env(L);
     push_json(L, c->input, 0);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, -3, "input");
+    lua_pushliteral(L, "input");
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -4);
     return run_thread(L, c->s, 2, 1, 0, &c->status);
 }
 

@@ -48,8 +48,13 @@ int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input
 lua_State *sbx_state(sbx *s);
 
 /*
- * Push a fresh sandbox environment table (safe globals, fresh copies of the
- * library tables) on L's stack.
+ * Push a fresh sandbox environment table on L's stack: safe globals, and
+ * per-env proxies for the library tables. The base functions and library
+ * tables are frozen, built once per state; the env and proxies read through
+ * to them and turn into plain per-env copies on the first write to an
+ * existing name or raw look (rawget/rawset/next/pairs/setmetatable), so a
+ * script cannot change what another env sees. getmetatable on the env or a
+ * proxy answers nil, as for a plain table.
  */
 void sbx_push_env(lua_State *L);
 

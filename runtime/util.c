@@ -92,13 +92,19 @@ static void random_bytes(unsigned char *buf, size_t n)
 
 void wu_uuid(char buf[37])
 {
+    static const char hex[] = "0123456789abcdef";
     unsigned char b[16];
+    size_t i;
+    char *p = buf;
     random_bytes(b, sizeof b);
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(buf, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
-             b[13], b[14], b[15]);
+    for (i = 0; i < sizeof b; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
+        *p++ = hex[b[i] >> 4];
+        *p++ = hex[b[i] & 0x0f];
+    }
+    *p = 0;
 }
 
 int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)

@@ -227,6 +227,84 @@ static void test_isolation(void **state)
                "cannot change a protected metatable");
 }
 
+/*
+ * Library tables and the base functions are shared, frozen tables behind
+ * per-eval proxies: every way of writing to them, or looking at them raw,
+ * must act on this eval's copy only.
+ */
+static void test_library_proxies(void **state)
+{
+    sbx *s = *state;
+    /* rawset on a library table or _G */
+    expect(s,
+           "rawset(string, 'upper', nil) rawset(string, 'evil', 1) rawset(math, 'pi', 3) "
+           "rawset(_G, 'type', nil) "
+           "return string.upper == nil and string.evil == 1 and math.pi == 3 and type == nil and "
+           "rawget(string, 'evil') == 1 and rawget(table, 'insert') ~= nil",
+           NULL, "true");
+    expect(s,
+           "return string.upper('a') == 'A' and string.evil == nil and math.pi > 3.14 and "
+           "type(1) == 'number' and rawget(string, 'evil') == nil and "
+           "rawget(string, 'upper') == string.upper and rawget(_G, 'pairs') == pairs",
+           NULL, "true");
+    /* a write to a name the library has takes effect at once, in this eval only */
+    expect(s, "string.upper = nil utf8.char = 1 return string.upper == nil and utf8.char == 1",
+           NULL, "true");
+    expect(s, "string.helper = function(x) return x .. '!' end return string.helper('a')", NULL,
+           "\"a!\"");
+    expect(s, "return string.upper ~= nil and utf8.char(72) == 'H' and string.helper == nil",
+           NULL, "true");
+    /* pairs / next over a library see its fields (but not the dropped ones) */
+    expect(s,
+           "local a, b, c = 0, 0, 0 for _ in pairs(math) do a = a + 1 end "
+           "for _ in next, math do b = b + 1 end "
+           "for k, v in pairs(string) do c = c + 1 assert(string[k] == v) end "
+           "return a == b and a > 20 and c > 10 and next(utf8) ~= nil and math.randomseed == nil",
+           NULL, "true");
+    expect(s, "local k = next(table, 'insert') return k == nil or type(table[k]) == 'function'",
+           NULL, "true");
+    expect(s,
+           "for k in pairs(string) do if k == 'dump' then return false end end "
+           "for k in pairs(math) do if k == 'randomseed' then return false end end return true",
+           NULL, "true");
+    expect(s,
+           "string.mine = 1 local seen, n = false, 0 "
+           "for k in pairs(string) do n = n + 1 if k == 'mine' then seen = true end end "
+           "string.upper = nil local m = 0 for k in pairs(string) do m = m + 1 end "
+           "return seen and m == n - 1 and string.format ~= nil",
+           NULL, "true");
+    expect(s,
+           "local names = {} for k in pairs(_G) do names[k] = true end "
+           "return names.string and names.pairs and names.input and names._G and names.setmetatable "
+           "and not names.print",
+           "{}", "true");
+    /* setmetatable / getmetatable on a library table or _G */
+    expect(s, "return getmetatable(string) == nil and getmetatable(_G) == nil", NULL, "true");
+    expect(s,
+           "setmetatable(string, {__index = function() return 'hooked' end}) "
+           "setmetatable(_G, {__index = function() return 42 end}) "
+           "return string.nothing .. undefined .. string.upper('a')",
+           NULL, "\"hooked42A\"");
+    expect(s,
+           "return string.nothing == nil and undefined == nil and getmetatable(string) == nil and "
+           "getmetatable(_G) == nil",
+           NULL, "true");
+    expect_err(s, "setmetatable(table, {__newindex = function() error('nope') end}) table.x = 1",
+               NULL, WEFT_ESCRIPT, "nope");
+    expect(s, "table.x = 1 return table.x", NULL, "1");
+    /* writes to _G */
+    expect(s, "_G.x = 1 pairs = nil _G.next = nil return pairs == nil and next == nil and x == 1",
+           NULL, "true");
+    expect(s, "return x == nil and pairs ~= nil and next ~= nil and _G.x == nil", NULL, "true");
+    /* the library tables convert (and fail) as before */
+    expect_err(s, "return string", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
+    expect_err(s, "return _G", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
+    expect_err(s, "error(math)", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
+    /* each eval gets its own tables; methods on strings are unaffected */
+    expect(s, "_G.keep = string return ('x'):upper()", NULL, "\"X\"");
+    expect(s, "return keep == nil", NULL, "true");
+}
+
 static void test_forbidden_globals(void **state)
 {
     sbx *s = *state;
@@ -533,6 +611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_to_json_direct, setup, teardown),
         cmocka_unit_test_setup_teardown(test_input_global, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isolation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_library_proxies, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
