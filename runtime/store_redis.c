@@ -790,7 +790,6 @@ typedef struct rs_entry {
     rs_step_kind kind;
     const char *type, *task;
     int64_t at;
-    int only_earlier; /* WAKE with ZADD LT */
     char *raw;        /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
     char *buf;        /* owned copy the fields point into (parsed entries) */
 } rs_entry;
@@ -890,10 +889,14 @@ static void step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char k
         cmd_dup(c, member);
         break;
     case RS_WAKE:
+        /* Always LT: a save's steps are applied after its script, so an older
+         * save's "look again in 30 s" may arrive after a newer "look now" and
+         * must not push it back. Only rs_due's hold moves an entry later; at
+         * worst a workflow is looked at once more than it needs. */
         k_dq(r, key);
         cmd_add(c, "ZADD");
         cmd_dup(c, key);
-        if (e->only_earlier) cmd_add(c, "LT");
+        cmd_add(c, "LT");
         cmd_addf(c, "%lld", (long long)e->at);
         cmd_add(c, id);
         break;
@@ -1031,9 +1034,7 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
     e.fence = 1;
     e.kind = RS_WAKE;
     e.at = due_ms;
-    e.raw = raw;
-    /* LT: a create of a taken id (applied all the same) can only make it due earlier */
-    e.only_earlier = 1;
+    e.raw = raw; /* a WAKE is ZADD LT: a create of a taken id can only make it due earlier */
     rc = steps_run(r, id, &head, &trim, &e, 1, &hrep, srep, err);
     free(status);
     if (!rc && is_err(hrep))

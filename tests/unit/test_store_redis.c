@@ -135,6 +135,9 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Due far in the future, so that a wake's ZADD LT shows the time it sets. */
+#define LATE 4000000000000LL
+
 static void create(const char *id, int64_t due)
 {
     weft_error err = {0};
@@ -428,7 +431,7 @@ static void test_save_steps(void **state)
     };
     uint64_t f;
 
-    create("wf1", 0);
+    create("wf1", LATE); /* a wake is ZADD LT: it only moves earlier */
     f = save("wf1", 1, s1, 3);
     assert_int_equal(f, 2);
     assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), 100);
@@ -498,7 +501,7 @@ static void test_save_applies_leftovers(void **state)
     size_t i;
     const char *src = NULL;
     rs_step wake = {RS_WAKE, NULL, NULL, 777};
-    create("wf1", 0);
+    create("wf1", LATE); /* a wake is ZADD LT: it only moves earlier */
     for (i = 0; i < rs_script_count; i++)
         if (!strcmp(rs_script_name[i], "save")) src = rs_script_src[i];
     assert_non_null(src);
