@@ -566,6 +566,16 @@ static void keep(worker *k)
     types = json_object_new_array();
     for (t = 0; t < n->ntypes; t++)
         json_object_array_add(types, json_object_new_string(n->types[t]));
+    /* external types (SIMPLE): this node's API hands them to workers */
+    if (n->api) {
+        size_t p, q;
+        for (p = 0; p < pl_count(n->plugins); p++) {
+            const pl_plugin *pp = pl_get(n->plugins, p);
+            for (q = 0; q < pp->ntypes; q++)
+                if (pp->types[q]->flags & WEFT_TASK_EXTERNAL)
+                    json_object_array_add(types, json_object_new_string(pp->types[q]->name));
+        }
+    }
     json_object_object_add(j, "types", types);
     json_object_object_add(j, "pid", json_object_new_int(getpid()));
     json_object_object_add(j, "host", json_object_new_string(host));
