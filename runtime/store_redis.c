@@ -503,6 +503,18 @@ static int rs_one(rs *r, rs_cmd *c, redisReply **rep, const char *key, weft_erro
     return rc;
 }
 
+/* rs_one, for a command whose reply must be an array (anything else: WEFT_EIO). */
+static int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err)
+{
+    int rc = rs_one(r, c, x, key, err);
+    if (rc) return rc;
+    if ((*x)->type != REDIS_REPLY_ARRAY) {
+        replies_free(x, 1);
+        return bad_reply(r, key, err);
+    }
+    return 0;
+}
+
 /* ---- URL, open, close ---- */
 
 static char *dup_range(const char *s, size_t n)
@@ -1288,11 +1300,7 @@ int rs_exec_flush(rs *r, const char *id, weft_error *err)
     cmd_script(&c, r, S_FLUSH, 1);
     cmd_add(&c, out);
     cmd_addf(&c, "%d", FLUSH_BATCH);
-    if ((rc = rs_one(r, &c, &x, out, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, out, err);
-    }
+    if ((rc = rs_array(r, &c, &x, out, err)) != 0) return rc;
     total = x->elements;
     if (total == 0) {
         replies_free(&x, 1);
@@ -1701,11 +1709,7 @@ int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err)
     cmd_addf(&c, "%lld", (long long)wu_now_ms());
     cmd_addf(&c, "%d", max);
     cmd_addf(&c, "%lld", (long long)hold_ms);
-    if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, dq, err);
-    }
+    if ((rc = rs_array(r, &c, &x, dq, err)) != 0) return rc;
     for (i = 0; i < x->elements && n < max; i++)
         if (x->element[i]->type == REDIS_REPLY_STRING) copy_str(ids[n++], 64, x->element[i]);
     replies_free(&x, 1);
@@ -1769,11 +1773,7 @@ int rs_def_get(rs *r, const char *name, int version, char **json, int *version_o
         long best = 0;
         cmd_add(&c, "HKEYS");
         cmd_add(&c, k);
-        if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-        if (x->type != REDIS_REPLY_ARRAY) {
-            replies_free(&x, 1);
-            return bad_reply(r, k, err);
-        }
+        if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
         for (i = 0; i < x->elements; i++) {
             char *end;
             long v;
@@ -1890,11 +1890,7 @@ int rs_daemons(rs *r, char **json, weft_error *err)
     k_name(r, "daemons", "", k);
     cmd_add(&c, "HGETALL");
     cmd_add(&c, k);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, k, err);
-    }
+    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
     if (!(all = json_object_new_object())) {
         replies_free(&x, 1);
         return oom(err);
@@ -2097,11 +2093,7 @@ int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err)
     k_name(r, "secrets", "", k);
     cmd_add(&c, "HKEYS");
     cmd_add(&c, k);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, k, err);
-    }
+    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
     *names = calloc(x->elements ? x->elements : 1, sizeof **names);
     if (!*names) {
         replies_free(&x, 1);
@@ -2286,11 +2278,7 @@ int rs_def_list(rs *r, char **json, weft_error *err)
     k_name(r, "defnames", "", k);
     cmd_add(&c, "SMEMBERS");
     cmd_add(&c, k);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, k, err);
-    }
+    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
     if (!(all = json_object_new_array())) {
         replies_free(&x, 1);
         return oom(err);
@@ -2378,11 +2366,7 @@ int rs_taskdef_list(rs *r, char **json, weft_error *err)
     k_name(r, "taskdefs", "", k);
     cmd_add(&c, "HGETALL");
     cmd_add(&c, k);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY) {
-        replies_free(&x, 1);
-        return bad_reply(r, k, err);
-    }
+    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
     /* by name: the hash's order is arbitrary */
     vals = calloc(x->elements / 2 + 1, sizeof *vals);
     all = json_object_new_array();
