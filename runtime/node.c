@@ -494,9 +494,14 @@ static void *worker_main(void *arg)
         if (did) {
             idle = 1;
             backoff = 100;
-        } else {
-            sleep_ms(idle);
-            idle = idle * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : idle * 2;
+        } else if (!n->stopping) {
+            /* block until a save makes work visible, or the poll interval
+             * passes (timed work: retries, WAIT) */
+            weft_error err = {0};
+            if (rs_wait_work(w->r, (int)n->cfg->poll_ms, &err) < 0) {
+                sleep_ms(idle);
+                idle = idle * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : idle * 2;
+            }
         }
     }
     __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);

@@ -753,6 +753,14 @@ static void k_dq(const rs *r, char key[KEY_MAX])
     snprintf(key, KEY_MAX, "%s{dq}:due", r->prefix);
 }
 
+/* Wake tokens for idle workers: one list (single-key commands need no tag). */
+static void k_wake(const rs *r, char key[KEY_MAX])
+{
+    snprintf(key, KEY_MAX, "%swake", r->prefix);
+}
+
+#define WAKE_TOKENS_MAX "63" /* kept tokens: enough to wake every idle worker */
+
 static void k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX])
 {
     snprintf(key, KEY_MAX, "%s%s%s", r->prefix, kind, name);
@@ -965,11 +973,19 @@ static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redis
 static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
                      redisReply **head_rep, redisReply **step_rep, weft_error *err)
 {
-    char key[KEY_MAX], out_key[KEY_MAX];
-    size_t nh = head ? 1 : 0, total = nh + n + 1, i;
-    rs_cmd *cmds = calloc(total, sizeof *cmds);
-    redisReply **rep = calloc(total, sizeof *rep);
+    char key[KEY_MAX], out_key[KEY_MAX], wake_key[KEY_MAX];
+    size_t nh = head ? 1 : 0, nw = 0, total, i;
+    int64_t now = wu_now_ms();
+    rs_cmd *cmds;
+    redisReply **rep;
     int rc;
+    /* work that is visible now wakes an idle worker (two more commands in the
+     * same pipeline: no extra round trip) */
+    for (i = 0; i < n && !nw; i++)
+        if ((e[i].kind == RS_PUSH || e[i].kind == RS_WAKE) && e[i].at <= now) nw = 2;
+    total = nh + n + nw + 1;
+    cmds = calloc(total, sizeof *cmds);
+    rep = calloc(total, sizeof *rep);
     if (!cmds || !rep) {
         free(cmds);
         free(rep);
@@ -980,12 +996,23 @@ static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs
     if (head) cmds[0] = *head;
     for (i = 0; i < n; i++)
         step_cmd(r, id, &e[i], &cmds[nh + i], key);
+    if (nw) {
+        k_wake(r, wake_key);
+        cmd_add(&cmds[nh + n], "LPUSH");
+        cmd_add(&cmds[nh + n], wake_key);
+        cmd_add(&cmds[nh + n], "1");
+        cmd_add(&cmds[nh + n + 1], "LTRIM");
+        cmd_add(&cmds[nh + n + 1], wake_key);
+        cmd_add(&cmds[nh + n + 1], "0");
+        cmd_add(&cmds[nh + n + 1], WAKE_TOKENS_MAX);
+    }
     cmds[total - 1] = *trim;
     k_exec(r, id, ":out", out_key);
     rc = rs_pipe(r, cmds, total, rep, out_key, err);
     if (head) *head_rep = rep[0];
     for (i = 0; i < n; i++)
         step_rep[i] = rep[nh + i];
+    if (nw) replies_free(&rep[nh + n], nw);
     if (!rc && is_err(rep[total - 1])) rc = reply_err(r, rep[total - 1], out_key, err);
     replies_free(&rep[total - 1], 1);
     cmds_free(cmds, total);
@@ -2425,4 +2452,23 @@ int rs_taskdefs_get(rs *r, const char *const *names, size_t n, char **jsons, wef
         if (x->element[i]->type == REDIS_REPLY_STRING) jsons[i] = reply_dup(x->element[i]);
     replies_free(&x, 1);
     return 0;
+}
+
+/* ---- idle workers ---- */
+
+/* BLPOP Pwake: 1 when a token came, 0 after timeout_ms without one. One round trip. */
+int rs_wait_work(rs *r, int timeout_ms, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc, got;
+    k_wake(r, k);
+    cmd_add(&c, "BLPOP");
+    cmd_add(&c, k);
+    cmd_addf(&c, "%.3f", (timeout_ms > 0 ? timeout_ms : 1) / 1000.0);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    got = x->type == REDIS_REPLY_ARRAY;
+    replies_free(&x, 1);
+    return got;
 }

@@ -172,6 +172,14 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err);
 
+/*
+ * Wait up to timeout_ms for new work (an idle worker): every save that makes
+ * a task or an execution due now also pushes a token to Pwake (kept to a few
+ * dozen). 1 when a token came, 0 on timeout, or a WEFT_E* code. Timed work
+ * (retry backoff, WAIT) pushes no token: callers still poll at their interval.
+ */
+int rs_wait_work(rs *r, int timeout_ms, weft_error *err);
+
 /* ---- decider queue ---- */
 
 /*
