@@ -1,7 +1,6 @@
 #include "engine.h"
 
 #include <errno.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -131,27 +130,12 @@ int eng_load_json(eng *e, json_object *json, const char *source, def_workflow **
 int eng_load_file(eng *e, const char *path, def_workflow **out, weft_error *err)
 {
     json_object *json = NULL, *lines = NULL;
-    char *copy = strdup(path), *base;
-    size_t n = strlen(path);
-    int rc;
-    if (!copy)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
-    base = basename(copy);
-    if (n > 4 && !strcmp(path + n - 4, ".lua")) {
-        rc = dsl_compile_file(path, &json, &lines, err);
-    } else {
-        char *text;
-        rc = wu_read_file(path, &text, NULL, err);
-        if (rc == 0) {
-            rc = wu_parse_json(base, text, &json, err);
-            free(text);
-        }
-    }
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    int rc = dsl_load(path, &json, &lines, err);
     if (rc == 0)
         rc = def_compile(&e->defs, json, base, lines, out, err);
     json_object_put(json);
     json_object_put(lines);
-    free(copy);
     return rc;
 }
 
@@ -397,21 +381,11 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
 static void run_task(eng *e, xc_exec *x, xc_task *t)
 {
     weft_result r;
-    weft_ctx c;
     dec_out o = {0};
     int rc;
-    weft_error err = {0};
     dec_start(&e->dec, x, t);
     host_result_init(&r);
-    host_ctx_init(&c, &e->svc, x, t);
-    if ((rc = host_ctx_secrets(&c, &err)) == 0) {
-        rc = t->def->type->execute(&c, &r);
-        host_ctx_redact(&c, &r);
-    } else {
-        r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
-        snprintf(r.reason, sizeof r.reason, "%s", err.msg);
-    }
-    host_ctx_done(&c);
+    rc = host_execute(&e->svc, x, t, &r);
     dec_apply(&e->dec, x, t, rc, &r, &o);
     host_result_clear(&r);
     dec_decide(&e->dec, x, &o);

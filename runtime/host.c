@@ -414,3 +414,22 @@ void host_result_clear(weft_result *r)
     json_object_put(r->end_output);
     host_result_init(r);
 }
+
+int host_execute(const host_services *svc, xc_exec *x, xc_task *t, weft_result *r)
+{
+    weft_ctx c;
+    weft_error err = {0};
+    int rc;
+    host_ctx_init(&c, svc, x, t);
+    if ((rc = host_ctx_secrets(&c, &err)) == 0) {
+        rc = t->def->type->execute(&c, r);
+        host_ctx_redact(&c, r);
+    } else {
+        /* a missing secret stays missing: no retry */
+        r->status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
+        snprintf(r->reason, sizeof r->reason, "%s", err.msg);
+        rc = 0;
+    }
+    host_ctx_done(&c);
+    return rc;
+}

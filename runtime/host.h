@@ -56,6 +56,13 @@ int host_fill_secrets(json_object *v,
  * result's output and reason with "***". */
 void host_ctx_redact(weft_ctx *c, weft_result *r);
 
+/*
+ * Run a queued task: fill its secrets, call its type's execute, redact the
+ * secrets from the result. r must be initialised; returns execute's code
+ * (0 with r failed when a secret is missing).
+ */
+int host_execute(const host_services *svc, xc_exec *x, xc_task *t, weft_result *r);
+
 /* Initialise a result before a callback. */
 void host_result_init(weft_result *r);
 void host_result_clear(weft_result *r);

@@ -379,7 +379,6 @@ static void run_one(worker *w, const rs_lease *l)
     xc_exec *x = NULL;
     xc_task *t;
     weft_result r;
-    weft_ctx c;
     apply_args a = {0};
     dec_env quiet = w->dec;
     int64_t t0;
@@ -405,12 +404,10 @@ static void run_one(worker *w, const rs_lease *l)
     }
     dec_start(&quiet, x, t);
     host_result_init(&r);
-    host_ctx_init(&c, &w->svc, x, t);
     t0 = wu_mono_ms();
-    if ((rc = host_ctx_secrets(&c, &err)) == 0) {
+    rc = host_execute(&w->svc, x, t, &r);
+    {
         char what[200];
-        rc = t->def->type->execute(&c, &r);
-        host_ctx_redact(&c, &r);
         snprintf(what, sizeof what, "output of task '%s'", t->ref);
         if (ps_guard(n->payloads, what, r.output, &err)) {
             /* over the hard limit: refused, and retrying would not help */
@@ -420,11 +417,7 @@ static void run_one(worker *w, const rs_lease *l)
             snprintf(r.reason, sizeof r.reason, "%s", err.msg);
             rc = 0;
         }
-    } else {
-        r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
-        snprintf(r.reason, sizeof r.reason, "%s", err.msg);
     }
-    host_ctx_done(&c);
     /* counted as the decider will take it: an error is a failure */
     mt_task(n->metrics, t->def->type_name,
             weft_task_status_name(rc && r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR
@@ -510,14 +503,9 @@ static void *worker_main(void *arg)
 
 /* ---- the keeper: leases, reaping, heartbeat ---- */
 
-static int fn_fail_task(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                        weft_error *err)
+static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    op_complete c = {0};
-    c.task_id = ud;
-    c.status = WEFT_TASK_FAILED;
-    c.reason = "its lease expired too often: the workers running it died or hung";
-    return op_fn_complete(env, dec, x, o, &c, err);
+    nd_log(ud, WEFT_LOG_WARN, "workflow %s: %s", workflow_id, msg);
 }
 
 static void keep(worker *k)
@@ -545,7 +533,7 @@ static void keep(worker *k)
     /* expired leases go back to their queues */
     for (t = 0; t < n->ntypes; t++) {
         char **exhausted = NULL;
-        size_t ne = 0, e;
+        size_t ne = 0;
         int back = rs_reap(k->r, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
         if (back > 0) {
             mt_lease_reaps(n->metrics, back);
@@ -554,16 +542,7 @@ static void keep(worker *k)
         }
         if (ne > 0)
             mt_lease_reaps(n->metrics, (long)ne);
-        for (e = 0; e < ne; e++) {
-            char *bar = strchr(exhausted[e], '|');
-            if (bar) {
-                *bar = 0;
-                if (op_update(&k->op, exhausted[e], fn_fail_task, bar + 1, &err))
-                    nd_log(n, WEFT_LOG_WARN, "workflow %s: %s", exhausted[e], err.msg);
-            }
-            free(exhausted[e]);
-        }
-        free(exhausted);
+        op_fail_reaped(&k->op, exhausted, ne, warn_reaped, n);
     }
     /* alive, and what we serve */
     gethostname(host, sizeof host - 1);
