@@ -104,28 +104,13 @@ static int is_file(const char *s)
     return 1;
 }
 
-/* The definition JSON of a file (DSL or JSON). */
-static int file_json(const char *path, json_object **out, weft_error *err)
-{
-    size_t n = strlen(path);
-    char *text;
-    int rc;
-    if (n > 4 && !strcmp(path + n - 4, ".lua"))
-        return dsl_compile_file(path, out, NULL, err);
-    if ((rc = wu_read_file(path, &text, NULL, err)))
-        return rc;
-    rc = wu_parse_json(path, text, out, err);
-    free(text);
-    return rc;
-}
-
 /* FILE.lua | FILE.json | NAME [--version V] -> a compiled definition. */
 static int get_def(client *k, const char *what, def_workflow **out, weft_error *err)
 {
     json_object *json = NULL;
     int rc;
     if (is_file(what)) {
-        if ((rc = file_json(what, &json, err)))
+        if ((rc = dsl_load(what, &json, NULL, err)))
             return rc;
         rc = def_compile(&k->defs, json, what, NULL, out, err);
         json_object_put(json);
@@ -565,7 +550,7 @@ static int api_start(api *a)
     }
     if (is_file(c->args[0])) {
         /* compiled here, so errors name the file and line */
-        if (file_json(c->args[0], &def, &err)) {
+        if (dsl_load(c->args[0], &def, NULL, &err)) {
             json_object_put(req);
             json_object_put(input);
             return fail(&err);
@@ -598,7 +583,7 @@ static int api_register(api *a)
     int rc;
     if (!is_file(a->c->args[0]))
         return die(EXIT_USAGE, "register needs a .lua or .json file, not '%s'", a->c->args[0]);
-    if (file_json(a->c->args[0], &def, &err))
+    if (dsl_load(a->c->args[0], &def, NULL, &err))
         return fail(&err);
     rc = api_simple(a, "POST", "/api/metadata/workflow",
                     json_object_to_json_string_ext(def, JSON_C_TO_STRING_PLAIN), &out);

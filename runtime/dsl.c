@@ -247,3 +247,20 @@ int dsl_compile_file(const char *path, json_object **def, json_object **lines, w
     free(src);
     return rc;
 }
+
+int dsl_load(const char *path, json_object **def, json_object **lines, weft_error *err)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(path);
+    char *text;
+    int rc;
+    if (lines)
+        *lines = NULL;
+    if (n > 4 && !strcmp(path + n - 4, ".lua"))
+        return dsl_compile_file(path, def, lines, err);
+    if ((rc = wu_read_file(path, &text, NULL, err)))
+        return rc;
+    rc = wu_parse_json(base, text, def, err);
+    free(text);
+    return rc;
+}

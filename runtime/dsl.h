@@ -23,4 +23,11 @@ int dsl_compile(const char *chunkname, const char *src, size_t len, json_object 
 /* Same, reading a file; chunkname is the path's basename. */
 int dsl_compile_file(const char *path, json_object **def, json_object **lines, weft_error *err);
 
+/*
+ * A definition file of either kind: FILE.lua through the DSL (lines as
+ * above), anything else read as WorkflowDef JSON (*lines NULL). Messages
+ * name the file by its basename.
+ */
+int dsl_load(const char *path, json_object **def, json_object **lines, weft_error *err);
+
 #endif

@@ -221,19 +221,7 @@ static int cmd_compile(const cli *c)
 {
     weft_error err = {0};
     json_object *json = NULL;
-    size_t n = strlen(c->file);
-    int rc;
-    if (n > 4 && !strcmp(c->file + n - 4, ".lua")) {
-        rc = dsl_compile_file(c->file, &json, NULL, &err);
-    } else {
-        char *text;
-        rc = wu_read_file(c->file, &text, NULL, &err);
-        if (rc == 0) {
-            rc = wu_parse_json(c->file, text, &json, &err);
-            free(text);
-        }
-    }
-    if (rc)
+    if (dsl_load(c->file, &json, NULL, &err))
         return die(EXIT_USAGE, "%s", err.msg);
     printf("%s\n", json_object_to_json_string_ext(json, JSON_C_TO_STRING_PRETTY |
                                                            JSON_C_TO_STRING_SPACED |
