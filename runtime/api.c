@@ -690,33 +690,16 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     return 0;
 }
 
-static int fn_lease_exhausted(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                              weft_error *err)
+static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    op_complete c = {0};
-    c.task_id = ud;
-    c.status = WEFT_TASK_FAILED;
-    c.reason = "its lease expired too often: the workers that polled it died or never answered";
-    return op_fn_complete(env, dec, x, o, &c, err);
+    say(ud, WEFT_LOG_WARN, "api: workflow %s: %s", workflow_id, msg);
 }
 
 /* Members whose lease expired too often fail their task (the decider retries it). */
 static void fail_exhausted(ap_server *s, tls *t, char **members, size_t n)
 {
-    size_t i;
     t->op.client = 1;
-    for (i = 0; i < n; i++) {
-        char *bar = strchr(members[i], '|');
-        weft_error err = {0};
-        if (bar) {
-            *bar = 0;
-            if (op_update(&t->op, members[i], fn_lease_exhausted, bar + 1, &err) &&
-                err.code != WEFT_ENOTFOUND)
-                say(s, WEFT_LOG_WARN, "api: workflow %s: %s", members[i], err.msg);
-        }
-        free(members[i]);
-    }
-    free(members);
+    op_fail_reaped(&t->op, members, n, warn_reaped, s);
 }
 
 /*

@@ -541,3 +541,31 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
         dec_decide(dec, x, o);
     return 0;
 }
+
+static int fn_lease_exhausted(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                              weft_error *err)
+{
+    op_complete c = {0};
+    c.task_id = ud;
+    c.status = WEFT_TASK_FAILED;
+    c.reason = "its lease expired too often: the workers that took it died or never answered";
+    return op_fn_complete(env, dec, x, o, &c, err);
+}
+
+void op_fail_reaped(op_env *env, char **members, size_t n,
+                    void (*warn)(void *ud, const char *workflow_id, const char *msg), void *ud)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        char *bar = strchr(members[i], '|');
+        weft_error err = {0};
+        if (bar) {
+            *bar = 0;
+            if (op_update(env, members[i], fn_lease_exhausted, bar + 1, &err) &&
+                err.code != WEFT_ENOTFOUND && warn)
+                warn(ud, members[i], err.msg);
+        }
+        free(members[i]);
+    }
+    free(members);
+}

@@ -101,6 +101,14 @@ int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *u
 int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                   weft_error *err);
 
+/*
+ * Fail the tasks whose lease expired too often (rs_reap's "<wfid>|<taskid>"
+ * members; the array and its strings are freed); their retry policy decides
+ * what next. warn (optional) hears of updates that failed.
+ */
+void op_fail_reaped(op_env *env, char **members, size_t n,
+                    void (*warn)(void *ud, const char *workflow_id, const char *msg), void *ud);
+
 /* Complete a waiting task by ref (signal) or id: ud is an op_complete. */
 typedef struct op_complete {
     const char *ref;     /* or */
