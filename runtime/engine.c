@@ -36,39 +36,47 @@ struct eng {
     int64_t t0;
     item *heap;
     size_t nheap, capheap;
+    item *fifo; /* a ring of due items in (at, seq) order: see queue_push */
+    size_t fhead, nfifo, capfifo;
+    int64_t now_ms; /* the clock as last read by queue_push */
     uint64_t seq;
     eng_ended_fn on_ended; /* set during eng_run_all */
     void *on_ended_ud;
 };
 
-/* ---- the work heap (memory store queue) ---- */
+/*
+ * The work queue (memory store queue): items run in (at, seq) order. Most
+ * are due when queued and come in that order already; those go to a FIFO
+ * ring, the rest (timers, clock steps back) to a heap. The next item is the
+ * smaller of the two heads: the same order as one heap, without a heap's
+ * log n steps through memory for each item.
+ */
 
 static int item_less(const item *a, const item *b)
 {
     return a->at < b->at || (a->at == b->at && a->seq < b->seq);
 }
 
-static void heap_push(eng *e, item_kind kind, xc_exec *x, xc_task *t, int64_t at)
+static int heap_push(eng *e, item it)
 {
     size_t i;
     if (e->nheap == e->capheap) {
         size_t cap = e->capheap ? e->capheap * 2 : 64;
         item *h = realloc(e->heap, cap * sizeof *h);
-        if (!h) {
-            fprintf(stderr, "weft: out of memory queueing work\n");
-            return;
-        }
+        if (!h)
+            return WEFT_ENOMEM;
         e->heap = h;
         e->capheap = cap;
     }
     i = e->nheap++;
-    e->heap[i] = (item){at, e->seq++, kind, x, t};
+    e->heap[i] = it;
     while (i > 0 && item_less(&e->heap[i], &e->heap[(i - 1) / 2])) {
         item tmp = e->heap[i];
         e->heap[i] = e->heap[(i - 1) / 2];
         e->heap[(i - 1) / 2] = tmp;
         i = (i - 1) / 2;
     }
+    return 0;
 }
 
 static item heap_pop(eng *e)
@@ -90,6 +98,61 @@ static item heap_pop(eng *e)
         i = m;
     }
     return top;
+}
+
+static item *fifo_at(const eng *e, size_t i)
+{
+    return &e->fifo[(e->fhead + i) & (e->capfifo - 1)];
+}
+
+static int fifo_push(eng *e, item it)
+{
+    if (e->nfifo == e->capfifo) {
+        size_t cap = e->capfifo ? e->capfifo * 2 : 64, i; /* a power of 2 */
+        item *f = malloc(cap * sizeof *f);
+        if (!f)
+            return WEFT_ENOMEM;
+        for (i = 0; i < e->nfifo; i++)
+            f[i] = *fifo_at(e, i);
+        free(e->fifo);
+        e->fifo = f;
+        e->fhead = 0;
+        e->capfifo = cap;
+    }
+    *fifo_at(e, e->nfifo++) = it;
+    return 0;
+}
+
+static void queue_push(eng *e, item_kind kind, xc_exec *x, xc_task *t, int64_t at)
+{
+    item it = {at, e->seq++, kind, x, t};
+    /* the FIFO takes it if it keeps the FIFO in order and is due (the clock
+     * is read again only when the last reading is older than at) */
+    int due = at <= e->now_ms || at <= (e->now_ms = wu_now_ms());
+    if (due && (!e->nfifo || !item_less(&it, fifo_at(e, e->nfifo - 1))) && !fifo_push(e, it))
+        return;
+    if (heap_push(e, it))
+        fprintf(stderr, "weft: out of memory queueing work\n");
+}
+
+/* The next item to run, or NULL if none is queued. */
+static const item *queue_peek(const eng *e)
+{
+    const item *f = e->nfifo ? fifo_at(e, 0) : NULL;
+    if (!e->nheap)
+        return f;
+    return f && item_less(f, &e->heap[0]) ? f : &e->heap[0];
+}
+
+static item queue_pop(eng *e)
+{
+    item it;
+    if (!e->nfifo || (e->nheap && item_less(&e->heap[0], fifo_at(e, 0))))
+        return heap_pop(e);
+    it = *fifo_at(e, 0);
+    e->fhead = (e->fhead + 1) & (e->capfifo - 1);
+    e->nfifo--;
+    return it;
 }
 
 /* ---- tracing ---- */
@@ -204,11 +267,13 @@ static int add_exec(eng *e, def_workflow *def, json_object *input, xc_exec **out
     int rc = xc_new(def, input, NULL, &x, err);
     if (rc)
         return rc;
-    if (wu_map_put(e->execs, x->id, x) || wu_vec_push(&e->all_execs, x)) {
+    /* execs borrows x->id (x lives until eng_free): room first, so the put cannot fail */
+    if (wu_map_reserve(e->execs, 1) || wu_vec_push(&e->all_execs, x)) {
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
-    heap_push(e, IT_DECIDE, x, NULL, wu_now_ms());
+    wu_map_put(e->execs, x->id, x);
+    queue_push(e, IT_DECIDE, x, NULL, wu_now_ms());
     *out = x;
     return 0;
 }
@@ -349,11 +414,11 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
         switch (a->kind) {
         case DEC_ENQUEUE:
             a->task->callback_ms = a->at;
-            heap_push(e, IT_RUN, x, a->task, a->at);
+            queue_push(e, IT_RUN, x, a->task, a->at);
             break;
         case DEC_TIMER:
             a->task->callback_ms = a->at;
-            heap_push(e, IT_REMAP, x, a->task, a->at);
+            queue_push(e, IT_REMAP, x, a->task, a->at);
             break;
         case DEC_CANCEL:
             cancel_task(e, x, a->task);
@@ -372,7 +437,7 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
             apply(e, x, &to);
         } else if (next && (!x->timer_ms || next < x->timer_ms)) {
             x->timer_ms = next;
-            heap_push(e, IT_TIMEOUT, x, NULL, next);
+            queue_push(e, IT_TIMEOUT, x, NULL, next);
         }
         dec_out_free(&to);
     }
@@ -462,25 +527,26 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
     e->on_ended_ud = ud;
     for (;;) {
         int64_t now;
+        const item *next;
         item it;
         while (first < n && xc_wf_terminal(xs[first]->status))
             first++;
         if (first == n)
             break;
-        if (e->nheap == 0) {
+        if (!(next = queue_peek(e))) {
             describe_blocked(xs[first], err);
             rc = WEFT_ESTATE;
             break;
         }
         now = wu_now_ms();
-        if (e->heap[0].at > now) {
-            int64_t wait = e->heap[0].at - now;
+        if (next->at > now) {
+            int64_t wait = next->at - now;
             struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
             while (nanosleep(&ts, &ts) && errno == EINTR)
                 ;
             continue;
         }
-        it = heap_pop(e);
+        it = queue_pop(e);
         process(e, &it);
     }
     e->on_ended = NULL;
@@ -520,7 +586,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     e->t0 = wu_mono_ms();
     e->trace = opts->trace;
-    e->execs = wu_map_new();
+    e->execs = wu_map_new_borrowing();
     e->named = wu_map_new();
     if (opts->def_path)
         e->def_path = strdup(opts->def_path);
@@ -579,6 +645,7 @@ void eng_free(eng *e)
     pl_free(e->plugins);
     free(e->def_path);
     free(e->heap);
+    free(e->fifo);
     free(e->searched);
     free(e);
 }

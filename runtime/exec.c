@@ -24,7 +24,7 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
     x->variables = json_object_new_object();
     x->created_ms = x->updated_ms = wu_now_ms();
     x->by_ref = wu_map_new();
-    x->by_def = wu_map_new();
+    x->by_def = wu_map_new_borrowing(); /* see xc_add_task */
     x->j_id = json_object_new_string(x->id);
     top = calloc(1, sizeof *top);
     if (!x->input || !x->variables || !x->by_ref || !x->by_def || !x->j_id || !top ||
@@ -104,7 +104,7 @@ static void init_variables(xc_exec *x)
 
 int xc_reset(xc_exec *x)
 {
-    wu_map *by_ref = wu_map_new(), *by_def = wu_map_new();
+    wu_map *by_ref = wu_map_new(), *by_def = wu_map_new_borrowing();
     json_object *vars = json_object_new_object();
     size_t i;
     if (!by_ref || !by_def || !vars) {
@@ -161,7 +161,7 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
 {
     xc_task *t = calloc(1, sizeof *t);
     xc_scope *s = x->scopes.items[scope];
-    size_t n;
+    size_t n, sn;
     if (!t)
         return NULL;
     wu_uuid(t->id);
@@ -171,19 +171,25 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     t->status = WEFT_TASK_SCHEDULED;
     t->seq = (int)x->tasks.len + 1;
     t->scheduled_ms = t->updated_ms = wu_now_ms();
-    n = strlen(def->ref) + strlen(s->suffix) + 1;
-    t->ref = malloc(n);
-    if (!t->ref || wu_vec_push(&x->tasks, t)) {
+    n = strlen(def->ref);
+    sn = strlen(s->suffix);
+    t->ref = malloc(n + sn + 1);
+    /* by_def borrows its keys: def->ref lives as long as x's definition and
+     * dynamic nodes. Room first, so that put cannot fail. (by_ref copies:
+     * a task's ref may be replaced, codec.c) */
+    if (!t->ref || wu_map_reserve(x->by_def, 1) || wu_vec_push(&x->tasks, t)) {
         free(t->ref);
         free(t);
         return NULL;
     }
-    snprintf(t->ref, n, "%s%s", def->ref, s->suffix);
-    if (wu_map_put(x->by_ref, t->ref, t) || wu_map_put(x->by_def, def->ref, t)) {
+    memcpy(t->ref, def->ref, n);
+    memcpy(t->ref + n, s->suffix, sn + 1);
+    if (wu_map_put(x->by_ref, t->ref, t)) {
         x->tasks.len--;
         task_free(t);
         return NULL;
     }
+    wu_map_put(x->by_def, def->ref, t);
     x->active++;
     if (def->timeout_ms || def->response_timeout_ms)
         x->timed = 1;

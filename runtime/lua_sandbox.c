@@ -24,24 +24,10 @@
  */
 static const char body_prefix[] = "local _ENV, input = ...; ";
 
-struct sbx {
-    lua_State *L;
-    size_t used;  /* bytes currently allocated by L */
-    size_t limit; /* refuse growth past this while capped */
-    int capped;
-    size_t mem_cap;
-    uint64_t instr_cap, instr_used;
-    uint64_t time_cap_ms;
-    int64_t deadline_ms; /* monotonic */
-    int hook_step;
-    int mem_hit, instr_hit, time_hit, aborting;
-    int cache_n;
-    lua_Hook line_hook;
-};
-
 /* Registry keys: only their addresses matter. reg_backing is also the key,
- * in a proxy's metatable, of the frozen table behind the proxy. */
-static char reg_mts, reg_cache, reg_array_mt, reg_backing;
+ * in a proxy's metatable, of the frozen table behind the proxy. reg_env and
+ * reg_thread keep the sbx's spare env and coroutine alive. */
+static char reg_mts, reg_cache, reg_array_mt, reg_backing, reg_env, reg_thread;
 
 /* Safe base functions; those that see a table raw, or its metatable, are
  * replaced by the proxy-aware versions in base_wrapped below. */
@@ -62,10 +48,37 @@ static const struct {
 
 #define NLIBS (sizeof libs / sizeof libs[0])
 #define ENV_MT ((lua_Integer)NLIBS + 1) /* index of the env metatable in reg_mts */
+#define ENV_NAMES (ENV_MT + 1) /* then the names of the libraries, then "_G" */
 
 /* Left out of the library copies: dump makes bytecode; randomseed would let
  * one script fix the random sequence the next one sees. */
 static const char *const dropped[] = {"dump", "randomseed", NULL};
+
+struct sbx {
+    lua_State *L;
+    size_t used;  /* bytes currently allocated by L */
+    size_t limit; /* refuse growth past this while capped */
+    int capped;
+    size_t mem_cap;
+    uint64_t instr_cap, instr_used;
+    uint64_t time_cap_ms;
+    int64_t deadline_ms; /* monotonic */
+    int hook_step;
+    int mem_hit, instr_hit, time_hit, aborting;
+    int cache_n;
+    wu_map *cache_ix; /* "chunkname\nbody" -> index in the reg_cache array */
+    lua_Hook line_hook;
+    /*
+     * What evals reuse instead of building anew (see take_env, run_thread):
+     * an env (in reg_env) while no eval has changed it, and a coroutine (in
+     * reg_thread) that last returned normally. Busy while an eval uses it.
+     */
+    int env_spare, env_busy;
+    int env_written; /* an env or library proxy was written to: see env_unchanged */
+    lua_State *co_spare;
+    int co_busy;
+    const void *lib_mt[NLIBS]; /* the proxy metatables, to recognise proxies */
+};
 
 static void *sbx_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 {
@@ -224,6 +237,7 @@ static void materialize(lua_State *L, int idx)
     if (lua_type(L, idx) != LUA_TTABLE) return;
     luaL_checkstack(L, 4, NULL);
     if (!push_backing(L, idx)) return;
+    sbx_of(L)->env_written = 1;
     b = lua_gettop(L);
     lua_pushnil(L);
     while (lua_next(L, b)) {
@@ -239,6 +253,7 @@ static void materialize(lua_State *L, int idx)
 /* __newindex of proxies (called only for names the proxy lacks raw) */
 static int proxy_newindex(lua_State *L)
 {
+    sbx_of(L)->env_written = 1;
     lua_settop(L, 3);
     if (push_backing(L, 1)) {
         lua_pushvalue(L, 2);
@@ -400,6 +415,7 @@ static int setup_state(lua_State *L)
             lua_rawset(L, copy);
         }
         make_proxy_mt(L);
+        sbx_of(L)->lib_mt[i] = lua_topointer(L, -1);
         lua_rawseti(L, mts, (lua_Integer)i + 1);
         /* ("").dump would reach the real string table through the metatable */
         lua_pushnil(L);
@@ -407,6 +423,12 @@ static int setup_state(lua_State *L)
         lua_pop(L, 1);
     }
     lua_settop(L, mts);
+    for (i = 0; i < NLIBS; i++) {
+        lua_pushstring(L, libs[i].name);
+        lua_rawseti(L, mts, ENV_NAMES + (lua_Integer)i);
+    }
+    lua_pushliteral(L, "_G");
+    lua_rawseti(L, mts, ENV_NAMES + (lua_Integer)NLIBS);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_mts);
 
     lua_pushliteral(L, "");
@@ -425,6 +447,12 @@ static int setup_state(lua_State *L)
 
     lua_newtable(L);
     lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_cache);
+
+    /* the slots exist from the start, so filling them later cannot fail */
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_env);
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_thread);
     return 0;
 }
 
@@ -439,8 +467,10 @@ sbx *sbx_new(const sbx_limits *limits, weft_error *err)
     s->instr_cap = limits && limits->instructions ? limits->instructions : SBX_DEFAULT_INSTR;
     s->time_cap_ms = limits && limits->time_ms ? limits->time_ms : SBX_DEFAULT_TIME_MS;
     s->hook_step = s->instr_cap < SBX_HOOK_STEP ? (int)s->instr_cap : SBX_HOOK_STEP;
-    s->L = lua_newstate(sbx_alloc, s);
+    s->cache_ix = wu_map_new();
+    s->L = s->cache_ix ? lua_newstate(sbx_alloc, s) : NULL;
     if (!s->L) {
+        wu_map_free(s->cache_ix);
         free(s);
         wu_err(err, WEFT_ENOMEM, "out of memory");
         return NULL;
@@ -459,6 +489,7 @@ void sbx_free(sbx *s)
     if (!s) return;
     s->capped = 0;
     lua_close(s->L);
+    wu_map_free(s->cache_ix);
     free(s);
 }
 
@@ -911,22 +942,41 @@ static int limit_error(sbx *s, weft_error *err)
 }
 
 /*
- * Run the function below the top nargs values in a fresh coroutine with the
- * count hook set (and the line hook, if lines). Returns the number of values
- * left on L: nresults results, the error object, or none if the hook yielded.
+ * Run the function below the top nargs values in a coroutine with the count
+ * hook set (and the line hook, if lines). Returns the number of values left
+ * on L: nresults results, the error object, or none if the hook yielded.
+ * A coroutine that returned normally is as good as new (no frames, an empty
+ * stack; lua_sethook resets the count), so it is kept as the spare for the
+ * next run; one that failed or yielded is not reused.
  */
 static int run_thread(lua_State *L, sbx *s, int nargs, int nresults, int lines, int *status)
 {
-    lua_State *co;
+    lua_State *co = s->co_busy ? NULL : s->co_spare;
     int nres = 0, i;
     luaL_checkstack(L, nresults + 2, NULL);
-    co = lua_newthread(L);
-    lua_insert(L, -(nargs + 2));
-    if (!lua_checkstack(co, nargs + 1)) luaL_error(L, "out of memory");
+    if (co) {
+        s->co_busy = 1; /* a nested run makes its own */
+    } else {
+        co = lua_newthread(L); /* anchored on L below the function */
+        lua_insert(L, -(nargs + 2));
+    }
+    if (!lua_checkstack(co, nargs + 1)) {
+        if (co == s->co_spare) s->co_busy = 0;
+        luaL_error(L, "out of memory");
+    }
     lua_xmove(L, co, nargs + 1);
     lua_sethook(co, count_hook, LUA_MASKCOUNT | (lines && s->line_hook ? LUA_MASKLINE : 0),
                 s->hook_step);
     *status = lua_resume(co, L, nargs, &nres);
+    if (co == s->co_spare) {
+        s->co_busy = 0;
+        if (*status != LUA_OK) s->co_spare = NULL; /* stays anchored until replaced */
+    } else if (*status == LUA_OK && !s->co_spare && lua_checkstack(co, 1)) {
+        lua_pushthread(co);
+        lua_xmove(co, L, 1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_thread); /* the slot exists: cannot fail */
+        s->co_spare = co;
+    }
     if (*status == LUA_OK) {
         if (nres > nresults) {
             lua_pop(co, nres - nresults);
@@ -945,6 +995,9 @@ static int run_thread(lua_State *L, sbx *s, int nargs, int nresults, int lines, 
 struct call_ctx {
     sbx *s;
     const char *chunkname, *body;
+    const char *key; /* in the compiled-script cache; NULL = do not cache */
+    int spare_env;   /* runs in s's spare env */
+    int env_kept;    /* ... which it left unchanged */
     json_object *input;
     int nargs, nresults;
     int status; /* lua_resume's */
@@ -1003,37 +1056,121 @@ int sbx_check_syntax(lua_State *L, const char *chunkname, const char *body, weft
     return rc;
 }
 
+/*
+ * Push the compiled body, from the cache or compiled now (then cached).
+ * Returns 0 with the compile error pushed instead. The cache is an array
+ * in the registry; cache_ix maps a key to its index, which spares each eval
+ * building the key as a Lua string.
+ */
+static int push_compiled(lua_State *L, struct call_ctx *c)
+{
+    sbx *s = c->s;
+    intptr_t ix = c->key ? (intptr_t)wu_map_get(s->cache_ix, c->key) : 0;
+    int cache, fn;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_cache);
+    cache = lua_gettop(L);
+    if (ix && lua_rawgeti(L, cache, (lua_Integer)ix) == LUA_TFUNCTION) {
+        lua_remove(L, cache);
+        return 1;
+    }
+    lua_settop(L, cache);
+    if (load_body(L, c->chunkname, c->body) != LUA_OK) return 0;
+    fn = lua_gettop(L);
+    if (!c->key) return 1;
+    if (s->cache_n >= SBX_CACHE_MAX) {
+        wu_map *m;
+        lua_newtable(L);
+        if (!(m = wu_map_new())) {
+            lua_settop(L, fn);
+            return 1; /* runs uncached */
+        }
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_cache);
+        lua_replace(L, cache);
+        wu_map_free(s->cache_ix);
+        s->cache_ix = m;
+        s->cache_n = 0;
+    }
+    ix = ++s->cache_n;
+    lua_pushvalue(L, fn);
+    lua_rawseti(L, cache, (lua_Integer)ix);
+    wu_map_put(s->cache_ix, c->key, (void *)ix); /* on failure it just stays uncached */
+    lua_remove(L, cache);
+    return 1;
+}
+
+/*
+ * Push the env for an eval: the spare one, or a new one (which becomes the
+ * spare unless the spare is busy: a nested eval).
+ */
+static void take_env(lua_State *L, struct call_ctx *c)
+{
+    sbx *s = c->s;
+    if (s->env_busy) {
+        sbx_push_env(L);
+        return;
+    }
+    if (s->env_spare) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_env);
+    } else {
+        sbx_push_env(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_env); /* the slot exists: cannot fail */
+        s->env_spare = 1;
+    }
+    s->env_busy = 1;
+    c->spare_env = 1;
+}
+
+/*
+ * True if the env at idx is as good as new after an eval (its `input`
+ * aside). Scripts write to an env or a library proxy only through
+ * proxy_newindex or materialize (a new name, a name the frozen table has, a
+ * raw look, setmetatable), which set env_written; except for assignments to
+ * the names the env holds itself, which are checked here. Nothing outside
+ * an eval can reach the env.
+ */
+static int env_unchanged(lua_State *L, sbx *s, int env)
+{
+    int top = lua_gettop(L), mts, ok = 0;
+    size_t i;
+    if (s->env_written || !lua_checkstack(L, 4)) return 0;
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_mts);
+    mts = lua_gettop(L);
+    for (i = 0; i < NLIBS; i++) {
+        lua_rawgeti(L, mts, ENV_NAMES + (lua_Integer)i);
+        if (lua_rawget(L, env) != LUA_TTABLE || !lua_getmetatable(L, -1) ||
+            lua_topointer(L, -1) != s->lib_mt[i])
+            goto out;
+        lua_settop(L, mts);
+    }
+    lua_rawgeti(L, mts, ENV_NAMES + (lua_Integer)NLIBS);
+    ok = lua_rawget(L, env) == LUA_TTABLE && lua_rawequal(L, -1, env);
+out:
+    lua_settop(L, top);
+    return ok;
+}
+
 static int eval_protected(lua_State *L)
 {
     struct call_ctx *c = lua_touserdata(L, 1);
-    int cache;
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &reg_cache);
-    cache = lua_gettop(L);
-    lua_pushfstring(L, "%s\n%s", c->chunkname ? c->chunkname : "", c->body);
-    lua_pushvalue(L, -1);
-    if (lua_rawget(L, cache) != LUA_TFUNCTION) {
-        lua_pop(L, 1);
-        if (load_body(L, c->chunkname, c->body) != LUA_OK) {
-            c->syntax = 1;
-            return 1;
-        }
-        if (++c->s->cache_n > SBX_CACHE_MAX) {
-            lua_newtable(L);
-            lua_pushvalue(L, -1);
-            lua_rawsetp(L, LUA_REGISTRYINDEX, &reg_cache);
-            lua_replace(L, cache);
-            c->s->cache_n = 1;
-        }
-        lua_pushvalue(L, -2);
-        lua_pushvalue(L, -2);
-        lua_rawset(L, cache);
+    int env, nres;
+    take_env(L, c);
+    env = lua_gettop(L);
+    if (!push_compiled(L, c)) {
+        c->syntax = 1;
+        c->env_kept = 1;
+        return 1;
     }
-    sbx_push_env(L);
+    lua_pushvalue(L, env);
     push_json(L, c->input, 0);
     lua_pushliteral(L, "input");
     lua_pushvalue(L, -2);
-    lua_rawset(L, -4);
-    return run_thread(L, c->s, 2, 1, 0, &c->status);
+    lua_rawset(L, env);
+    c->s->env_written = 0;
+    nres = run_thread(L, c->s, 2, 1, 0, &c->status);
+    c->env_kept = c->status == LUA_OK && env_unchanged(L, c->s, env);
+    return nres;
 }
 
 static int call_protected(lua_State *L)
@@ -1064,11 +1201,26 @@ static int run_result(sbx *s, int pstatus, const struct call_ctx *c, int has_val
     return wu_err(err, WEFT_ESCRIPT, "%s", msg);
 }
 
+/* The cache key, chunkname "\n" body: in buf if it fits, else malloc'd (NULL if
+ * out of memory). */
+static char *cache_key(const char *chunkname, const char *body, char *buf, size_t size)
+{
+    const char *name = chunkname ? chunkname : "";
+    size_t a = strlen(name), b = strlen(body);
+    char *k = a + b + 2 <= size ? buf : malloc(a + b + 2);
+    if (!k) return NULL;
+    memcpy(k, name, a);
+    k[a] = '\n';
+    memcpy(k + a + 1, body, b + 1);
+    return k;
+}
+
 int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input, json_object **out,
              weft_error *err)
 {
     lua_State *L = s->L;
     struct call_ctx c = {0};
+    char buf[512];
     int top = lua_gettop(L), pstatus, rc;
     *out = NULL;
     if (!body) return wu_err(err, WEFT_EINVAL, "%s: no script", chunkname ? chunkname : "script");
@@ -1076,12 +1228,18 @@ int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input
     c.s = s;
     c.chunkname = chunkname;
     c.body = body;
+    c.key = cache_key(chunkname, body, buf, sizeof buf);
     c.input = input;
     limits_begin(s);
     lua_pushcfunction(L, eval_protected);
     lua_pushlightuserdata(L, &c);
     pstatus = lua_pcall(L, 1, LUA_MULTRET, 0);
     limits_end(s);
+    if (c.key != buf) free((char *)c.key);
+    if (c.spare_env) {
+        s->env_busy = 0;
+        if (!c.env_kept) s->env_spare = 0;
+    }
     rc = run_result(s, pstatus, &c, lua_gettop(L) > top, err);
     if (rc == 0) {
         rc = sbx_to_json_path(L, -1, "result", out, err);

@@ -4,7 +4,9 @@
  *
  * One sbx owns one lua_State and is not thread-safe: use one per thread.
  * Each eval runs in a fresh environment (so one script cannot change what the
- * next sees) holding only safe parts of base/string/table/math/utf8; no
+ * next sees; an env no script has changed is reused, as is the coroutine of
+ * a script that returned normally) holding only safe parts of
+ * base/string/table/math/utf8; no
  * io/os/package/debug/load/loadstring/require/dofile/collectgarbage, no
  * string.dump, text chunks only. Limits: a memory cap enforced by the
  * allocator and an instruction budget enforced by a count hook that pcall

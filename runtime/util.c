@@ -66,10 +66,9 @@ int64_t wu_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void random_bytes(unsigned char *buf, size_t n)
+static uint64_t random_u64(void)
 {
     static __thread uint64_t state;
-    size_t i;
     if (state == 0) {
         int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
@@ -81,30 +80,34 @@ static void random_bytes(unsigned char *buf, size_t n)
         if (state == 0)
             state = 0x2545F4914F6CDD1Dull;
     }
-    for (i = 0; i < n; i++) {
-        /* xorshift64*: ids need to be unique, not unpredictable */
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        buf[i] = (unsigned char)((state * 0x2545F4914F6CDD1Dull) >> 56);
-    }
+    /* xorshift64*: ids need to be unique, not unpredictable */
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+}
+
+/* The 16 hex digits of w, last digit first, to buf at the offsets in at[0..16). */
+static void put_hex(char *buf, const unsigned char *at, uint64_t w)
+{
+    static const char hex[] = "0123456789abcdef";
+    int i;
+    for (i = 15; i >= 0; i--, w >>= 4)
+        buf[at[i]] = hex[w & 0xf];
 }
 
 void wu_uuid(char buf[37])
 {
-    static const char hex[] = "0123456789abcdef";
-    unsigned char b[16];
-    size_t i;
-    char *p = buf;
-    random_bytes(b, sizeof b);
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    for (i = 0; i < sizeof b; i++) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
-        *p++ = hex[b[i] >> 4];
-        *p++ = hex[b[i] & 0x0f];
-    }
-    *p = 0;
+    /* where each of the 32 digits goes, around the dashes */
+    static const unsigned char at[32] = {0,  1,  2,  3,  4,  5,  6,  7,  9,  10, 11,
+                                         12, 14, 15, 16, 17, 19, 20, 21, 22, 24, 25,
+                                         26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
+    /* 8 random bytes per step, the digits straight from them: ids are made
+     * per task, so this is a hot path */
+    put_hex(buf, at, (random_u64() & ~0xf000ull) | 0x4000ull); /* version 4 */
+    put_hex(buf, at + 16, (random_u64() & ~(0xc0ull << 56)) | (0x80ull << 56)); /* variant 10 */
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
+    buf[36] = 0;
 }
 
 int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
@@ -239,6 +242,7 @@ struct wu_map {
         uint32_t hash;
     } *slots;
     size_t cap, count;
+    int borrowing; /* keys are the caller's, not copies */
 };
 
 static uint32_t hash_str(const char *s)
@@ -254,7 +258,7 @@ wu_map *wu_map_new(void)
     wu_map *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
-    m->cap = 16;
+    m->cap = 8; /* small: every execution has two (exec.h) */
     m->slots = calloc(m->cap, sizeof *m->slots);
     if (!m->slots) {
         free(m);
@@ -263,12 +267,20 @@ wu_map *wu_map_new(void)
     return m;
 }
 
+wu_map *wu_map_new_borrowing(void)
+{
+    wu_map *m = wu_map_new();
+    if (m)
+        m->borrowing = 1;
+    return m;
+}
+
 void wu_map_free(wu_map *m)
 {
     size_t i;
     if (!m)
         return;
-    for (i = 0; i < m->cap; i++)
+    for (i = 0; i < m->cap && !m->borrowing; i++)
         free(m->slots[i].key);
     free(m->slots);
     free(m);
@@ -282,27 +294,36 @@ static size_t map_find(const wu_map *m, const char *key, uint32_t h)
     return i;
 }
 
+int wu_map_reserve(wu_map *m, size_t n)
+{
+    wu_map grown = {0};
+    size_t j;
+    if ((m->count + n) * 4 <= m->cap * 3)
+        return 0;
+    grown.cap = m->cap * 2;
+    while ((m->count + n) * 4 > grown.cap * 3)
+        grown.cap *= 2;
+    grown.slots = calloc(grown.cap, sizeof *grown.slots);
+    if (!grown.slots)
+        return WEFT_ENOMEM;
+    for (j = 0; j < m->cap; j++)
+        if (m->slots[j].key)
+            grown.slots[map_find(&grown, m->slots[j].key, m->slots[j].hash)] = m->slots[j];
+    free(m->slots);
+    m->slots = grown.slots;
+    m->cap = grown.cap;
+    return 0;
+}
+
 int wu_map_put(wu_map *m, const char *key, void *val)
 {
     uint32_t h = hash_str(key);
     size_t i;
-    if ((m->count + 1) * 4 > m->cap * 3) {
-        wu_map grown = {0};
-        size_t j;
-        grown.cap = m->cap * 2;
-        grown.slots = calloc(grown.cap, sizeof *grown.slots);
-        if (!grown.slots)
-            return WEFT_ENOMEM;
-        for (j = 0; j < m->cap; j++)
-            if (m->slots[j].key)
-                grown.slots[map_find(&grown, m->slots[j].key, m->slots[j].hash)] = m->slots[j];
-        free(m->slots);
-        m->slots = grown.slots;
-        m->cap = grown.cap;
-    }
+    if (wu_map_reserve(m, 1))
+        return WEFT_ENOMEM;
     i = map_find(m, key, h);
     if (!m->slots[i].key) {
-        m->slots[i].key = strdup(key);
+        m->slots[i].key = m->borrowing ? (char *)key : strdup(key);
         if (!m->slots[i].key)
             return WEFT_ENOMEM;
         m->slots[i].hash = h;

@@ -39,9 +39,16 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
 /* A string -> pointer hash map (open addressing). Keys are copied. */
 typedef struct wu_map wu_map;
 wu_map *wu_map_new(void);
+/* A map that keeps the key pointers it is given instead of copies: each key
+ * must stay valid and unchanged while the map lives (replacing a value keeps
+ * the first key). Saves a copy per key where keys live in the values. */
+wu_map *wu_map_new_borrowing(void);
 void wu_map_free(wu_map *m);
 /* Insert or replace; returns 0 or WEFT_ENOMEM. */
 int wu_map_put(wu_map *m, const char *key, void *val);
+/* Make room for n more keys: the next n puts cannot fail (in a borrowing
+ * map). Returns 0 or WEFT_ENOMEM. */
+int wu_map_reserve(wu_map *m, size_t n);
 void *wu_map_get(const wu_map *m, const char *key);
 size_t wu_map_count(const wu_map *m);
 

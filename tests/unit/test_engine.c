@@ -441,6 +441,44 @@ static void test_wait_duration(void **state)
     assert_true(t->ended_ms - t->started_ms >= 30);
 }
 
+static struct {
+    const xc_exec *x[8];
+    int n;
+} ends;
+
+static void on_end(void *ud, const xc_exec *x)
+{
+    (void)ud;
+    if (ends.n < 8) ends.x[ends.n++] = x;
+}
+
+/* Many executions at once: work runs in the order it became due, timers too. */
+static void test_run_all(void **state)
+{
+    const char *chain = "{'name':'c','tasks':[" LAMBDA("a", "return input.x + 1",
+                                                       ",'x':'${workflow.input.x}'") "," LAMBDA(
+        "b", "return input.v * 2", ",'v':'${a.output.result}'") "]}";
+    xc_exec *xs[4];
+    weft_error err = {0};
+    int i;
+    memset(&ends, 0, sizeof ends);
+    xs[0] = start("{'name':'nap','tasks':[{'name':'w','taskReferenceName':'w','type':'WAIT',"
+                  "'inputParameters':{'duration':'20ms'}}," LAMBDA("z", "return 0", "") "]}",
+                  NULL);
+    xs[1] = start(chain, "{'x':1}");
+    xs[2] = start(chain, "{'x':2}");
+    xs[3] = start(chain, "{'x':3}");
+    assert_int_equal(eng_run_all(F.e, xs, 4, on_end, NULL, &err), 0);
+    for (i = 0; i < 4; i++)
+        assert_int_equal(xs[i]->status, WEFT_WF_COMPLETED);
+    assert_json(xs[3]->output, "{'result':8}");
+    assert_int_equal(ends.n, 4);
+    assert_ptr_equal(ends.x[0], xs[1]);
+    assert_ptr_equal(ends.x[1], xs[2]);
+    assert_ptr_equal(ends.x[2], xs[3]);
+    assert_ptr_equal(ends.x[3], xs[0]);
+}
+
 static void test_terminate(void **state)
 {
     xc_exec *x = run(
@@ -595,6 +633,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_duration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workflow_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_run_all, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_variable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lambda_error, setup, teardown),

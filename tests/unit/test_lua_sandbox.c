@@ -305,6 +305,53 @@ static void test_library_proxies(void **state)
     expect(s, "return keep == nil", NULL, "true");
 }
 
+/*
+ * Evals share an env (and a coroutine) while no eval changes it: whatever a
+ * script does to the env's own names, to a library, or however it ends, the
+ * next eval must see a new env.
+ */
+static void test_env_reuse(void **state)
+{
+    sbx *s = *state;
+    sbx_limits lim = {0, 100000, 600000};
+    weft_error err;
+    sbx *small;
+    int i;
+    for (i = 0; i < 3; i++)
+        expect(s, "return input.x + 1", "{\"x\":1}", "2");
+    /* assignments to the names the env holds itself */
+    expect(s, "string = math table = nil _G = 1 utf8 = {} return 1", NULL, "1");
+    expect(s,
+           "return string.upper('a') == 'A' and table.insert ~= nil and _G.string == string and "
+           "math.pi > 3 and utf8.char(72) == 'H' and getmetatable(utf8) == nil",
+           NULL, "true");
+    expect(s, "string, math = math, string return 1", NULL, "1");
+    expect(s, "return string.upper ~= nil and math.floor ~= nil", NULL, "true");
+    expect(s, "input = nil return 1", "{\"x\":1}", "1");
+    expect(s, "return input.x + _G.input.x", "{\"x\":3}", "6");
+    expect(s, "input = nil other = 2 return 1", "{\"x\":1}", "1");
+    expect(s, "return other == nil and input.x == 4", "{\"x\":4}", "true");
+    /* writes to a library or a new name */
+    expect(s, "math.extra = 1 return 1", NULL, "1");
+    expect(s, "return math.extra == nil", NULL, "true");
+    expect(s, "rawset(_G, 'y', 1) return 1", NULL, "1");
+    expect(s, "return y == nil and rawget(_G, 'pairs') == pairs", NULL, "true");
+    /* a script that fails after changing the env */
+    expect_err(s, "string = nil x = 1 error('boom')", NULL, WEFT_ESCRIPT, "boom");
+    expect(s, "return string.upper('b') == 'B' and x == nil", NULL, "true");
+    expect_err(s, "return (", NULL, WEFT_EINVAL, "calc:1:");
+    expect(s, "return input.x", "{\"x\":5}", "5");
+
+    /* a script stopped by a limit leaves its coroutine and env behind */
+    small = sbx_new(&lim, &err);
+    assert_non_null(small);
+    expect_err(small, "table = nil while true do end", NULL, WEFT_ELIMIT, "instruction limit");
+    expect(small, "return table.insert ~= nil and input.a", "{\"a\":1}", "1");
+    expect_err(small, "local t = {} for i = 1, 1e9 do t[i] = i end", NULL, WEFT_ELIMIT, "limit");
+    expect(small, "return 1 + 1", NULL, "2");
+    sbx_free(small);
+}
+
 static void test_forbidden_globals(void **state)
 {
     sbx *s = *state;
@@ -612,6 +659,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_input_global, setup, teardown),
         cmocka_unit_test_setup_teardown(test_isolation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_library_proxies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_env_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),

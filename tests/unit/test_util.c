@@ -182,6 +182,35 @@ static void test_map(void **state)
     wu_map_free(NULL);
 }
 
+/* A borrowing map keeps the caller's key pointers: never copied, never freed. */
+static void test_map_borrowing(void **state)
+{
+    wu_map *m = wu_map_new_borrowing();
+    char keys[300][16]; /* on the stack: freeing one would be caught */
+    size_t i;
+
+    assert_non_null(m);
+    /* room made up front: none of the puts grows the map or fails */
+    assert_int_equal(wu_map_reserve(m, 300), 0);
+    for (i = 0; i < 300; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%zu", i);
+        assert_int_equal(wu_map_put(m, keys[i], (void *)(uintptr_t)(i + 1)), 0);
+    }
+    assert_int_equal(wu_map_count(m), 300);
+    for (i = 0; i < 300; i++)
+        assert_int_equal((uintptr_t)wu_map_get(m, keys[i]), i + 1);
+    /* a replace keeps the first key pointer, and the count */
+    assert_int_equal(wu_map_put(m, "k7", (void *)(uintptr_t)1000), 0);
+    assert_int_equal((uintptr_t)wu_map_get(m, keys[7]), 1000);
+    assert_int_equal(wu_map_count(m), 300);
+    assert_null(wu_map_get(m, "k300"));
+    /* reserving what there is room for already changes nothing */
+    assert_int_equal(wu_map_reserve(m, 0), 0);
+    assert_int_equal(wu_map_reserve(m, 1), 0);
+    assert_int_equal((uintptr_t)wu_map_get(m, "k299"), 300);
+    wu_map_free(m);
+}
+
 static void test_vec(void **state)
 {
     wu_vec v = {0};
@@ -311,6 +340,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration_good), cmocka_unit_test(test_duration_bad),
         cmocka_unit_test(test_uuid),          cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_borrowing),
         cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
         cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
         cmocka_unit_test(test_clocks),
