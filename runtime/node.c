@@ -19,8 +19,17 @@
 #include "payload.h"
 #include "plugin_loader.h"
 
-#define ND_CLAIM_BATCH 4
-#define ND_DUE_BATCH 8
+#define ND_BATCH 32        /* tasks a worker holds at once (claimed or eager) */
+#define ND_DUE_BATCH 8     /* executions a worker takes off the decider queue per round */
+#define ND_BUSY_POLL_MS 2  /* while busy with held work, look at the queues this often */
+#define ND_ROUND_MS 20     /* run held tasks for this long, then save what is done */
+
+/* A task leased to a worker, and the execution it holds for it (or NULL). */
+typedef struct held {
+    rs_lease l;
+    int64_t since; /* when it was leased (monotonic ms) */
+    xc_exec *x;
+} held;
 
 typedef struct worker {
     struct nd_node *n;
@@ -31,8 +40,12 @@ typedef struct worker {
     dec_env dec;
     op_env op;
     op_hooks hooks;
-    rs_lease leases[ND_CLAIM_BATCH];
-    int nleases; /* claimed, not yet acked: renewed by the keeper */
+    rs_lease leases[ND_BATCH];
+    int nleases; /* a copy of hold's leases, for the keeper to renew */
+    held hold[ND_BATCH];
+    int nhold;
+    int64_t last_due, last_claim;
+    int due_more, claim_more; /* the last poll was full: poll again at once */
     op_cache *cache; /* this thread's compiled definitions */
     pthread_t thread;
     int started;
@@ -282,88 +295,88 @@ static int fn_sweep(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
     return 0;
 }
 
-static int sweep_due(worker *w, int64_t *backoff)
-{
-    char ids[ND_DUE_BATCH][64];
-    weft_error err = {0};
-    int n = rs_due(w->r, ND_DUE_BATCH, w->n->cfg->sweep_ms, ids, &err), i;
-    if (n < 0) {
-        if (rs_broken(w->r))
-            redis_trouble(w, &err, backoff);
-        else
-            nd_log(w->n, WEFT_LOG_ERROR, "decider queue: %s", err.msg);
-        return 0;
-    }
-    redis_fine(w);
-    for (i = 0; i < n; i++) {
-        err.msg[0] = 0;
-        if (rs_exec_flush(w->r, ids[i], &err) && err.code != WEFT_ENOTFOUND)
-            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: outbox: %s", ids[i], err.msg);
-        if (op_update(&w->op, ids[i], fn_sweep, w, &err)) {
-            if (err.code == WEFT_ENOTFOUND)
-                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), ids[i]);
-            else if (err.code != WEFT_ETIMEOUT)
-                nd_log(w->n, WEFT_LOG_WARN, "workflow %s: %s", ids[i], err.msg);
-        }
-    }
-    return n;
-}
+/* ---- running tasks ----
+ *
+ * A worker works in rounds. Each round it takes executions due for a decider
+ * and claims tasks up to ND_BATCH held at once, loads in one round trip the
+ * executions it does not hold in memory, runs the tasks, and saves every
+ * execution it changed with op_update_many: two round trips for the whole
+ * round. A task that a save makes runnable at once (the next step of a
+ * chain, the branches of a fork) is leased to this worker in that same
+ * save's steps (eager dispatch) and run next round on the execution still in
+ * memory: no claim, no load. A crash leaves those leases to expire, and the
+ * keeper of any node puts them back in their queues.
+ */
 
-/* ---- running tasks ---- */
-
-typedef struct apply_args {
-    const char *task_id;
+/* One task's result, waiting to be applied. */
+typedef struct result {
+    char task_id[64];
     int rc;
-    weft_result *r;
-    const char *child_id;
+    weft_result r;
+    char child_id[64];
     int64_t started_ms;
     int poll_count; /* the task's poll count once this worker took it */
-} apply_args;
+} result;
 
-static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                    weft_error *err)
+/* An execution this round touches, with the results of its tasks. */
+typedef struct job {
+    char id[64];
+    xc_exec *x;
+    int due;     /* a decider should look at it (decider queue) */
+    int load_rc; /* why it could not be loaded */
+    result *res;
+    size_t nres;
+    rs_lease *acks; /* claims its save consumes */
+    size_t nacks;
+    int unrun; /* held tasks of it left for the next round */
+} job;
+
+static void job_clear(job *j)
 {
-    apply_args *a = ud;
+    size_t i;
+    for (i = 0; i < j->nres; i++)
+        host_result_clear(&j->res[i].r);
+    free(j->res);
+    free(j->acks);
+    xc_free(j->x);
+    memset(j, 0, sizeof *j);
+}
+
+/* Apply one result to x (a fresh load too: a fenced save may run this twice,
+ * so the decider gets its own references). 1 when it changed x. */
+static int apply_one(const dec_env *dec, xc_exec *x, const result *a, dec_out *o)
+{
     xc_task *t = xc_find_id(x, a->task_id);
     weft_result r;
     if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status))
-        return OP_NOCHANGE; /* canceled or already done: the late result is dropped */
+        return 0; /* canceled or already done: the late result is dropped */
     if (!t->started_ms)
         t->started_ms = a->started_ms;
     /* started already in the worker's copy; a fresh load has not seen it */
     if (t->poll_count < a->poll_count)
         dec_start(dec, x, t);
-    if (a->child_id && !t->child_id)
+    if (a->child_id[0] && !t->child_id)
         t->child_id = strdup(a->child_id);
-    /* a fenced save may run this twice: hand the decider its own references */
-    r = *a->r;
-    r.output = a->r->output ? json_object_get(a->r->output) : NULL;
-    r.end_output = a->r->end_output ? json_object_get(a->r->end_output) : NULL;
+    r = a->r;
+    r.output = a->r.output ? json_object_get(a->r.output) : NULL;
+    r.end_output = a->r.end_output ? json_object_get(a->r.end_output) : NULL;
     dec_apply(dec, x, t, a->rc, &r, o);
     host_result_clear(&r);
+    return 1;
+}
+
+static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                    weft_error *err)
+{
+    job *j = ud;
+    size_t i;
+    int changed = 0;
+    for (i = 0; i < j->nres; i++)
+        changed |= apply_one(dec, x, &j->res[i], o);
+    if (!changed)
+        return OP_NOCHANGE;
     dec_decide(dec, x, o);
     return 0;
-}
-
-static void set_inflight(worker *w, const rs_lease *l, int n)
-{
-    pthread_mutex_lock(&w->n->mu);
-    if (n > 0)
-        memcpy(w->leases, l, (size_t)n * sizeof *l);
-    w->nleases = n;
-    pthread_mutex_unlock(&w->n->mu);
-}
-
-static void drop_inflight(worker *w, const rs_lease *l)
-{
-    int i;
-    pthread_mutex_lock(&w->n->mu);
-    for (i = 0; i < w->nleases; i++)
-        if (!strcmp(w->leases[i].lease, l->lease)) {
-            w->leases[i] = w->leases[--w->nleases];
-            break;
-        }
-    pthread_mutex_unlock(&w->n->mu);
 }
 
 static int fn_noop(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
@@ -372,107 +385,309 @@ static int fn_noop(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     return OP_NOCHANGE;
 }
 
-static void run_one(worker *w, const rs_lease *l)
+/* The keeper renews what the workers hold. */
+static void publish_held(worker *w)
+{
+    int i;
+    pthread_mutex_lock(&w->n->mu);
+    for (i = 0; i < w->nhold; i++)
+        w->leases[i] = w->hold[i].l;
+    w->nleases = w->nhold;
+    pthread_mutex_unlock(&w->n->mu);
+}
+
+/* Eager dispatch takes tasks of the queues this node serves, while it runs. */
+static int want_eager(void *ud, const xc_task *t)
+{
+    worker *w = ud;
+    nd_node *n = w->n;
+    size_t i;
+    if (n->stopping)
+        return 0;
+    for (i = 0; i < n->ntypes; i++)
+        if (!strcmp(n->types[i], t->def->queue))
+            return 1;
+    return 0;
+}
+
+static job *job_of(job *jobs, size_t *nj, const char *id)
+{
+    size_t i;
+    for (i = 0; i < *nj; i++)
+        if (!strcmp(jobs[i].id, id))
+            return &jobs[i];
+    memset(&jobs[*nj], 0, sizeof jobs[*nj]);
+    snprintf(jobs[*nj].id, sizeof jobs[*nj].id, "%s", id);
+    return &jobs[(*nj)++];
+}
+
+static int push_lease(rs_lease **v, size_t *n, const rs_lease *l)
+{
+    rs_lease *g = realloc(*v, (*n + 1) * sizeof *g);
+    if (!g)
+        return -1;
+    g[(*n)++] = *l;
+    *v = g;
+    return 0;
+}
+
+/* Run held task l of j (loaded). 0 = ran or dropped; 1 = left for later. */
+static void run_held(worker *w, job *j, const held *h, int64_t now)
 {
     nd_node *n = w->n;
     weft_error err = {0};
-    xc_exec *x = NULL;
-    xc_task *t;
-    weft_result r;
-    apply_args a = {0};
     dec_env quiet = w->dec;
+    xc_task *t = xc_find_id(j->x, h->l.task_id);
+    result *a, *g;
     int64_t t0;
     int rc;
-
     quiet.on_change = NULL;
-    rc = op_load(&w->op, l->workflow_id, &x, NULL, &err);
-    if (rc == WEFT_EINVAL) {
-        /* unreadable: failing it is what an update does with it */
-        nd_log(n, WEFT_LOG_ERROR, "%s", err.msg);
-        op_update(&w->op, l->workflow_id, fn_noop, NULL, &err);
-    }
-    if (rc) {
-        if (rc != WEFT_EIO)
-            rs_ack(w->r, l, &err);
+    if (!t || xc_task_terminal(t->status) || !t->queued || xc_wf_terminal(j->x->status)) {
+        push_lease(&j->acks, &j->nacks, &h->l); /* nothing to run: done or canceled meanwhile */
         return;
     }
-    t = xc_find_id(x, l->task_id);
-    if (!t || xc_task_terminal(t->status) || !t->queued || xc_wf_terminal(x->status)) {
-        rs_ack(w->r, l, &err); /* nothing to run: done or canceled meanwhile */
-        xc_free(x);
-        return;
-    }
-    dec_start(&quiet, x, t);
-    host_result_init(&r);
+    if (!(g = realloc(j->res, (j->nres + 1) * sizeof *g)))
+        return; /* the lease expires; the task runs again later */
+    j->res = g;
+    a = &j->res[j->nres];
+    memset(a, 0, sizeof *a);
+    dec_start(&quiet, j->x, t);
+    host_result_init(&a->r);
     t0 = wu_mono_ms();
-    rc = host_execute(&w->svc, x, t, &r);
+    rc = host_execute(&w->svc, j->x, t, &a->r);
     {
         char what[200];
         snprintf(what, sizeof what, "output of task '%s'", t->ref);
-        if (ps_guard(n->payloads, what, r.output, &err)) {
+        if (ps_guard(n->payloads, what, a->r.output, &err)) {
             /* over the hard limit: refused, and retrying would not help */
-            json_object_put(r.output);
-            r.output = NULL;
-            r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
-            snprintf(r.reason, sizeof r.reason, "%s", err.msg);
+            json_object_put(a->r.output);
+            a->r.output = NULL;
+            a->r.status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;
+            snprintf(a->r.reason, sizeof a->r.reason, "%s", err.msg);
             rc = 0;
         }
     }
     /* counted as the decider will take it: an error is a failure */
     mt_task(n->metrics, t->def->type_name,
-            weft_task_status_name(rc && r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR
+            weft_task_status_name(rc && a->r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR
                                       ? WEFT_TASK_FAILED
-                                      : r.status),
+                                      : a->r.status),
             (double)(wu_mono_ms() - t0) / 1000.0);
-    if (rs_ack(w->r, l, &err) != 0) {
-        nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, x->id, err.msg);
-    } else {
-        char id[64], tid[64], child[64] = "";
-        snprintf(id, sizeof id, "%s", x->id);
-        snprintf(tid, sizeof tid, "%s", t->id);
-        if (t->child_id)
-            snprintf(child, sizeof child, "%s", t->child_id);
-        a.task_id = tid;
-        a.rc = rc;
-        a.r = &r;
-        a.child_id = child[0] ? child : NULL;
-        a.started_ms = t->started_ms;
-        a.poll_count = t->poll_count;
-        /* the copy loaded above goes in first: if nobody saved since, no reload */
-        rc = op_update_from(&w->op, id, x, fn_apply, &a, &err);
-        x = NULL;
-        if (rc)
-            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: result not saved: %s", tid, id,
-                   err.msg);
+    /* A lease taken less than half its length ago is current: nobody can have
+     * reaped it, and a cancel moves the fence, which the save checks. An older
+     * one is checked (and dropped) before its result may count. */
+    if (wu_mono_ms() - h->since > n->cfg->lease_ms / 2 && rs_ack(w->r, &h->l, &err) != 0) {
+        nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, j->id, err.msg);
+        host_result_clear(&a->r);
+        return;
     }
-    host_result_clear(&r);
-    xc_free(x);
+    if (wu_mono_ms() - h->since <= n->cfg->lease_ms / 2)
+        push_lease(&j->acks, &j->nacks, &h->l);
+    snprintf(a->task_id, sizeof a->task_id, "%s", t->id);
+    a->rc = rc;
+    if (t->child_id)
+        snprintf(a->child_id, sizeof a->child_id, "%s", t->child_id);
+    a->started_ms = t->started_ms;
+    a->poll_count = t->poll_count;
+    j->nres++;
+    (void)now;
 }
 
-static int run_tasks(worker *w, int64_t *backoff)
+/* The executions due for a decider and the claimable tasks, as far as there is room. */
+static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
 {
     nd_node *n = w->n;
-    rs_lease got[ND_CLAIM_BATCH];
     weft_error err = {0};
-    int k, i;
-    if (!n->ntypes)
+    int64_t now = wu_mono_ms();
+    int room = ND_BATCH - w->nhold, k, i;
+    rs_lease got[ND_BATCH];
+    *ndue = 0;
+    if (n->stopping)
         return 0;
-    /* a batch per round trip; the keeper renews every lease of the batch */
-    k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, ND_CLAIM_BATCH, n->cfg->lease_ms,
-                 got, &err);
-    if (k < 0) {
-        if (rs_broken(w->r))
+    /* busy with held work: look at the queues every few ms, not every round */
+    if (w->due_more || !w->nhold || now - w->last_due >= ND_BUSY_POLL_MS) {
+        k = rs_due(w->r, ND_DUE_BATCH, n->cfg->sweep_ms, due, &err);
+        if (k < 0) {
+            if (rs_broken(w->r))
+                redis_trouble(w, &err, backoff);
+            else
+                nd_log(n, WEFT_LOG_ERROR, "decider queue: %s", err.msg);
+            return -1;
+        }
+        redis_fine(w);
+        *ndue = k;
+        w->due_more = k == ND_DUE_BATCH;
+        w->last_due = now;
+    }
+    if (room > 0 && n->ntypes && (w->claim_more || !w->nhold || now - w->last_claim >= ND_BUSY_POLL_MS)) {
+        k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, room, n->cfg->lease_ms, got,
+                     &err);
+        if (k < 0) {
+            if (rs_broken(w->r))
+                redis_trouble(w, &err, backoff);
+            else
+                nd_log(n, WEFT_LOG_ERROR, "claiming tasks: %s", err.msg);
+            return -1;
+        }
+        for (i = 0; i < k; i++) {
+            w->hold[w->nhold].l = got[i];
+            w->hold[w->nhold].since = now;
+            w->hold[w->nhold].x = NULL;
+            w->nhold++;
+        }
+        w->claim_more = k == room;
+        w->last_claim = now;
+        publish_held(w);
+    }
+    return 0;
+}
+
+static int run_round(worker *w, int64_t *backoff)
+{
+    nd_node *n = w->n;
+    char due[ND_DUE_BATCH][64];
+    job jobs[ND_BATCH + ND_DUE_BATCH];
+    op_item items[ND_BATCH + ND_DUE_BATCH];
+    const char *ids[ND_BATCH + ND_DUE_BATCH];
+    xc_exec *xs[ND_BATCH + ND_DUE_BATCH];
+    int rcs[ND_BATCH + ND_DUE_BATCH];
+    held next[ND_BATCH];
+    size_t nj = 0, nl = 0, ni = 0, room, i;
+    int ndue = 0, nkeep = 0, did;
+    int64_t start = wu_mono_ms();
+    weft_error err = {0};
+
+    if (poll_work(w, due, &ndue, backoff) < 0 && !w->nhold)
+        return 0;
+    if (!w->nhold && !ndue)
+        return 0;
+    did = w->nhold + ndue;
+    /* the executions: held in memory, or loaded now in one round trip */
+    for (i = 0; i < (size_t)w->nhold; i++) {
+        job *j = job_of(jobs, &nj, w->hold[i].l.workflow_id);
+        if (w->hold[i].x && !j->x)
+            j->x = w->hold[i].x;
+        else if (w->hold[i].x && j->x != w->hold[i].x)
+            xc_free(w->hold[i].x); /* a stale second copy */
+        w->hold[i].x = NULL;
+    }
+    for (i = 0; i < (size_t)ndue; i++)
+        job_of(jobs, &nj, due[i])->due = 1;
+    for (i = 0; i < nj; i++)
+        if (!jobs[i].x)
+            ids[nl++] = jobs[i].id;
+    if (nl) {
+        size_t k = 0;
+        if (op_load_many(&w->op, ids, nl, xs, rcs, &err) && rs_broken(w->r))
             redis_trouble(w, &err, backoff);
-        else
-            nd_log(n, WEFT_LOG_ERROR, "claiming tasks: %s", err.msg);
-        return 0;
+        for (i = 0; i < nj; i++)
+            if (!jobs[i].x) {
+                jobs[i].x = xs[k];
+                jobs[i].load_rc = rcs[k++];
+            }
     }
-    set_inflight(w, got, k);
-    for (i = 0; i < k; i++) {
-        run_one(w, &got[i]);
-        drop_inflight(w, &got[i]);
+    /* run the held tasks, for at most ND_ROUND_MS: the rest wait a round */
+    for (i = 0; i < (size_t)w->nhold; i++) {
+        held *h = &w->hold[i];
+        job *j = job_of(jobs, &nj, h->l.workflow_id);
+        if (!j->x) {
+            if (j->load_rc == WEFT_EIO) {
+                next[nkeep++] = *h; /* Redis trouble: try again */
+            } else {
+                /* gone, or unreadable: failing it is what an update does with it */
+                if (j->load_rc == WEFT_EINVAL && !j->due)
+                    op_update(&w->op, j->id, fn_noop, NULL, &err);
+                rs_ack(w->r, &h->l, &err);
+            }
+            continue;
+        }
+        if (n->stopping && n->cfg->grace_ms <= 0) {
+            next[nkeep++] = *h;
+            continue;
+        }
+        if (wu_mono_ms() - start > ND_ROUND_MS && (j->nres || j->nacks || i > 0)) {
+            next[nkeep++] = *h;
+            j->unrun = 1;
+            continue;
+        }
+        run_held(w, j, h, start);
     }
-    return k;
+    /* save what changed: two round trips for all */
+    for (i = 0; i < nj; i++) {
+        job *j = &jobs[i];
+        op_item *it = &items[ni];
+        if (!j->x && j->due) {
+            if (j->load_rc == WEFT_ENOTFOUND)
+                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), j->id);
+            else if (j->load_rc != WEFT_EIO)
+                op_update(&w->op, j->id, fn_sweep, w, &err); /* says what is wrong with it */
+            continue;
+        }
+        if (!j->x || (!j->nres && !j->due)) {
+            if (j->nacks) {
+                size_t q;
+                for (q = 0; q < j->nacks; q++)
+                    rs_ack(w->r, &j->acks[q], &err);
+            }
+            continue;
+        }
+        memset(it, 0, sizeof *it);
+        it->id = j->id;
+        it->x = j->x;
+        j->x = NULL;
+        it->fn = j->nres ? fn_apply : fn_sweep;
+        it->ud = j->nres ? (void *)j : (void *)w;
+        it->acks = j->acks;
+        it->nacks = j->nacks;
+        it->keep = j->unrun;
+        ni++;
+    }
+    room = ND_BATCH > nkeep ? (size_t)(ND_BATCH - nkeep) : 0;
+    op_update_many(&w->op, items, ni, &room);
+    /* what is held next round: the tasks not run, and the eager ones */
+    for (i = 0; i < ni; i++) {
+        op_item *it = &items[i];
+        job *j = job_of(jobs, &nj, it->id);
+        size_t q;
+        if (it->rc) {
+            if (it->rc == WEFT_ENOTFOUND && j->due)
+                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), it->id);
+            else if (it->rc != WEFT_ETIMEOUT)
+                nd_log(n, WEFT_LOG_WARN, "workflow %s: %s%s", it->id,
+                       j->nres ? "results not saved: " : "", it->err.msg);
+        } else if (!it->saved && j->due && !j->nres) {
+            /* finished: only its decider-queue entry or outbox was left */
+            weft_error e = {0};
+            rs_exec_flush(w->r, it->id, &e);
+        }
+        for (q = 0; q < it->neager && nkeep < ND_BATCH; q++) {
+            next[nkeep].l = it->eager[q];
+            next[nkeep].since = wu_mono_ms();
+            next[nkeep].x = NULL;
+            nkeep++;
+        }
+        free(it->eager);
+        if (it->x)
+            j->x = it->x; /* kept in memory for its held tasks */
+    }
+    /* hand each kept execution to one of its held tasks */
+    for (i = 0; i < (size_t)nkeep; i++) {
+        job *j = NULL;
+        size_t q;
+        for (q = 0; q < nj; q++)
+            if (!strcmp(jobs[q].id, next[i].l.workflow_id))
+                j = &jobs[q];
+        if (j && j->x) {
+            next[i].x = j->x;
+            j->x = NULL;
+        }
+    }
+    for (i = 0; i < nj; i++)
+        job_clear(&jobs[i]);
+    memcpy(w->hold, next, (size_t)nkeep * sizeof *next);
+    w->nhold = nkeep;
+    publish_held(w);
+    return did;
 }
 
 static void *worker_main(void *arg)
@@ -480,10 +695,8 @@ static void *worker_main(void *arg)
     worker *w = arg;
     nd_node *n = w->n;
     int64_t idle = 1, backoff = 100;
-    while (!n->stopping) {
-        int did = sweep_due(w, &backoff);
-        if (!n->stopping)
-            did += run_tasks(w, &backoff);
+    while (!n->stopping || w->nhold) {
+        int did = run_round(w, &backoff);
         if (did) {
             idle = 1;
             backoff = 100;
@@ -512,7 +725,7 @@ static void keep(worker *k)
 {
     nd_node *n = k->n;
     weft_error err = {0};
-    rs_lease renew[64];
+    rs_lease renew[1024];
     int nr = 0, i;
     size_t t;
     char info[4096], host[256] = "?";
@@ -522,7 +735,7 @@ static void keep(worker *k)
     pthread_mutex_lock(&n->mu);
     for (i = 0; i < n->nworkers; i++) {
         int j2;
-        for (j2 = 0; j2 < n->workers[i].nleases && nr < 64; j2++)
+        for (j2 = 0; j2 < n->workers[i].nleases && nr < 1024; j2++)
             renew[nr++] = n->workers[i].leases[j2];
     }
     pthread_mutex_unlock(&n->mu);
@@ -633,11 +846,18 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.unfenced = !n->cfg->fencing;
     w->op.ps = n->payloads;
     w->op.hooks = &w->hooks;
+    w->op.eager = want_eager;
+    w->op.eager_ud = w;
+    w->op.lease_ms = n->cfg->lease_ms;
     return 0;
 }
 
 static void worker_fini(worker *w)
 {
+    int i;
+    for (i = 0; i < w->nhold; i++)
+        xc_free(w->hold[i].x);
+    w->nhold = 0;
     rs_free(w->r);
     sbx_free(w->sandbox);
     op_cache_free(w->cache);

@@ -150,27 +150,23 @@ static void keep_payloads(op_env *env, xc_exec *x)
         fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
 }
 
-static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+/* A stored execution (rs_exec, cleared here) into *out. */
+static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_error *err)
 {
-    rs_exec e = {0};
     def_workflow *def = NULL;
     json_object *doc = NULL;
     int rc;
     *out = NULL;
-    if ((rc = rs_exec_load(env->r, id, 0, &e, err)))
-        return rc;
-    if (fence)
-        *fence = e.fence;
-    if (!e.doc || !e.defkey) {
+    if (!e->doc || !e->defkey) {
         rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is incomplete", id);
         goto out;
     }
-    if ((rc = exec_def(env, id, e.defkey, &def, err))) {
+    if ((rc = exec_def(env, id, e->defkey, &def, err))) {
         wu_err_prefix(err, "workflow %s: stored definition: ", id);
         rc = WEFT_EINVAL;
         goto out;
     }
-    if ((rc = wu_parse_json(id, e.doc, &doc, err))) {
+    if ((rc = wu_parse_json(id, e->doc, &doc, err))) {
         wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
         goto out;
     }
@@ -188,7 +184,7 @@ static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, wef
     }
     rc = cd_from_doc(doc, def, env->defs, out, err);
     if (rc == 0) {
-        (*out)->fence = e.fence;
+        (*out)->fence = e->fence;
         if ((rc = load_payloads(env, *out, err))) {
             xc_free(*out);
             *out = NULL;
@@ -197,7 +193,41 @@ static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, wef
 out:
     json_object_put(doc);
     def_unref(def);
-    rs_exec_clear(&e);
+    rs_exec_clear(e);
+    return rc;
+}
+
+static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    rs_exec e = {0};
+    int rc;
+    *out = NULL;
+    if ((rc = rs_exec_load(env->r, id, 0, &e, err)))
+        return rc;
+    if (fence)
+        *fence = e.fence;
+    return decode(env, id, &e, out, err);
+}
+
+int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                 weft_error *err)
+{
+    rs_exec *e = calloc(n + 1, sizeof *e);
+    size_t i;
+    int rc;
+    if (!e)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    rc = rs_exec_load_many(env->r, ids, n, e, rcs, err);
+    for (i = 0; i < n; i++) {
+        weft_error e2 = {0};
+        out[i] = NULL;
+        if (rc)
+            rcs[i] = rc;
+        else if (rcs[i] == 0)
+            rcs[i] = decode(env, ids[i], &e[i], &out[i], &e2);
+        rs_exec_clear(&e[i]);
+    }
+    free(e);
     return rc;
 }
 
@@ -253,31 +283,80 @@ static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o)
     return due < now ? now : due;
 }
 
-/* The queue steps for the decider's actions, plus when x is next due. */
+/* Eager dispatch: whether task t, made visible now by a save, is leased to
+ * the saver instead (room permitting); the token into lease. */
+static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room,
+                      char lease[40])
+{
+    if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
+        return 0;
+    if (!env->lease_seed[0]) {
+        char u[37];
+        size_t i, j;
+        wu_uuid(u);
+        for (i = j = 0; u[i] && j < 24; i++)
+            if (u[i] != '-')
+                env->lease_seed[j++] = u[i];
+        env->lease_seed[j] = 0;
+    }
+    snprintf(lease, 40, "%s:e%lu", env->lease_seed, ++env->lease_n);
+    (*room)--;
+    return 1;
+}
+
+/* The queue steps for the decider's actions, plus when x is next due. Tasks
+ * leased eagerly (up to *room; room NULL = none) are listed in *eager
+ * (malloc'd, caller frees); their tokens live in *tokens. */
 static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_step **out,
-                    size_t *n)
+                    size_t *n, size_t *room, rs_lease **eager, size_t *neager)
 {
     rs_step *s;
-    size_t i, k = 0;
+    rs_lease *got = NULL;
+    size_t i, k = 0, ng = 0;
+    int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
     int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o);
     s = calloc(o->n + 1, sizeof *s);
+    if (room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
+        free(s);
+        return WEFT_ENOMEM;
+    }
     if (!s)
         return WEFT_ENOMEM;
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
+        rs_step st = {0};
         if (a->kind == DEC_ENQUEUE) {
-            s[k++] = (rs_step){RS_PUSH, a->task->def->queue, a->task->id, a->at};
+            st.kind = RS_PUSH;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            st.at = a->at;
+            if (got && take_eager(env, a, now, room, got[ng].lease)) {
+                snprintf(got[ng].workflow_id, sizeof got[ng].workflow_id, "%s", x->id);
+                snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
+                snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
+                st.lease = got[ng].lease;
+                st.lease_until = wu_now_ms() + env->lease_ms;
+                ng++;
+            }
+            s[k++] = st;
         } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
-            s[k++] = (rs_step){RS_UNQUEUE, a->task->def->queue, a->task->id, 0};
+            st.kind = RS_UNQUEUE;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            s[k++] = st;
         }
     }
-    if (xc_wf_terminal(x->status))
-        s[k++] = (rs_step){RS_DONE, NULL, NULL, 0};
-    else
-        s[k++] = (rs_step){RS_WAKE, NULL, NULL, due};
+    s[k].kind = xc_wf_terminal(x->status) ? RS_DONE : RS_WAKE;
+    s[k++].at = due;
     *out = s;
     *n = k;
+    if (eager) {
+        *eager = got;
+        *neager = ng;
+    } else {
+        free(got);
+    }
     return 0;
 }
 
@@ -303,7 +382,7 @@ static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char 
                         weft_error *err)
 {
     json_object *doc = json_object_new_object();
-    rs_step done = {RS_DONE, NULL, NULL, 0};
+    rs_step done = {.kind = RS_DONE};
     char ev[WEFT_ERROR_MAX + 128];
     const char *evs[1] = {ev};
     json_object *r;
@@ -388,7 +467,7 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
             xc_free(x);
             break;
         }
-        if ((rc = steps_of(env, &dec, x, &o, &steps, &nsteps))) {
+        if ((rc = steps_of(env, &dec, x, &o, &steps, &nsteps, NULL, NULL, NULL))) {
             wu_err(err, rc, "out of memory");
             dec_out_free(&o);
             xc_free(x);
@@ -427,6 +506,186 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         env->lock->release(env->lock_handle, id, token, &e);
     }
     return rc;
+}
+
+/* One item of op_update_many, prepared for its save. */
+typedef struct prep {
+    xc_exec *x;
+    dec_out o;
+    collect col;
+    rs_step *steps;
+    size_t nsteps;
+    json_object *doc;
+} prep;
+
+static void prep_clear(prep *p)
+{
+    dec_out_free(&p->o);
+    collect_clear(&p->col);
+    wu_vec_free(&p->col.events);
+    free(p->steps);
+    json_object_put(p->doc);
+    xc_free(p->x);
+    memset(p, 0, sizeof *p);
+}
+
+/* Drop claims one by one (an item that made no save, or was redone alone). */
+static void ack_each(op_env *env, const op_item *it)
+{
+    size_t i;
+    for (i = 0; i < it->nacks; i++) {
+        weft_error e = {0};
+        rs_ack(env->r, &it->acks[i], &e);
+    }
+}
+
+/* An item that cannot go in the batch: alone, as op_update_from would. */
+static void one_by_one(op_env *env, op_item *it, xc_exec *x)
+{
+    it->rc = op_update_from(env, it->id, x, it->fn, it->ud, &it->err);
+    it->saved = it->rc == 0;
+    if (it->rc == 0)
+        ack_each(env, it);
+}
+
+void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
+{
+    prep *p = calloc(n + 1, sizeof *p);
+    rs_save *sv = calloc(n + 1, sizeof *sv);
+    const char **ids = calloc(n + 1, sizeof *ids);
+    xc_exec **xs = calloc(n + 1, sizeof *xs);
+    int *rcs = calloc(n + 1, sizeof *rcs);
+    size_t *at = calloc(n + 1, sizeof *at);
+    size_t i, nl = 0, ns = 0;
+    weft_error err = {0};
+
+    for (i = 0; i < n; i++) {
+        items[i].rc = 0;
+        items[i].saved = 0;
+        items[i].eager = NULL;
+        items[i].neager = 0;
+        items[i].err.msg[0] = 0;
+    }
+    if (!p || !sv || !ids || !xs || !rcs || !at || env->lock) {
+        /* out of memory, or a lock to take per execution: one by one */
+        for (i = 0; i < n; i++) {
+            one_by_one(env, &items[i], items[i].x);
+            items[i].x = NULL;
+        }
+        goto out;
+    }
+    /* those not loaded yet: one round trip */
+    for (i = 0; i < n; i++)
+        if (!items[i].x)
+            ids[nl++] = items[i].id;
+    if (nl) {
+        size_t k = 0;
+        op_load_many(env, ids, nl, xs, rcs, &err);
+        for (i = 0; i < n; i++)
+            if (!items[i].x) {
+                p[i].x = xs[k];
+                if (rcs[k] && rcs[k] != WEFT_EIO)
+                    p[i].x = NULL; /* unreadable or gone: op_update says how, below */
+                else if (rcs[k] == WEFT_EIO) {
+                    items[i].rc = wu_err(&items[i].err, WEFT_EIO, "%s", err.msg);
+                }
+                k++;
+            } else {
+                p[i].x = items[i].x;
+            }
+    } else {
+        for (i = 0; i < n; i++)
+            p[i].x = items[i].x;
+    }
+    for (i = 0; i < n; i++) {
+        op_item *it = &items[i];
+        prep *pp = &p[i];
+        dec_env dec = *env->dec;
+        int rc;
+        it->x = NULL;
+        if (it->rc)
+            continue;
+        if (!pp->x) {
+            one_by_one(env, it, NULL); /* its error (or a failed corrupt workflow) */
+            continue;
+        }
+        dec.on_change = on_change;
+        dec.ud = &pp->col;
+        rc = it->fn(env, &dec, pp->x, &pp->o, it->ud, &it->err);
+        if (rc) {
+            if (rc == OP_NOCHANGE) {
+                ack_each(env, it);
+                if (it->keep) {
+                    it->x = pp->x;
+                    pp->x = NULL;
+                }
+            } else {
+                it->rc = rc;
+            }
+            prep_clear(pp);
+            continue;
+        }
+        if (steps_of(env, &dec, pp->x, &pp->o, &pp->steps, &pp->nsteps, room, &it->eager,
+                     &it->neager)) {
+            it->rc = wu_err(&it->err, WEFT_ENOMEM, "out of memory");
+            prep_clear(pp);
+            continue;
+        }
+        keep_payloads(env, pp->x);
+        pp->doc = cd_to_doc(pp->x);
+        sv[ns].id = it->id;
+        sv[ns].fence = env->unfenced ? 0 : pp->x->fence;
+        sv[ns].doc = json_object_to_json_string_ext(pp->doc, JSON_C_TO_STRING_PLAIN);
+        sv[ns].status = weft_wf_status_name(pp->x->status);
+        sv[ns].terminal = xc_wf_terminal(pp->x->status);
+        sv[ns].steps = pp->steps;
+        sv[ns].nsteps = pp->nsteps;
+        sv[ns].events = (const char *const *)pp->col.events.items;
+        sv[ns].nevents = pp->col.events.len;
+        sv[ns].acks = it->acks;
+        sv[ns].nacks = it->nacks;
+        at[ns++] = i;
+    }
+    if (ns)
+        rs_exec_save_many(env->r, sv, ns, &err);
+    for (i = 0; i < ns; i++) {
+        op_item *it = &items[at[i]];
+        prep *pp = &p[at[i]];
+        if (sv[i].rc == 0) {
+            pp->x->fence = sv[i].new_fence;
+            it->saved = 1;
+            after_save(env, pp->x, &pp->o);
+            if (it->keep || it->neager) {
+                it->x = pp->x;
+                pp->x = NULL;
+            }
+        } else {
+            /* nothing of it was applied: no eager leases were written */
+            free(it->eager);
+            it->eager = NULL;
+            if (room)
+                *room += it->neager;
+            it->neager = 0;
+            if (sv[i].rc == WEFT_ESTATE) {
+                /* someone saved since: redo it alone on fresh state */
+                prep_clear(pp);
+                one_by_one(env, it, NULL);
+                continue;
+            }
+            it->rc = wu_err(&it->err, sv[i].rc, "%s", sv[i].why);
+        }
+        prep_clear(pp);
+    }
+out:
+    if (p)
+        for (i = 0; i < n; i++)
+            prep_clear(&p[i]);
+    free(p);
+    free(sv);
+    free(ids);
+    free(xs);
+    free(rcs);
+    free(at);
 }
 
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)

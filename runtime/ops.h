@@ -49,6 +49,14 @@ struct op_env {
     int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     const op_hooks *hooks;
     ps_store *ps;         /* where large payloads go; NULL = always inline */
+    /* Eager dispatch (op_update_many): a task that a save makes visible now
+     * and eager says yes to is leased to the caller for lease_ms instead of
+     * queued, so it can run it at once with the execution it holds. */
+    int (*eager)(void *ud, const xc_task *t);
+    void *eager_ud;
+    int64_t lease_ms;
+    char lease_seed[25]; /* lease tokens: seed:e<n> (set on first use) */
+    unsigned long lease_n;
 };
 
 /* Return this from an op_fn when it changed nothing: no save. */
@@ -68,6 +76,34 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err);
  * taken, also on failure): one round trip less when nobody saved since. */
 int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
                    weft_error *err);
+
+/*
+ * Several changes to different executions, with their saves and queue steps
+ * in two round trips in all (plus one for the executions not given loaded).
+ * Each item is op_update_from's arguments and its outcome. A save that loses
+ * its fence race is redone alone with op_update. No lock is taken: with a
+ * lock module configured the items run one by one through op_update_from.
+ */
+typedef struct op_item {
+    const char *id;
+    xc_exec *x;              /* in: a loaded copy or NULL (taken); out: see keep */
+    op_fn fn;
+    void *ud;
+    const rs_lease *acks;    /* claims this change consumes: dropped with its steps */
+    size_t nacks;
+    int keep;                /* in: hand back the saved execution in x */
+    rs_lease *eager;         /* out: tasks leased to the caller (malloc'd) */
+    size_t neager;
+    int saved;               /* out: 1 when this call saved it (not NOCHANGE) */
+    int rc;                  /* out: 0, or fn's or the store's error in err */
+    weft_error err;
+} op_item;
+/* *room (optional): how many tasks in all may be leased eagerly; counted down. */
+void op_update_many(op_env *env, op_item *items, size_t n, size_t *room);
+
+/* Load several executions in one round trip: out[i] (caller frees) or rcs[i]. */
+int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                 weft_error *err);
 
 /* Load an execution (caller frees with xc_free). */
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);

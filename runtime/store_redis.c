@@ -800,6 +800,8 @@ static void copy_str(char *dst, size_t n, const redisReply *x)
     dst[len] = 0;
 }
 
+static int check_claim(const rs_lease *c, weft_error *err);
+
 /* ---- outbox steps ---- */
 
 static const char *const kind_names[] = {"push", "unqueue", "wake", "done"};
@@ -810,6 +812,8 @@ typedef struct rs_entry {
     rs_step_kind kind;
     const char *type, *task;
     int64_t at;
+    const char *lease; /* a push leased to the saver at once (its own steps only) */
+    int64_t lease_until;
     char *raw;        /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
     char *buf;        /* owned copy the fields point into (parsed entries) */
 } rs_entry;
@@ -882,31 +886,46 @@ static int check_step(const rs_step *s, weft_error *err)
     return 0;
 }
 
-/* The command applying e (idempotent) into c; the key it touches into key. */
-static void step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
+/* The commands applying e (idempotent) into c[0] (and c[1] for a lease):
+ * how many; the key it touches into key. */
+static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
 {
     char member[ID_MAX * 2 + 2];
     char k2[KEY_MAX], k3[KEY_MAX], k4[KEY_MAX];
     snprintf(member, sizeof member, "%s|%s", id, e->task ? e->task : "");
     switch (e->kind) {
     case RS_PUSH:
+        if (e->lease) {
+            /* eager: leased to the saver, never ready for anyone else */
+            k_queue(r, e->type, "leases", key);
+            cmd_add(&c[0], "ZADD");
+            cmd_dup(&c[0], key);
+            cmd_addf(&c[0], "%lld", (long long)e->lease_until);
+            cmd_dup(&c[0], member);
+            k_queue(r, e->type, "lease", k2);
+            cmd_add(&c[1], "HSET");
+            cmd_dup(&c[1], k2);
+            cmd_dup(&c[1], member);
+            cmd_dup(&c[1], e->lease);
+            return 2;
+        }
         k_queue(r, e->type, "ready", key);
-        cmd_add(c, "ZADD");
-        cmd_dup(c, key);
-        cmd_addf(c, "%lld", (long long)e->at);
-        cmd_dup(c, member);
+        cmd_add(&c[0], "ZADD");
+        cmd_dup(&c[0], key);
+        cmd_addf(&c[0], "%lld", (long long)e->at);
+        cmd_dup(&c[0], member);
         break;
     case RS_UNQUEUE:
         k_queue(r, e->type, "ready", key);
         k_queue(r, e->type, "leases", k2);
         k_queue(r, e->type, "lease", k3);
         k_queue(r, e->type, "reaped", k4);
-        cmd_script(c, r, S_UNQUEUE, 4);
-        cmd_dup(c, key);
-        cmd_dup(c, k2);
-        cmd_dup(c, k3);
-        cmd_dup(c, k4);
-        cmd_dup(c, member);
+        cmd_script(&c[0], r, S_UNQUEUE, 4);
+        cmd_dup(&c[0], key);
+        cmd_dup(&c[0], k2);
+        cmd_dup(&c[0], k3);
+        cmd_dup(&c[0], k4);
+        cmd_dup(&c[0], member);
         break;
     case RS_WAKE:
         /* Always LT: a save's steps are applied after its script, so an older
@@ -914,19 +933,41 @@ static void step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char k
          * must not push it back. Only rs_due's hold moves an entry later; at
          * worst a workflow is looked at once more than it needs. */
         k_dq(r, key);
-        cmd_add(c, "ZADD");
-        cmd_dup(c, key);
-        cmd_add(c, "LT");
-        cmd_addf(c, "%lld", (long long)e->at);
-        cmd_add(c, id);
+        cmd_add(&c[0], "ZADD");
+        cmd_dup(&c[0], key);
+        cmd_add(&c[0], "LT");
+        cmd_addf(&c[0], "%lld", (long long)e->at);
+        cmd_add(&c[0], id);
         break;
     case RS_DONE:
         k_dq(r, key);
-        cmd_add(c, "ZREM");
-        cmd_dup(c, key);
-        cmd_add(c, id);
+        cmd_add(&c[0], "ZREM");
+        cmd_dup(&c[0], key);
+        cmd_add(&c[0], id);
         break;
     }
+    return 1;
+}
+
+/* ack.lua (or renew/check) for a claim, into c. */
+static void lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
+{
+    char k[KEY_MAX], member[ID_MAX * 2 + 2];
+    snprintf(member, sizeof member, "%s|%s", cl->workflow_id, cl->task_id);
+    cmd_script(c, r, s, s == S_CHECK ? 1 : s == S_RENEW ? 2 : 3);
+    if (s != S_CHECK) {
+        k_queue(r, cl->type, "leases", k);
+        cmd_dup(c, k);
+    }
+    k_queue(r, cl->type, "lease", k);
+    cmd_dup(c, k);
+    if (s == S_ACK) {
+        k_queue(r, cl->type, "reaped", k);
+        cmd_dup(c, k);
+    }
+    cmd_dup(c, member);
+    cmd_add(c, cl->lease);
+    if (s == S_RENEW) cmd_addf(c, "%lld", (long long)expiry);
 }
 
 /*
@@ -946,9 +987,10 @@ static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redis
     for (i = 0; i < n; i++) {
         if (!is_err(rep[i])) continue;
         if (!rc) {
-            rs_cmd tmp = {0};
-            step_cmd(r, id, &e[i], &tmp, key);
-            cmd_free(&tmp);
+            rs_cmd tmp[2];
+            memset(tmp, 0, sizeof tmp);
+            step_cmd(r, id, &e[i], tmp, key);
+            cmds_free(tmp, 2);
             rc = reply_err(r, rep[i], key, err);
             k_exec(r, id, ":out", out_key);
             cmd_add(&c, "ZADD");
@@ -965,60 +1007,116 @@ static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redis
     return rc;
 }
 
+/* The steps of one execution to apply: its entries, the command trimming
+ * them from its outbox, and claims to drop. */
+typedef struct step_set {
+    const char *id;
+    const rs_entry *e;
+    size_t n;
+    rs_cmd *trim;
+    const rs_lease *acks;
+    size_t nacks;
+    redisReply **rep; /* out: per entry, the reply that tells whether it applied */
+} step_set;
+
 /*
- * One pipeline: [head,] the commands applying e[0..n), then `trim` (removing
- * the applied entries from the outbox). The head's reply, when there is a
- * head, goes to *head_rep; the steps' replies to step_rep[0..n).
+ * One pipeline: [head,] for each set the commands applying its entries, its
+ * trim and its acks, and a wake token when any of it is work visible now.
+ * The head's reply, when there is a head, goes to *head_rep. trims are
+ * consumed (freed).
  */
+static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *sets, size_t nsets,
+                       weft_error *err)
+{
+    char key[KEY_MAX], wake_key[KEY_MAX];
+    size_t total = head ? 1 : 0, k = 0, i, j;
+    int64_t now = wu_now_ms();
+    int wake = 0, rc;
+    rs_cmd *cmds;
+    redisReply **rep;
+    size_t *first;
+    for (i = 0; i < nsets; i++) {
+        total += 2 * sets[i].n + 1 + sets[i].nacks;
+        for (j = 0; j < sets[i].n && !wake; j++)
+            wake = (sets[i].e[j].kind == RS_PUSH && !sets[i].e[j].lease &&
+                    sets[i].e[j].at <= now) ||
+                   (sets[i].e[j].kind == RS_WAKE && sets[i].e[j].at <= now);
+    }
+    /* work that is visible now wakes an idle worker (two more commands in the
+     * same pipeline: no extra round trip) */
+    total += wake ? 2 : 0;
+    cmds = calloc(total, sizeof *cmds);
+    rep = calloc(total, sizeof *rep);
+    first = calloc(total + 1, sizeof *first);
+    if (!cmds || !rep || !first) {
+        free(cmds);
+        free(rep);
+        free(first);
+        if (head) cmd_free(head);
+        for (i = 0; i < nsets; i++)
+            cmd_free(sets[i].trim);
+        return oom(err);
+    }
+    if (head) cmds[k++] = *head;
+    for (i = 0; i < nsets; i++) {
+        step_set *s = &sets[i];
+        for (j = 0; j < s->n; j++) {
+            /* first[k]: 1 + how many commands this entry has */
+            size_t m = (size_t)step_cmd(r, s->id, &s->e[j], &cmds[k], key);
+            first[k] = 1 + m;
+            k += m;
+        }
+        cmds[k++] = *s->trim;
+        for (j = 0; j < s->nacks; j++)
+            lease_cmd(r, &s->acks[j], S_ACK, 0, &cmds[k++]);
+    }
+    if (wake) {
+        k_wake(r, wake_key);
+        cmd_add(&cmds[k], "LPUSH");
+        cmd_add(&cmds[k], wake_key);
+        cmd_add(&cmds[k++], "1");
+        cmd_add(&cmds[k], "LTRIM");
+        cmd_add(&cmds[k], wake_key);
+        cmd_add(&cmds[k], "0");
+        cmd_add(&cmds[k++], WAKE_TOKENS_MAX);
+    }
+    rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err);
+    i = 0;
+    if (head) {
+        *head_rep = rep[0];
+        rep[0] = NULL;
+        i = 1;
+    }
+    /* hand each entry the reply of its first failing command (else its
+     * first), free the rest */
+    for (j = 0; j < nsets; j++) {
+        step_set *s = &sets[j];
+        size_t e;
+        for (e = 0; e < s->n; e++) {
+            size_t m = first[i] - 1, q, pick = i;
+            for (q = i; q < i + m; q++)
+                if (is_err(rep[q]) && !is_err(rep[pick])) pick = q;
+            s->rep[e] = rep[pick];
+            rep[pick] = NULL;
+            i += m;
+        }
+        if (!rc && is_err(rep[i])) rc = reply_err(r, rep[i], s->id, err);
+        i += 1 + s->nacks; /* the trim, the acks */
+    }
+    replies_free(rep, k);
+    cmds_free(cmds, k);
+    free(cmds);
+    free(rep);
+    free(first);
+    return rc;
+}
+
+/* steps_apply for one execution's entries. */
 static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
                      redisReply **head_rep, redisReply **step_rep, weft_error *err)
 {
-    char key[KEY_MAX], out_key[KEY_MAX], wake_key[KEY_MAX];
-    size_t nh = head ? 1 : 0, nw = 0, total, i;
-    int64_t now = wu_now_ms();
-    rs_cmd *cmds;
-    redisReply **rep;
-    int rc;
-    /* work that is visible now wakes an idle worker (two more commands in the
-     * same pipeline: no extra round trip) */
-    for (i = 0; i < n && !nw; i++)
-        if ((e[i].kind == RS_PUSH || e[i].kind == RS_WAKE) && e[i].at <= now) nw = 2;
-    total = nh + n + nw + 1;
-    cmds = calloc(total, sizeof *cmds);
-    rep = calloc(total, sizeof *rep);
-    if (!cmds || !rep) {
-        free(cmds);
-        free(rep);
-        if (head) cmd_free(head);
-        cmd_free(trim);
-        return oom(err);
-    }
-    if (head) cmds[0] = *head;
-    for (i = 0; i < n; i++)
-        step_cmd(r, id, &e[i], &cmds[nh + i], key);
-    if (nw) {
-        k_wake(r, wake_key);
-        cmd_add(&cmds[nh + n], "LPUSH");
-        cmd_add(&cmds[nh + n], wake_key);
-        cmd_add(&cmds[nh + n], "1");
-        cmd_add(&cmds[nh + n + 1], "LTRIM");
-        cmd_add(&cmds[nh + n + 1], wake_key);
-        cmd_add(&cmds[nh + n + 1], "0");
-        cmd_add(&cmds[nh + n + 1], WAKE_TOKENS_MAX);
-    }
-    cmds[total - 1] = *trim;
-    k_exec(r, id, ":out", out_key);
-    rc = rs_pipe(r, cmds, total, rep, out_key, err);
-    if (head) *head_rep = rep[0];
-    for (i = 0; i < n; i++)
-        step_rep[i] = rep[nh + i];
-    if (nw) replies_free(&rep[nh + n], nw);
-    if (!rc && is_err(rep[total - 1])) rc = reply_err(r, rep[total - 1], out_key, err);
-    replies_free(&rep[total - 1], 1);
-    cmds_free(cmds, total);
-    free(cmds);
-    free(rep);
-    return rc;
+    step_set s = {id, e, n, trim, NULL, 0, step_rep};
+    return steps_apply(r, head, head_rep, &s, 1, err);
 }
 
 /* ---- executions ---- */
@@ -1099,12 +1197,41 @@ void rs_exec_clear(rs_exec *e)
     memset(e, 0, sizeof *e);
 }
 
+/* An HMGET doc defkey status fence [def] reply into out: 0, WEFT_ENOTFOUND,
+ * WEFT_EINVAL or WEFT_EIO. */
+static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exec *out,
+                      weft_error *err)
+{
+    char h[KEY_MAX];
+    redisReply **el;
+    memset(out, 0, sizeof *out);
+    k_exec(r, id, "", h);
+    if (is_err(x)) return reply_err(r, x, h, err);
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 5 : 4))
+        return bad_reply(r, h, err);
+    el = x->element;
+    if (el[0]->type != REDIS_REPLY_STRING) return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[4]->type != REDIS_REPLY_STRING))
+        return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
+                      el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
+    out->doc = reply_dup(el[0]);
+    out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
+    out->status = el[2]->type == REDIS_REPLY_STRING ? reply_dup(el[2]) : strdup("");
+    out->fence = strtoull(el[3]->str, NULL, 10);
+    if (want_def) out->def = reply_dup(el[4]);
+    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def)) {
+        rs_exec_clear(out);
+        return oom(err);
+    }
+    return 0;
+}
+
 /* One round trip: HMGET. */
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err)
 {
     char h[KEY_MAX];
     rs_cmd c = {0};
-    redisReply *x = NULL, **el;
+    redisReply *x = NULL;
     int rc;
 
     memset(out, 0, sizeof *out);
@@ -1118,31 +1245,9 @@ int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *
     cmd_add(&c, "fence");
     if (want_def) cmd_add(&c, "def");
     if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 5 : 4)) {
-        replies_free(&x, 1);
-        return bad_reply(r, h, err);
-    }
-    el = x->element;
-    if (el[0]->type != REDIS_REPLY_STRING) {
-        replies_free(&x, 1);
-        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    }
-    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[4]->type != REDIS_REPLY_STRING)) {
-        replies_free(&x, 1);
-        return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
-                      el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
-    }
-    out->doc = reply_dup(el[0]);
-    out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
-    out->status = el[2]->type == REDIS_REPLY_STRING ? reply_dup(el[2]) : strdup("");
-    out->fence = strtoull(el[3]->str, NULL, 10);
-    if (want_def) out->def = reply_dup(el[4]);
+    rc = exec_reply(r, id, x, want_def, out, err);
     replies_free(&x, 1);
-    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def)) {
-        rs_exec_clear(out);
-        return oom(err);
-    }
-    return 0;
+    return rc;
 }
 
 /* One round trip: HGET def and EXISTS, pipelined. */
@@ -1176,92 +1281,91 @@ int rs_exec_def(rs *r, const char *id, char **def, weft_error *err)
     return rc;
 }
 
-/*
- * Two round trips: save.lua, then one pipeline applying the steps (those of
- * earlier saves left in the outbox first) and trimming the outbox. One
- * round trip when there is nothing to apply.
- */
-int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const char *status,
-                 int terminal, const rs_step *steps, size_t nsteps, const char *const *events,
-                 size_t nevents, uint64_t *new_fence, weft_error *err)
+/* save.lua for one save into c (checked first: s->rc on bad input). */
+static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
 {
     char h[KEY_MAX], out[KEY_MAX], ev[KEY_MAX];
-    rs_cmd c = {0}, trim = {0};
-    redisReply *x = NULL, **srep = NULL;
-    rs_entry *e = NULL;
-    size_t i, nleft = 0, n = 0;
-    uint64_t nf;
+    size_t i;
     int rc;
-
-    if ((rc = check_id(id, err)) != 0) return rc;
-    if (!doc || !status)
-        return wu_err(err, WEFT_EINVAL, "workflow %s: no document or status to save", id);
-    for (i = 0; i < nsteps; i++)
-        if ((rc = check_step(&steps[i], err)) != 0) return wu_err_prefix(err, "workflow %s: ", id);
-    for (i = 0; i < nevents; i++)
-        if (!events[i]) return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i);
-
-    k_exec(r, id, "", h);
-    k_exec(r, id, ":out", out);
-    k_exec(r, id, ":ev", ev);
-    cmd_script(&c, r, S_SAVE, 3);
-    cmd_add(&c, h);
-    cmd_add(&c, out);
-    cmd_add(&c, ev);
-    if (fence)
-        cmd_addf(&c, "%llu", (unsigned long long)fence);
+    if ((rc = check_id(s->id, err)) != 0) return rc;
+    if (!s->doc || !s->status)
+        return wu_err(err, WEFT_EINVAL, "workflow %s: no document or status to save", s->id);
+    for (i = 0; i < s->nsteps; i++)
+        if ((rc = check_step(&s->steps[i], err)) != 0)
+            return wu_err_prefix(err, "workflow %s: ", s->id);
+    for (i = 0; i < s->nevents; i++)
+        if (!s->events[i])
+            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", s->id, i);
+    for (i = 0; i < s->nacks; i++)
+        if ((rc = check_claim(&s->acks[i], err)) != 0) return rc;
+    k_exec(r, s->id, "", h);
+    k_exec(r, s->id, ":out", out);
+    k_exec(r, s->id, ":ev", ev);
+    cmd_script(c, r, S_SAVE, 3);
+    cmd_dup(c, h);
+    cmd_dup(c, out);
+    cmd_dup(c, ev);
+    if (s->fence)
+        cmd_addf(c, "%llu", (unsigned long long)s->fence);
     else
-        cmd_addf(&c, "*"); /* unfenced: the last writer wins */
-    cmd_add(&c, doc);
-    cmd_add(&c, status);
-    cmd_add(&c, terminal ? "1" : "0");
-    cmd_addf(&c, "%lld", (long long)r->retention_ms);
-    cmd_add(&c, STREAM_MAXLEN);
-    cmd_add(&c, ev);
-    cmd_addf(&c, "%zu", nsteps);
-    for (i = 0; i < nsteps; i++) {
-        char *t = step_text(&steps[i]);
+        cmd_add(c, "*"); /* unfenced: the last writer wins */
+    cmd_add(c, s->doc);
+    cmd_add(c, s->status);
+    cmd_add(c, s->terminal ? "1" : "0");
+    cmd_addf(c, "%lld", (long long)r->retention_ms);
+    cmd_add(c, STREAM_MAXLEN);
+    cmd_dup(c, ev);
+    cmd_addf(c, "%zu", s->nsteps);
+    for (i = 0; i < s->nsteps; i++) {
+        char *t = step_text(&s->steps[i]);
         if (!t)
-            c.oom = 1;
+            c->oom = 1;
         else
-            cmd_addn(&c, t, strlen(t), t);
+            cmd_addn(c, t, strlen(t), t);
     }
-    for (i = 0; i < nevents; i++)
-        cmd_add(&c, events[i]);
-    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+    for (i = 0; i < s->nevents; i++)
+        cmd_add(c, s->events[i]);
+    return 0;
+}
 
-    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
-        x->element[0]->type != REDIS_REPLY_INTEGER) {
-        replies_free(&x, 1);
-        return bad_reply(r, h, err);
-    }
-    if (x->element[0]->integer == -1) {
-        replies_free(&x, 1);
-        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    }
-    if (x->element[0]->integer == 0) {
+/*
+ * save.lua's reply: s->rc and s->new_fence, and on success the entries to
+ * apply (left by earlier saves, then this save's steps) in *e / *n.
+ */
+static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_t *n_out)
+{
+    char h[KEY_MAX];
+    weft_error err = {0};
+    rs_entry *e;
+    size_t i, nleft, n = 0;
+    uint64_t nf;
+    *e_out = NULL;
+    *n_out = 0;
+    k_exec(r, s->id, "", h);
+    if (is_err(x)) {
+        s->rc = reply_err(r, x, h, &err);
+    } else if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+               x->element[0]->type != REDIS_REPLY_INTEGER) {
+        s->rc = bad_reply(r, h, &err);
+    } else if (x->element[0]->integer == -1) {
+        s->rc = wu_err(&err, WEFT_ENOTFOUND, "no workflow %s", s->id);
+    } else if (x->element[0]->integer == 0) {
         long long cur = x->elements > 1 ? x->element[1]->integer : -1;
-        replies_free(&x, 1);
-        return wu_err(err, WEFT_ESTATE,
-                      "execution %s was changed by someone else (fence %lld, expected %llu)", id,
-                      cur, (unsigned long long)fence);
+        s->rc = wu_err(&err, WEFT_ESTATE,
+                       "execution %s was changed by someone else (fence %lld, expected %llu)",
+                       s->id, cur, (unsigned long long)s->fence);
+    } else if (x->elements < 2 || x->element[1]->type != REDIS_REPLY_INTEGER) {
+        s->rc = bad_reply(r, h, &err);
     }
-    if (x->elements < 2 || x->element[1]->type != REDIS_REPLY_INTEGER) {
-        replies_free(&x, 1);
-        return bad_reply(r, h, err);
+    if (s->rc) {
+        snprintf(s->why, sizeof s->why, "%s", err.msg);
+        return;
     }
-    nf = (uint64_t)x->element[1]->integer;
-    if (new_fence) *new_fence = nf;
-
+    nf = s->new_fence = (uint64_t)x->element[1]->integer;
     /* From here the save is committed: what cannot be applied stays in the outbox. */
     nleft = x->elements - 2;
-    if (nleft + nsteps == 0) {
-        replies_free(&x, 1);
-        return 0;
-    }
-    e = calloc(nleft + nsteps, sizeof *e);
-    srep = calloc(nleft + nsteps, sizeof *srep);
-    if (!e || !srep) goto nomem;
+    if (nleft + s->nsteps == 0) return;
+    if (!(e = calloc(nleft + s->nsteps + 1, sizeof *e))) return; /* ends with raw NULL */
     for (i = 0; i < nleft; i++) {
         const redisReply *m = x->element[2 + i];
         if (m->type != REDIS_REPLY_STRING) continue;
@@ -1273,39 +1377,182 @@ int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const c
             memset(&e[n], 0, sizeof e[n]);
         }
     }
-    for (i = 0; i < nsteps; i++, n++) {
-        char *t = step_text(&steps[i]);
+    for (i = 0; i < s->nsteps; i++) {
+        const rs_step *st = &s->steps[i];
+        char *t = step_text(st);
         size_t len = t ? strlen(t) + 24 : 0;
         e[n].fence = nf;
-        e[n].kind = steps[i].kind;
-        e[n].type = steps[i].type;
-        e[n].task = steps[i].task_id;
-        e[n].at = steps[i].at;
+        e[n].kind = st->kind;
+        e[n].type = st->type;
+        e[n].task = st->task_id;
+        e[n].at = st->at;
+        e[n].lease = st->kind == RS_PUSH ? st->lease : NULL;
+        e[n].lease_until = st->lease_until;
         e[n].raw = t ? malloc(len) : NULL;
         if (!e[n].raw) {
             free(t);
-            goto nomem;
+            break; /* the rest wait in the outbox for rs_exec_flush */
         }
         snprintf(e[n].raw, len, "%llu|%s", (unsigned long long)nf, t);
         free(t);
+        n++;
     }
-    replies_free(&x, 1);
-    cmd_add(&trim, "ZREMRANGEBYSCORE");
-    cmd_add(&trim, out);
-    cmd_add(&trim, "-inf");
-    cmd_addf(&trim, "%llu", (unsigned long long)nf);
-    if (steps_run(r, id, NULL, &trim, e, n, NULL, srep, err) == 0)
-        steps_check(r, id, e, n, srep, err);
-    replies_free(srep, n);
-    free(srep);
-    entries_free(e, n);
-    return 0;
+    *e_out = e;
+    *n_out = n;
+}
 
-nomem:
-    replies_free(&x, 1);
-    free(srep);
-    entries_free(e, n);
-    return 0; /* committed; the steps wait in the outbox for rs_exec_flush */
+/*
+ * Two round trips for all n: the save.lua calls pipelined, then one pipeline
+ * applying the committed saves' steps (those of earlier saves left in their
+ * outbox first), trimming the outboxes and dropping the acked claims. One
+ * round trip when there is nothing to apply.
+ */
+int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
+{
+    rs_cmd *c = calloc(n + 1, sizeof *c);
+    redisReply **x = calloc(n + 1, sizeof *x);
+    size_t *at = calloc(n + 1, sizeof *at);
+    step_set *sets = calloc(n + 1, sizeof *sets);
+    rs_entry **es = calloc(n + 1, sizeof *es);
+    rs_cmd *trims = calloc(n + 1, sizeof *trims);
+    size_t i, m = 0, nsets = 0;
+    int rc = 0;
+
+    if (!c || !x || !at || !sets || !es || !trims) {
+        rc = oom(err);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        s[i].new_fence = 0;
+        s[i].why[0] = 0;
+        if ((s[i].rc = save_cmd(r, &s[i], &c[m], &e)) != 0) {
+            snprintf(s[i].why, sizeof s[i].why, "%s", e.msg);
+            cmd_free(&c[m]);
+            continue;
+        }
+        at[m++] = i;
+    }
+    if (m == 0) goto out;
+    if ((rc = rs_pipe(r, c, m, x, m == 1 ? s[at[0]].id : "save", err)) != 0) {
+        for (i = 0; i < m; i++) {
+            s[at[i]].rc = rc;
+            snprintf(s[at[i]].why, sizeof s[at[i]].why, "%s", err->msg);
+        }
+        goto out;
+    }
+    for (i = 0; i < m; i++) {
+        rs_save *sv = &s[at[i]];
+        step_set *st = &sets[nsets];
+        char out[KEY_MAX];
+        save_reply(r, sv, x[i], &es[i], &st->n);
+        if (sv->rc) continue;
+        if (st->n == 0 && sv->nacks == 0) continue;
+        k_exec(r, sv->id, ":out", out);
+        cmd_add(&trims[nsets], "ZREMRANGEBYSCORE");
+        cmd_dup(&trims[nsets], out);
+        cmd_add(&trims[nsets], "-inf");
+        cmd_addf(&trims[nsets], "%llu", (unsigned long long)sv->new_fence);
+        st->id = sv->id;
+        st->e = es[i];
+        st->trim = &trims[nsets];
+        st->acks = sv->acks;
+        st->nacks = sv->nacks;
+        st->rep = calloc(st->n + 1, sizeof *st->rep);
+        if (!st->rep) {
+            cmd_free(&trims[nsets]);
+            continue; /* committed; the steps wait in the outbox */
+        }
+        nsets++;
+    }
+    if (nsets) {
+        weft_error ignored = {0};
+        /* committed whatever happens now: a failure leaves steps in the outboxes */
+        if (steps_apply(r, NULL, NULL, sets, nsets, &ignored) == 0)
+            for (i = 0; i < nsets; i++)
+                steps_check(r, sets[i].id, sets[i].e, sets[i].n, sets[i].rep, &ignored);
+        for (i = 0; i < nsets; i++) {
+            replies_free(sets[i].rep, sets[i].n);
+            free(sets[i].rep);
+        }
+    }
+    for (i = 0; i < m; i++)
+        if (es[i]) {
+            /* save_reply counted them into a set or dropped them: free by count */
+            size_t k = 0;
+            while (es[i][k].raw) k++;
+            entries_free(es[i], k);
+        }
+out:
+    if (x) replies_free(x, m);
+    if (c) cmds_free(c, m);
+    free(c);
+    free(x);
+    free(at);
+    free(sets);
+    free(es);
+    free(trims);
+    return rc;
+}
+
+int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const char *status,
+                 int terminal, const rs_step *steps, size_t nsteps, const char *const *events,
+                 size_t nevents, uint64_t *new_fence, weft_error *err)
+{
+    rs_save s;
+    int rc;
+    memset(&s, 0, sizeof s);
+    s.id = id;
+    s.fence = fence;
+    s.doc = doc;
+    s.status = status;
+    s.terminal = terminal;
+    s.steps = steps;
+    s.nsteps = nsteps;
+    s.events = events;
+    s.nevents = nevents;
+    rc = rs_exec_save_many(r, &s, 1, err);
+    if (rc) return rc;
+    if (s.rc) return wu_err(err, s.rc, "%s", s.why);
+    if (new_fence) *new_fence = s.new_fence;
+    return 0;
+}
+
+/* One round trip: an HMGET per execution, pipelined. */
+int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
+                      weft_error *err)
+{
+    rs_cmd *c = calloc(n + 1, sizeof *c);
+    redisReply **x = calloc(n + 1, sizeof *x);
+    size_t i;
+    int rc = 0;
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return oom(err);
+    }
+    for (i = 0; i < n; i++) {
+        char h[KEY_MAX];
+        memset(&out[i], 0, sizeof out[i]);
+        k_exec(r, ids[i] ? ids[i] : "", "", h);
+        cmd_add(&c[i], "HMGET");
+        cmd_dup(&c[i], h);
+        cmd_add(&c[i], "doc");
+        cmd_add(&c[i], "defkey");
+        cmd_add(&c[i], "status");
+        cmd_add(&c[i], "fence");
+    }
+    if ((rc = rs_pipe(r, c, n, x, "load", err)) == 0)
+        for (i = 0; i < n; i++) {
+            weft_error e = {0};
+            rcs[i] = check_id(ids[i], &e);
+            if (!rcs[i]) rcs[i] = exec_reply(r, ids[i], x[i], 0, &out[i], &e);
+        }
+    replies_free(x, n);
+    cmds_free(c, n);
+    free(c);
+    free(x);
+    return rc;
 }
 
 /*
@@ -1528,31 +1775,13 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
 /* One lease script (renew/ack/check) with the claim's keys; 1 or 0 in *ok. */
 static int lease_call(rs *r, const rs_lease *cl, int s, int64_t expiry, int *ok, weft_error *err)
 {
-    char k1[KEY_MAX], k2[KEY_MAX], k3[KEY_MAX], member[ID_MAX * 2 + 2];
+    char k1[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
     if ((rc = check_claim(cl, err)) != 0) return rc;
-    claim_member(cl, member, sizeof member);
     k_queue(r, cl->type, "leases", k1);
-    k_queue(r, cl->type, "lease", k2);
-    k_queue(r, cl->type, "reaped", k3);
-    if (s == S_CHECK) {
-        cmd_script(&c, r, s, 1);
-        cmd_add(&c, k2);
-    } else if (s == S_RENEW) {
-        cmd_script(&c, r, s, 2);
-        cmd_add(&c, k1);
-        cmd_add(&c, k2);
-    } else {
-        cmd_script(&c, r, s, 3);
-        cmd_add(&c, k1);
-        cmd_add(&c, k2);
-        cmd_add(&c, k3);
-    }
-    cmd_add(&c, member);
-    cmd_add(&c, cl->lease);
-    if (s == S_RENEW) cmd_addf(&c, "%lld", (long long)expiry);
+    lease_cmd(r, cl, s, expiry, &c);
     if ((rc = rs_one(r, &c, &x, k1, err)) != 0) return rc;
     if (x->type != REDIS_REPLY_INTEGER)
         rc = bad_reply(r, k1, err);

@@ -103,6 +103,11 @@ typedef struct rs_step {
     const char *type;    /* PUSH/UNQUEUE */
     const char *task_id; /* PUSH/UNQUEUE */
     int64_t at;          /* PUSH/WAKE */
+    /* PUSH only, optional: lease the member to the saver at once (this token,
+     * expiring at lease_until ms) instead of making it ready: eager dispatch.
+     * The outbox records a plain push, which is what a replay does. */
+    const char *lease;
+    int64_t lease_until;
 } rs_step;
 
 /*
@@ -122,6 +127,40 @@ typedef struct rs_step {
 int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const char *status,
                  int terminal, const rs_step *steps, size_t nsteps, const char *const *events,
                  size_t nevents, uint64_t *new_fence, weft_error *err);
+
+/* One save of rs_exec_save_many: rs_exec_save's arguments, plus claims to
+ * drop (ack) in the steps pipeline once this save is committed, and the
+ * outcome. */
+typedef struct rs_save {
+    const char *id;
+    uint64_t fence;
+    const char *doc, *status;
+    int terminal;
+    const rs_step *steps;
+    size_t nsteps;
+    const char *const *events;
+    size_t nevents;
+    const struct rs_lease *acks; /* leases known current: dropped without a check */
+    size_t nacks;
+    int rc;             /* out: as rs_exec_save returns */
+    uint64_t new_fence; /* out */
+    char why[WEFT_ERROR_MAX]; /* out: the message when rc != 0 */
+} rs_save;
+
+/*
+ * Several saves of different executions in two round trips: every save.lua
+ * in one pipeline, then every committed save's steps, trims and acks in
+ * another. Each s[i].rc tells that save's outcome; the call returns an
+ * error only when the first pipeline failed (then nothing was committed
+ * that this call knows of: s[i].rc is that error).
+ */
+int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err);
+
+/* Load several executions (rs_exec_load, without def) in one round trip;
+ * rcs[i] is 0 or what rs_exec_load would return for ids[i]. The call
+ * returns an error only when the round trip failed. */
+int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
+                      weft_error *err);
 
 /* Apply and trim whatever is left in an execution's outbox (sweeper).
  * Returns the number of entries applied (at most 1000 per call), or a

@@ -356,8 +356,8 @@ static void test_bad_args(void **state)
     weft_error err = {0};
     rs_exec e;
     char long_id[100];
-    rs_step bad = {RS_PUSH, "HTTP", "t|1", 0};
-    rs_step notype = {RS_UNQUEUE, NULL, "t1", 0};
+    rs_step bad = {RS_PUSH, "HTTP", "t|1", 0, NULL, 0};
+    rs_step notype = {RS_UNQUEUE, NULL, "t1", 0, NULL, 0};
     memset(long_id, 'a', sizeof long_id - 1);
     long_id[sizeof long_id - 1] = 0;
     assert_int_equal(rs_exec_create(r, "a|b", DOC, DEF, "k", 0, &err), WEFT_EINVAL);
@@ -383,7 +383,7 @@ static void test_save_and_stale_fence(void **state)
     rs_exec e;
     weft_error err = {0};
     uint64_t nf = 0;
-    rs_step push = {RS_PUSH, "HTTP", "t1", 0};
+    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0};
     const char *ev[] = {"{\"event\":1}"};
 
     create("wf1", 0);
@@ -421,13 +421,13 @@ static void test_save_steps(void **state)
     weft_error err = {0};
     int64_t at = wu_now_ms() + 60000;
     rs_step s1[] = {
-        {RS_PUSH, "HTTP", "t1", 100},
-        {RS_PUSH, "LAMBDA", "t2", 200},
-        {RS_WAKE, NULL, NULL, at},
+        {RS_PUSH, "HTTP", "t1", 100, NULL, 0},
+        {RS_PUSH, "LAMBDA", "t2", 200, NULL, 0},
+        {RS_WAKE, NULL, NULL, at, NULL, 0},
     };
     rs_step s2[] = {
-        {RS_UNQUEUE, "HTTP", "t1", 0},
-        {RS_DONE, NULL, NULL, 0},
+        {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0},
+        {RS_DONE, NULL, NULL, 0, NULL, 0},
     };
     uint64_t f;
 
@@ -458,7 +458,7 @@ static void test_save_steps(void **state)
 static void test_unqueue_leased(void **state)
 {
     weft_error err = {0};
-    rs_step push = {RS_PUSH, "HTTP", "t1", 0}, unq = {RS_UNQUEUE, "HTTP", "t1", 0};
+    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0}, unq = {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0};
     const char *types[] = {"HTTP"};
     rs_lease c;
     long long ready, leased;
@@ -500,7 +500,7 @@ static void test_save_applies_leftovers(void **state)
     redisReply *x;
     size_t i;
     const char *src = NULL;
-    rs_step wake = {RS_WAKE, NULL, NULL, 777};
+    rs_step wake = {RS_WAKE, NULL, NULL, 777, NULL, 0};
     create("wf1", LATE); /* a wake is ZADD LT: it only moves earlier */
     for (i = 0; i < rs_script_count; i++)
         if (!strcmp(rs_script_name[i], "save")) src = rs_script_src[i];
@@ -539,7 +539,7 @@ static void test_terminal_ttl(void **state)
     weft_error err = {0};
     rs_opts o = {0};
     rs *x = NULL;
-    rs_step done = {RS_DONE, NULL, NULL, 0};
+    rs_step done = {RS_DONE, NULL, NULL, 0, NULL, 0};
     const char *ev[] = {"{\"status\":\"COMPLETED\"}"};
     long long ttl;
 
@@ -676,7 +676,7 @@ static void push(const char *id, const char *type, const char *task, int64_t at)
 {
     rs_exec e;
     weft_error err = {0};
-    rs_step s = {RS_PUSH, type, task, at};
+    rs_step s = {RS_PUSH, type, task, at, NULL, 0};
     if (rs_exec_load(r, id, 0, &e, &err) != 0) fail_msg("%s", err.msg);
     save(id, e.fence, &s, 1);
     rs_exec_clear(&e);
@@ -978,7 +978,7 @@ static void test_wrong_type(void **state)
 static void test_step_refused(void **state)
 {
     weft_error err = {0};
-    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0}, {RS_PUSH, "LAMBDA", "t2", 0}};
+    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}, {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0}};
     create("wf1", 0);
     /* the HTTP queue is broken: the save still commits, the step stays in the outbox */
     freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
@@ -1002,7 +1002,7 @@ static void test_noscript(void **state)
     const char *types[] = {"HTTP"};
     rs_lease c;
     char ids[2][64];
-    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0}, {RS_UNQUEUE, "HTTP", "t0", 0}};
+    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}, {RS_UNQUEUE, "HTTP", "t0", 0, NULL, 0}};
     create("wf1", 0);
     OK(rs_command(r, &e_, "SCRIPT FLUSH"));
     assert_int_equal(save("wf1", 1, s, 2), 2);
