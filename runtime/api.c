@@ -1080,8 +1080,12 @@ static int sse_event(void *ud, const char *id, const char *json)
     wu_buf_add(&e->out, "\ndata: ", 7);
     wu_buf_add(&e->out, json, strlen(json)); /* one line: JSON text escapes newlines */
     wu_buf_add(&e->out, "\n\n", 2);
+    /* the events of one save share an entry: the end may come before its
+     * cancels, so an entry ends the stream if any of its events does */
+    if (strcmp(e->last, id))
+        e->maybe_end = 0;
     snprintf(e->last, sizeof e->last, "%s", id);
-    e->maybe_end = wf_end_event(json);
+    e->maybe_end |= wf_end_event(json);
     return 0;
 }
 

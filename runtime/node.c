@@ -45,7 +45,8 @@ typedef struct worker {
     held hold[ND_BATCH];
     int nhold;
     int64_t last_due, last_claim;
-    int due_more, claim_more; /* the last poll was full: poll again at once */
+    int64_t due_gap, claim_gap; /* while busy: poll again after this (doubles while empty) */
+    int due_more, claim_more;   /* the last poll was full: poll again at once */
     op_cache *cache; /* this thread's compiled definitions */
     pthread_t thread;
     int started;
@@ -493,6 +494,15 @@ static void run_held(worker *w, job *j, const held *h, int64_t now)
     (void)now;
 }
 
+/* A busy worker's polls of a queue that keeps coming back empty thin out
+ * (eager dispatch feeds it meanwhile): 2, 4, 8 ... ms up to poll_interval. */
+static int64_t next_gap(const nd_node *n, int64_t gap, int got)
+{
+    if (got > 0 || gap < ND_BUSY_POLL_MS)
+        return ND_BUSY_POLL_MS;
+    return gap * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : gap * 2;
+}
+
 /* The executions due for a decider and the claimable tasks, as far as there is room. */
 static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
 {
@@ -505,7 +515,7 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
     if (n->stopping)
         return 0;
     /* busy with held work: look at the queues every few ms, not every round */
-    if (w->due_more || !w->nhold || now - w->last_due >= ND_BUSY_POLL_MS) {
+    if (w->due_more || !w->nhold || now - w->last_due >= w->due_gap) {
         k = rs_due(w->r, ND_DUE_BATCH, n->cfg->sweep_ms, due, &err);
         if (k < 0) {
             if (rs_broken(w->r))
@@ -518,8 +528,10 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
         *ndue = k;
         w->due_more = k == ND_DUE_BATCH;
         w->last_due = now;
+        w->due_gap = next_gap(n, w->due_gap, k);
     }
-    if (room > 0 && n->ntypes && (w->claim_more || !w->nhold || now - w->last_claim >= ND_BUSY_POLL_MS)) {
+    if (room > 0 && n->ntypes &&
+        (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap)) {
         k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, room, n->cfg->lease_ms, got,
                      &err);
         if (k < 0) {
@@ -537,6 +549,7 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
         }
         w->claim_more = k == room;
         w->last_claim = now;
+        w->claim_gap = next_gap(n, w->claim_gap, k);
         publish_held(w);
     }
     return 0;

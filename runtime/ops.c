@@ -351,6 +351,10 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_
     s[k++].at = due;
     *out = s;
     *n = k;
+    if (!ng) {
+        free(got);
+        got = NULL;
+    }
     if (eager) {
         *eager = got;
         *neager = ng;
@@ -688,17 +692,37 @@ out:
     free(at);
 }
 
+/* What every start does to its new execution before the create. */
+static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_error *err)
+{
+    int rc;
+    if ((rc = ps_keep(env->ps, x->id, "workflow input", x->input, &x->input_ref, err)))
+        return rc;
+    if (a->correlation_id)
+        x->correlation_id = strdup(a->correlation_id);
+    if (a->parent_id) {
+        x->parent_id = strdup(a->parent_id);
+        x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
+    }
+    return 0;
+}
+
+static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
+{
+    if (a->input && !json_object_is_type(a->input, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
+    return xc_new(a->def, a->input, a->id, x, err);
+}
+
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)
 {
     xc_exec *x;
-    json_object *doc, *defj;
+    json_object *doc;
     char key[17], existing[64];
     const char *deftext;
     int rc;
 
-    if (a->input && !json_object_is_type(a->input, json_type_object))
-        return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
-    if ((rc = xc_new(a->def, a->input, a->id, &x, err)))
+    if ((rc = start_new(a, &x, err)))
         return rc;
     if (a->idempotency_key) {
         rc = rs_idem_claim(env->r, a->idempotency_key, x->id, existing, err);
@@ -720,18 +744,11 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
             return rc;
         }
     }
-    if ((rc = ps_keep(env->ps, x->id, "workflow input", x->input, &x->input_ref, err))) {
+    if ((rc = start_fill(env, a, x, err))) {
         xc_free(x);
         return rc;
     }
-    if (a->correlation_id)
-        x->correlation_id = strdup(a->correlation_id);
-    if (a->parent_id) {
-        x->parent_id = strdup(a->parent_id);
-        x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
-    }
-    defj = a->def->json;
-    deftext = json_object_to_json_string_ext(defj, JSON_C_TO_STRING_PLAIN);
+    deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
     cd_def_key(deftext, key);
     cache_put(env->cache, key, a->def);
     doc = cd_to_doc(x);
@@ -743,6 +760,74 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
     if (rc == 0)
         snprintf(id_out, 64, "%s", x->id);
     xc_free(x);
+    return rc;
+}
+
+int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64], int *rcs,
+                  weft_error *err)
+{
+    rs_create *c = calloc(n + 1, sizeof *c);
+    json_object **docs = calloc(n + 1, sizeof *docs);
+    xc_exec **xs = calloc(n + 1, sizeof *xs);
+    char (*keys)[17] = calloc(n + 1, sizeof *keys);
+    size_t i, m = 0;
+    int rc = 0, first = 0;
+
+    if (!c || !docs || !xs || !keys) {
+        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        const char *deftext;
+        ids[i][0] = 0;
+        if (a[i].idempotency_key) {
+            /* its key decides which id it gets: alone */
+            rcs[i] = op_start(env, &a[i], ids[i], &e);
+        } else if (!(rcs[i] = start_new(&a[i], &xs[i], &e)) &&
+                   !(rcs[i] = start_fill(env, &a[i], xs[i], &e))) {
+            deftext = json_object_to_json_string_ext(a[i].def->json, JSON_C_TO_STRING_PLAIN);
+            cd_def_key(deftext, keys[i]);
+            cache_put(env->cache, keys[i], a[i].def);
+            docs[i] = cd_to_doc(xs[i]);
+            c[m].id = xs[i]->id;
+            c[m].doc = json_object_to_json_string_ext(docs[i], JSON_C_TO_STRING_PLAIN);
+            c[m].def = deftext;
+            c[m].defkey = keys[i];
+            c[m].due_ms = wu_now_ms();
+            m++;
+        }
+        if (rcs[i] && xs[i]) {
+            xc_free(xs[i]); /* not created: left out of the pipeline */
+            xs[i] = NULL;
+        }
+        if (rcs[i] && !first++)
+            wu_err(err, rcs[i], "%s", e.msg);
+    }
+    if (m)
+        rc = rs_exec_create_many(env->r, c, m, err);
+    for (i = 0, m = 0; i < n; i++) {
+        if (!xs[i])
+            continue;
+        rcs[i] = rc ? rc : c[m].rc;
+        if (rcs[i] == 0)
+            snprintf(ids[i], 64, "%s", xs[i]->id);
+        else if (!rc && !first++)
+            wu_err(err, rcs[i], "%s", c[m].why);
+        m++;
+    }
+    if (!rc && first)
+        rc = err->code ? err->code : WEFT_EIO;
+out:
+    for (i = 0; i < n && xs; i++) {
+        xc_free(xs[i]);
+        if (docs)
+            json_object_put(docs[i]);
+    }
+    free(c);
+    free(docs);
+    free(xs);
+    free(keys);
     return rc;
 }
 

@@ -91,14 +91,17 @@ typedef struct op_item {
     void *ud;
     const rs_lease *acks;    /* claims this change consumes: dropped with its steps */
     size_t nacks;
-    int keep;                /* in: hand back the saved execution in x */
-    rs_lease *eager;         /* out: tasks leased to the caller (malloc'd) */
+    int keep;                /* in: hand back the execution in x after a batched save
+                              * or NOCHANGE (not when it was redone alone: x NULL) */
+    rs_lease *eager;         /* out: tasks leased to the caller (malloc'd, NULL when
+                              * none); with any, x is handed back too */
     size_t neager;
     int saved;               /* out: 1 when this call saved it (not NOCHANGE) */
     int rc;                  /* out: 0, or fn's or the store's error in err */
     weft_error err;
 } op_item;
-/* *room (optional): how many tasks in all may be leased eagerly; counted down. */
+/* *room: how many tasks in all may be leased eagerly, counted down; NULL:
+ * none (every task is queued). */
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room);
 
 /* Load several executions in one round trip: out[i] (caller frees) or rcs[i]. */
@@ -124,6 +127,12 @@ typedef struct op_start_args {
 /* Create a RUNNING execution and put it on the decider queue, due now.
  * id_out gets its id (the existing one for a repeated idempotency key). */
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err);
+
+/* Several starts in one round trip (those with an idempotency key go one by
+ * one): ids[i] or rcs[i]. Returns 0 when all started, else the first
+ * failure's code with its message in err. */
+int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64], int *rcs,
+                  weft_error *err);
 
 /* Ready-made changes (ud as noted). */
 int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,

@@ -970,6 +970,23 @@ static void lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *
     if (s == S_RENEW) cmd_addf(c, "%lld", (long long)expiry);
 }
 
+/* Drop a claim known to be current (the caller's own, taken less than half
+ * a lease ago): plain commands, no token check. Three. */
+static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
+{
+    static const char *const which[3] = {"leases", "lease", "reaped"};
+    char k[KEY_MAX], member[ID_MAX * 2 + 2];
+    int i;
+    snprintf(member, sizeof member, "%s|%s", cl->workflow_id, cl->task_id);
+    for (i = 0; i < 3; i++) {
+        k_queue(r, cl->type, which[i], k);
+        cmd_add(&c[i], i == 0 ? "ZREM" : "HDEL");
+        cmd_dup(&c[i], k);
+        cmd_dup(&c[i], member);
+    }
+    return 3;
+}
+
 /*
  * After a pipeline that applied e[0..n) (their replies in rep[0..n)) and
  * trimmed them from the outbox: record again the ones Redis refused, so the
@@ -1020,23 +1037,23 @@ typedef struct step_set {
 } step_set;
 
 /*
- * One pipeline: [head,] for each set the commands applying its entries, its
- * trim and its acks, and a wake token when any of it is work visible now.
- * The head's reply, when there is a head, goes to *head_rep. trims are
- * consumed (freed).
+ * One pipeline: the nhead commands of head, for each set the commands
+ * applying its entries, its trim and its acks, and a wake token when any of
+ * it is work visible now. The heads' replies go to head_rep[]. heads and
+ * trims are consumed (freed).
  */
-static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *sets, size_t nsets,
-                       weft_error *err)
+static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep, step_set *sets,
+                       size_t nsets, weft_error *err)
 {
     char key[KEY_MAX], wake_key[KEY_MAX];
-    size_t total = head ? 1 : 0, k = 0, i, j;
+    size_t total = nhead, k = 0, i, j;
     int64_t now = wu_now_ms();
     int wake = 0, rc;
     rs_cmd *cmds;
     redisReply **rep;
     size_t *first;
     for (i = 0; i < nsets; i++) {
-        total += 2 * sets[i].n + 1 + sets[i].nacks;
+        total += 2 * sets[i].n + 1 + 3 * sets[i].nacks;
         for (j = 0; j < sets[i].n && !wake; j++)
             wake = (sets[i].e[j].kind == RS_PUSH && !sets[i].e[j].lease &&
                     sets[i].e[j].at <= now) ||
@@ -1052,12 +1069,14 @@ static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *set
         free(cmds);
         free(rep);
         free(first);
-        if (head) cmd_free(head);
+        for (i = 0; i < nhead; i++)
+            cmd_free(&head[i]);
         for (i = 0; i < nsets; i++)
             cmd_free(sets[i].trim);
         return oom(err);
     }
-    if (head) cmds[k++] = *head;
+    for (i = 0; i < nhead; i++)
+        cmds[k++] = head[i];
     for (i = 0; i < nsets; i++) {
         step_set *s = &sets[i];
         for (j = 0; j < s->n; j++) {
@@ -1068,7 +1087,7 @@ static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *set
         }
         cmds[k++] = *s->trim;
         for (j = 0; j < s->nacks; j++)
-            lease_cmd(r, &s->acks[j], S_ACK, 0, &cmds[k++]);
+            k += drop_cmds(r, &s->acks[j], &cmds[k]);
     }
     if (wake) {
         k_wake(r, wake_key);
@@ -1081,11 +1100,9 @@ static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *set
         cmd_add(&cmds[k++], WAKE_TOKENS_MAX);
     }
     rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err);
-    i = 0;
-    if (head) {
-        *head_rep = rep[0];
-        rep[0] = NULL;
-        i = 1;
+    for (i = 0; i < nhead; i++) {
+        head_rep[i] = rep[i];
+        rep[i] = NULL;
     }
     /* hand each entry the reply of its first failing command (else its
      * first), free the rest */
@@ -1101,7 +1118,7 @@ static int steps_apply(rs *r, rs_cmd *head, redisReply **head_rep, step_set *set
             i += m;
         }
         if (!rc && is_err(rep[i])) rc = reply_err(r, rep[i], s->id, err);
-        i += 1 + s->nacks; /* the trim, the acks */
+        i += 1 + 3 * s->nacks; /* the trim, the acks */
     }
     replies_free(rep, k);
     cmds_free(cmds, k);
@@ -1116,7 +1133,7 @@ static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs
                      redisReply **head_rep, redisReply **step_rep, weft_error *err)
 {
     step_set s = {id, e, n, trim, NULL, 0, step_rep};
-    return steps_apply(r, head, head_rep, &s, 1, err);
+    return steps_apply(r, head, head ? 1 : 0, head_rep, &s, 1, err);
 }
 
 /* ---- executions ---- */
@@ -1134,57 +1151,111 @@ static char *doc_status(const char *doc)
     return out;
 }
 
-/* One round trip: create.lua, ZADD the decider queue, trim the outbox. */
+/* One round trip for all n: create.lua, ZADD the decider queue and trim the
+ * outbox for each, pipelined. */
+int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
+{
+    rs_cmd *head = calloc(n + 1, sizeof *head), *trim = calloc(n + 1, sizeof *trim);
+    redisReply **hrep = calloc(n + 1, sizeof *hrep), **srep = calloc(n + 1, sizeof *srep);
+    rs_entry *e = calloc(n + 1, sizeof *e);
+    step_set *sets = calloc(n + 1, sizeof *sets);
+    char (*raw)[64] = calloc(n + 1, sizeof *raw);
+    size_t *at = calloc(n + 1, sizeof *at);
+    size_t i, m = 0;
+    int rc = 0;
+
+    if (!head || !trim || !hrep || !srep || !e || !sets || !raw || !at) {
+        rc = oom(err);
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        char h[KEY_MAX], out[KEY_MAX], wake[48];
+        weft_error e2 = {0};
+        char *status = NULL;
+        rs_create *c = &cr[i];
+        c->why[0] = 0;
+        if ((c->rc = check_id(c->id, &e2)) == 0 && (!c->doc || !c->def || !c->defkey))
+            c->rc = wu_err(&e2, WEFT_EINVAL, "workflow %s: no document or definition to store",
+                           c->id);
+        if (c->rc == 0 && !(status = doc_status(c->doc))) c->rc = oom(&e2);
+        if (c->rc) {
+            snprintf(c->why, sizeof c->why, "%s", e2.msg);
+            continue;
+        }
+        k_exec(r, c->id, "", h);
+        k_exec(r, c->id, ":out", out);
+        snprintf(wake, sizeof wake, "wake|||%lld", (long long)c->due_ms);
+        snprintf(raw[m], sizeof raw[m], "1|%s", wake);
+        cmd_script(&head[m], r, S_CREATE, 2);
+        cmd_dup(&head[m], h);
+        cmd_dup(&head[m], out);
+        cmd_add(&head[m], c->doc);
+        cmd_add(&head[m], c->def);
+        cmd_add(&head[m], c->defkey);
+        cmd_addn(&head[m], status, strlen(status), status);
+        cmd_dup(&head[m], wake);
+        cmd_add(&trim[m], "ZREMRANGEBYSCORE");
+        cmd_dup(&trim[m], out);
+        cmd_add(&trim[m], "-inf");
+        cmd_add(&trim[m], "1");
+        e[m].fence = 1;
+        e[m].kind = RS_WAKE;
+        e[m].at = c->due_ms;
+        e[m].raw = raw[m]; /* a WAKE is ZADD LT: a create of a taken id can only make it due earlier */
+        sets[m].id = c->id;
+        sets[m].e = &e[m];
+        sets[m].n = 1;
+        sets[m].trim = &trim[m];
+        sets[m].rep = &srep[m];
+        at[m++] = i;
+    }
+    if (m == 0) goto out;
+    rc = steps_apply(r, head, m, hrep, sets, m, err);
+    for (i = 0; i < m; i++) {
+        rs_create *c = &cr[at[i]];
+        weft_error e2 = {0};
+        char h[KEY_MAX];
+        k_exec(r, c->id, "", h);
+        if (rc)
+            c->rc = rc, snprintf(c->why, sizeof c->why, "%s", err->msg);
+        else if (is_err(hrep[i]))
+            c->rc = reply_err(r, hrep[i], h, &e2);
+        else if (!hrep[i] || hrep[i]->type != REDIS_REPLY_INTEGER)
+            c->rc = bad_reply(r, h, &e2);
+        else if (hrep[i]->integer == 0)
+            c->rc = wu_err(&e2, WEFT_EEXIST, "workflow %s already exists", c->id);
+        else
+            steps_check(r, c->id, &e[i], 1, &srep[i], &e2); /* a refused step waits in the outbox */
+        if (c->rc && !rc) snprintf(c->why, sizeof c->why, "%s", e2.msg);
+    }
+    replies_free(hrep, m);
+    replies_free(srep, m);
+out:
+    free(head);
+    free(trim);
+    free(hrep);
+    free(srep);
+    free(e);
+    free(sets);
+    free(raw);
+    free(at);
+    return rc;
+}
+
 int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, const char *defkey,
                    int64_t due_ms, weft_error *err)
 {
-    char h[KEY_MAX], out[KEY_MAX], wake[48], raw[64];
-    rs_cmd head = {0}, trim = {0};
-    redisReply *hrep = NULL, *srep[1] = {NULL};
-    rs_entry e;
-    char *status;
+    rs_create c;
     int rc;
-
-    if ((rc = check_id(id, err)) != 0) return rc;
-    if (!doc || !def || !defkey)
-        return wu_err(err, WEFT_EINVAL, "workflow %s: no document or definition to store", id);
-    if (!(status = doc_status(doc))) return oom(err);
-    k_exec(r, id, "", h);
-    k_exec(r, id, ":out", out);
-    snprintf(wake, sizeof wake, "wake|||%lld", (long long)due_ms);
-    snprintf(raw, sizeof raw, "1|%s", wake);
-
-    cmd_script(&head, r, S_CREATE, 2);
-    cmd_add(&head, h);
-    cmd_add(&head, out);
-    cmd_add(&head, doc);
-    cmd_add(&head, def);
-    cmd_add(&head, defkey);
-    cmd_add(&head, status);
-    cmd_add(&head, wake);
-    cmd_add(&trim, "ZREMRANGEBYSCORE");
-    cmd_add(&trim, out);
-    cmd_add(&trim, "-inf");
-    cmd_add(&trim, "1");
-
-    memset(&e, 0, sizeof e);
-    e.fence = 1;
-    e.kind = RS_WAKE;
-    e.at = due_ms;
-    e.raw = raw; /* a WAKE is ZADD LT: a create of a taken id can only make it due earlier */
-    rc = steps_run(r, id, &head, &trim, &e, 1, &hrep, srep, err);
-    free(status);
-    if (!rc && is_err(hrep))
-        rc = reply_err(r, hrep, h, err);
-    else if (!rc && (!hrep || hrep->type != REDIS_REPLY_INTEGER))
-        rc = bad_reply(r, h, err);
-    else if (!rc && hrep->integer == 0)
-        rc = wu_err(err, WEFT_EEXIST, "workflow %s already exists", id);
-    else if (!rc)
-        steps_check(r, id, &e, 1, srep, err); /* created: a refused step waits in the outbox */
-    replies_free(&hrep, 1);
-    replies_free(srep, 1);
-    return rc;
+    memset(&c, 0, sizeof c);
+    c.id = id;
+    c.doc = doc;
+    c.def = def;
+    c.defkey = defkey;
+    c.due_ms = due_ms;
+    if ((rc = rs_exec_create_many(r, &c, 1, err)) != 0) return rc;
+    if (c.rc) return wu_err(err, c.rc, "%s", c.why);
+    return 0;
 }
 
 void rs_exec_clear(rs_exec *e)
@@ -1468,7 +1539,7 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
     if (nsets) {
         weft_error ignored = {0};
         /* committed whatever happens now: a failure leaves steps in the outboxes */
-        if (steps_apply(r, NULL, NULL, sets, nsets, &ignored) == 0)
+        if (steps_apply(r, NULL, 0, NULL, sets, nsets, &ignored) == 0)
             for (i = 0; i < nsets; i++)
                 steps_check(r, sets[i].id, sets[i].e, sets[i].n, sets[i].rep, &ignored);
         for (i = 0; i < nsets; i++) {
@@ -1542,7 +1613,10 @@ int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int
         cmd_add(&c[i], "status");
         cmd_add(&c[i], "fence");
     }
-    if ((rc = rs_pipe(r, c, n, x, "load", err)) == 0)
+    if ((rc = rs_pipe(r, c, n, x, "load", err)) != 0)
+        for (i = 0; i < n; i++)
+            rcs[i] = rc;
+    else
         for (i = 0; i < n; i++) {
             weft_error e = {0};
             rcs[i] = check_id(ids[i], &e);
@@ -2220,14 +2294,15 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
                     e->element[0]->type != REDIS_REPLY_STRING ||
                     e->element[1]->type != REDIS_REPLY_ARRAY)
                     continue;
+                /* a stop takes effect after the entry: its id resumes after all of it */
                 for (f = 0; f + 1 < e->element[1]->elements; f += 2) {
                     const redisReply *k = e->element[1]->element[f];
                     const redisReply *v = e->element[1]->element[f + 1];
                     if (k->type == REDIS_REPLY_STRING && !strcmp(k->str, "json") &&
                         v->type == REDIS_REPLY_STRING) {
+                        /* a save's events share its entry: one field each */
                         n++;
                         if (fn && fn(ud, e->element[0]->str, v->str)) stop = 1;
-                        break;
                     }
                 }
             }

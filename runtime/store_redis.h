@@ -75,6 +75,17 @@ int rs_broken(const rs *r);
 int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, const char *defkey,
                    int64_t due_ms, weft_error *err);
 
+/* One create of rs_exec_create_many: rs_exec_create's arguments and outcome. */
+typedef struct rs_create {
+    const char *id, *doc, *def, *defkey;
+    int64_t due_ms;
+    int rc; /* out */
+    char why[WEFT_ERROR_MAX];
+} rs_create;
+/* Several creates in one round trip; each c[i].rc as rs_exec_create returns.
+ * The call returns an error only when the round trip failed. */
+int rs_exec_create_many(rs *r, rs_create *c, size_t n, weft_error *err);
+
 typedef struct rs_exec {
     char *doc;    /* malloc'd */
     char *def;    /* malloc'd; NULL when not asked for */
@@ -140,7 +151,9 @@ typedef struct rs_save {
     size_t nsteps;
     const char *const *events;
     size_t nevents;
-    const struct rs_lease *acks; /* leases known current: dropped without a check */
+    /* claims known current (the saver's own, taken less than half a lease
+     * ago): dropped without a token check once the save is committed */
+    const struct rs_lease *acks;
     size_t nacks;
     int rc;             /* out: as rs_exec_save returns */
     uint64_t new_fence; /* out */
@@ -263,7 +276,9 @@ int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err);
 /*
  * Read events after `after_id` ("0" = from the start) from an execution's
  * stream, waiting up to block_ms (0 = no wait) for new ones. Calls fn for
- * each (event id, JSON text); stops early when fn returns non-zero.
+ * each (event id, JSON text); the events of one save share one entry and
+ * its id. Stops early when fn returns non-zero, after the rest of that
+ * entry (so its id resumes after all of it).
  * Returns the number read, or a WEFT_E* code.
  */
 int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,

@@ -6,10 +6,21 @@
 -- ARGV[4] terminal ("1" or "0")   ARGV[5] retention ms   ARGV[6] stream max length
 -- ARGV[7] Pub/Sub channel   ARGV[8] n = number of steps
 -- ARGV[9 .. 8+n]  steps "<kind>|<type>|<taskid>|<at>"
--- ARGV[9+n ..]    events (JSON texts)
+-- ARGV[9+n ..]    events (JSON texts): one stream entry with a "json" field
+--                 per event, and one message with one event per line
 -- Returns {1, new fence, leftover...} on success, where leftover are outbox
 -- entries of earlier saves not applied yet ("<fence>|<kind>|<type>|<taskid>|<at>");
 -- {0, stored fence} when the fence moved; {-1} when there is no such execution.
+-- unpack() has a limit on values: a large fan-out goes in parts
+local function call_in_parts(head, args, per)
+    for i = 1, #args, per do
+        local c = {}
+        for _, v in ipairs(head) do c[#c + 1] = v end
+        for j = i, math.min(i + per - 1, #args) do c[#c + 1] = args[j] end
+        redis.call(unpack(c))
+    end
+end
+
 local cur = redis.call('HGET', KEYS[1], 'fence')
 if not cur then
     return {-1}
@@ -18,20 +29,34 @@ if ARGV[1] ~= '*' and cur ~= ARGV[1] then
     return {0, tonumber(cur)}
 end
 local leftover = redis.call('ZRANGE', KEYS[2], 0, -1)
-local fence = redis.call('HINCRBY', KEYS[1], 'fence', 1)
-redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3])
+local fence = tonumber(cur) + 1
+redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'fence', fence)
 local n = tonumber(ARGV[8])
-for i = 9, 8 + n do
-    redis.call('ZADD', KEYS[2], fence, fence .. '|' .. ARGV[i])
+if n > 0 then
+    local z = {}
+    for i = 9, 8 + n do
+        z[#z + 1] = fence
+        z[#z + 1] = fence .. '|' .. ARGV[i]
+    end
+    call_in_parts({'ZADD', KEYS[2]}, z, 2000)
 end
-for i = 9 + n, #ARGV do
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'json', ARGV[i])
-    redis.call('PUBLISH', ARGV[7], ARGV[i])
+if #ARGV >= 9 + n then
+    local x, lines = {}, {}
+    for i = 9 + n, #ARGV do
+        x[#x + 1] = 'json'
+        x[#x + 1] = ARGV[i]
+        lines[#lines + 1] = ARGV[i]
+    end
+    call_in_parts({'XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*'}, x, 2000)
+    redis.call('PUBLISH', ARGV[7], table.concat(lines, '\n'))
 end
-for i = 1, 3 do
-    if ARGV[4] == '1' then
+if ARGV[4] == '1' then
+    for i = 1, 3 do
         redis.call('PEXPIRE', KEYS[i], ARGV[5])
-    else
+    end
+elseif redis.call('PTTL', KEYS[1]) >= 0 then
+    -- a finished execution revived (retry, restart): keep it again
+    for i = 1, 3 do
         redis.call('PERSIST', KEYS[i])
     end
 end

@@ -615,11 +615,17 @@ static void test_events(void **state)
 
     assert_int_equal(save("wf1", 0 + 1, NULL, 0), 2); /* no events: nothing appended */
     assert_int_equal(qint("EXISTS weft:{wf1}:ev"), 0);
-    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "RUNNING", 0, NULL, 0, ev, 3, NULL, &err), 0);
-    assert_int_equal(qint("XLEN weft:{wf1}:ev"), 3);
+    /* one entry and one message per save, however many events it has */
+    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "RUNNING", 0, NULL, 0, ev, 2, NULL, &err), 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 3, DOC, "RUNNING", 0, NULL, 0, ev + 2, 1, NULL, &err),
+                     0);
+    assert_int_equal(qint("XLEN weft:{wf1}:ev"), 2);
     assert_int_equal(redisGetReply(watcher, (void **)&msg), REDIS_OK);
     assert_int_equal(msg->type, REDIS_REPLY_ARRAY);
-    assert_string_equal(msg->element[2]->str, "{\"n\":1}");
+    assert_string_equal(msg->element[2]->str, "{\"n\":1}\n{\"n\":2}");
+    freeReplyObject(msg);
+    assert_int_equal(redisGetReply(watcher, (void **)&msg), REDIS_OK);
+    assert_string_equal(msg->element[2]->str, "{\"n\":3}");
     freeReplyObject(msg);
     redisFree(watcher);
 
@@ -820,6 +826,317 @@ static void test_reap(void **state)
     assert_int_equal(qint("HEXISTS weft:{q:HTTP}:reaped wf1|t3"), 0);
 
     assert_int_equal(rs_reap(r, "HTTP", -1, &ex, &nex, &err), WEFT_EINVAL);
+}
+
+/* ---- several saves and loads at once ---- */
+
+/* The claim of workflow id among c[0..n). */
+static const rs_lease *claim_of(const rs_lease *c, int n, const char *id)
+{
+    int i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(c[i].workflow_id, id)) return &c[i];
+    fail_msg("no claim of %s", id);
+    return NULL;
+}
+
+static void save_init(rs_save *s, const char *id, uint64_t fence, const rs_step *steps,
+                      size_t nsteps, const rs_lease *acks, size_t nacks)
+{
+    memset(s, 0, sizeof *s);
+    s->id = id;
+    s->fence = fence;
+    s->doc = DOC;
+    s->status = "RUNNING";
+    s->steps = steps;
+    s->nsteps = nsteps;
+    s->acks = acks;
+    s->nacks = nacks;
+    s->rc = 12345; /* outputs are always set */
+    s->new_fence = 777;
+    snprintf(s->why, sizeof s->why, "junk");
+}
+
+/*
+ * Three saves in one call: a stale fence (WEFT_ESTATE: nothing of it, its
+ * acks kept), an unknown id (WEFT_ENOTFOUND), and one that commits: its
+ * steps applied (an eager push held as a lease by the saver), its outbox
+ * trimmed, its ack dropped.
+ */
+static void test_save_many(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"HTTP"};
+    rs_lease c[2], eager;
+    const rs_lease *c1, *c2;
+    int64_t until = wu_now_ms() + 60000;
+    rs_step stale_steps[] = {{RS_PUSH, "HTTP", "s1", 0, NULL, 0},
+                             {RS_PUSH, "HTTP", "s2", 0, "tok-s2", 0}};
+    rs_step ok_steps[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0},
+                          {RS_PUSH, "LAMBDA", "t3", 7, NULL, 0}};
+    rs_step unknown_steps[] = {{RS_PUSH, "HTTP", "u1", 0, NULL, 0}};
+    rs_save s[3];
+    rs_exec e;
+    char buf[64];
+    long long ready, leased;
+
+    ok_steps[0].lease_until = until;
+    stale_steps[1].lease_until = until;
+    create("wf1", 0);
+    create("wf2", 0);
+    push("wf1", "HTTP", "c1", 0); /* fence 2 each */
+    push("wf2", "HTTP", "c2", 0);
+    assert_int_equal(rs_claim(r, types, 1, 2, 60000, c, &err), 2);
+    c1 = claim_of(c, 2, "wf1");
+    c2 = claim_of(c, 2, "wf2");
+
+    /* the stale and the unknown save both carry wf1's claim: neither drops it */
+    save_init(&s[0], "wf1", 1, stale_steps, 2, c1, 1);
+    save_init(&s[1], "nope", 2, unknown_steps, 1, c1, 1);
+    save_init(&s[2], "wf2", 2, ok_steps, 2, c2, 1);
+    s[0].doc = "{\"stale\":true}";
+    assert_int_equal(rs_exec_save_many(r, s, 3, &err), 0);
+
+    assert_int_equal(s[0].rc, WEFT_ESTATE);
+    assert_int_equal(s[0].new_fence, 0);
+    assert_string_equal(s[0].why,
+                        "execution wf1 was changed by someone else (fence 2, expected 1)");
+    assert_int_equal(s[1].rc, WEFT_ENOTFOUND);
+    assert_int_equal(s[1].new_fence, 0);
+    assert_string_equal(s[1].why, "no workflow nope");
+    assert_int_equal(s[2].rc, 0);
+    assert_int_equal(s[2].new_fence, 3);
+    assert_string_equal(s[2].why, "");
+
+    /* the stale save wrote nothing, applied nothing, dropped nothing */
+    assert_int_equal(rs_exec_load(r, "wf1", 0, &e, &err), 0);
+    assert_int_equal(e.fence, 2);
+    assert_string_equal(e.doc, DOC);
+    rs_exec_clear(&e);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "s1", &err), 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "s2", &err), 0);
+    assert_int_equal(qint("HEXISTS weft:{q:HTTP}:lease wf1|s2"), 0);
+    assert_int_equal(rs_check_lease(r, c1, &err), 0);
+    assert_string_equal(qstr(buf, sizeof buf, "HGET weft:{q:HTTP}:lease wf1|c1"), c1->lease);
+    assert_true(qint("ZSCORE weft:{q:HTTP}:leases wf1|c1") > 0);
+    /* nor did the unknown one create anything */
+    assert_int_equal(qint("EXISTS weft:{nope}"), 0);
+    assert_int_equal(qint("EXISTS weft:{nope}:out"), 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "nope", "u1", &err), 0);
+
+    /* the good one: saved, its claim dropped ... */
+    assert_int_equal(qint("HGET weft:{wf2} fence"), 3);
+    assert_int_equal(qint("HEXISTS weft:{q:HTTP}:lease wf2|c2"), 0);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf2|c2"), -999);
+    assert_int_equal(rs_ack(r, c2, &err), WEFT_ESTATE);
+    /* ... the eager push held by the saver, not ready for anyone else ... */
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf2|t2"), until);
+    assert_string_equal(qstr(buf, sizeof buf, "HGET weft:{q:HTTP}:lease wf2|t2"), "tok-2");
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf2|t2"), -999);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t2", &err), 1);
+    /* ... the plain push ready, and the outbox trimmed */
+    assert_int_equal(qint("ZSCORE weft:{q:LAMBDA}:ready wf2|t3"), 7);
+    assert_int_equal(qint("EXISTS weft:{wf2}:out"), 0);
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(ready, 0);
+    assert_int_equal(leased, 2); /* wf1|c1 and wf2|t2 */
+    /* nobody else can claim the eager task; the saver's token is a real lease */
+    assert_int_equal(rs_claim(r, types, 1, 4, 60000, c, &err), 0);
+    memset(&eager, 0, sizeof eager);
+    snprintf(eager.workflow_id, sizeof eager.workflow_id, "wf2");
+    snprintf(eager.task_id, sizeof eager.task_id, "t2");
+    snprintf(eager.lease, sizeof eager.lease, "tok-2");
+    snprintf(eager.type, sizeof eager.type, "HTTP");
+    assert_int_equal(rs_check_lease(r, &eager, &err), 0);
+    assert_int_equal(rs_renew(r, &eager, 1000, &err), 0);
+    assert_int_equal(rs_ack(r, &eager, &err), 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t2", &err), 0);
+
+    /* nothing to do */
+    assert_int_equal(rs_exec_save_many(r, s, 0, &err), 0);
+}
+
+/* A save with a bad step (or bad arguments) fails alone, before anything is sent. */
+static void test_save_many_bad_step(void **state)
+{
+    weft_error err = {0};
+    rs_step bad[] = {{RS_PUSH, "HT|TP", "t1", 0, NULL, 0}};
+    rs_step badtask[] = {{RS_UNQUEUE, "HTTP", "t|1", 0, NULL, 0}};
+    rs_step good[] = {{RS_PUSH, "HTTP", "t2", 0, NULL, 0}};
+    rs_save s[4];
+    create("wf1", 0);
+    create("wf2", 0);
+    create("wf3", 0);
+    save_init(&s[0], "wf1", 1, bad, 1, NULL, 0);
+    save_init(&s[1], "wf2", 1, good, 1, NULL, 0);
+    save_init(&s[2], "wf3", 1, badtask, 1, NULL, 0);
+    save_init(&s[3], "wf3", 1, good, 1, NULL, 0);
+    s[3].status = NULL;
+    assert_int_equal(rs_exec_save_many(r, s, 4, &err), 0);
+    assert_int_equal(s[0].rc, WEFT_EINVAL);
+    assert_has(s[0].why, "wf1");
+    assert_has(s[0].why, "task type");
+    assert_has(s[0].why, "'|'");
+    assert_int_equal(s[0].new_fence, 0);
+    assert_int_equal(s[2].rc, WEFT_EINVAL);
+    assert_has(s[2].why, "wf3");
+    assert_has(s[2].why, "task id");
+    assert_int_equal(s[3].rc, WEFT_EINVAL);
+    assert_has(s[3].why, "wf3");
+    /* the others are saved nevertheless */
+    assert_int_equal(s[1].rc, 0);
+    assert_int_equal(s[1].new_fence, 2);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t2", &err), 1);
+    /* the failed ones: not saved, no queue step */
+    assert_int_equal(qint("HGET weft:{wf1} fence"), 1);
+    assert_int_equal(qint("HGET weft:{wf3} fence"), 1);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+    assert_int_equal(qint("EXISTS weft:{wf3}:out"), 0);
+    assert_int_equal(qint("ZCARD weft:{q:HTTP}:ready"), 1);
+    /* all of them bad: nothing sent, the call itself succeeds */
+    assert_int_equal(rs_exec_save_many(r, s, 1, &err), 0);
+    assert_int_equal(s[0].rc, WEFT_EINVAL);
+}
+
+/*
+ * An eager push whose step did not apply stays in the outbox as a plain
+ * push (no token): replayed by the sweeper, it becomes ready, not leased.
+ */
+static void test_save_many_lease_leftover(void **state)
+{
+    weft_error err = {0};
+    int64_t until = wu_now_ms() + 60000;
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok-1", 0}};
+    rs_save s;
+    redisReply *x;
+    st[0].lease_until = until;
+    create("wf1", 0);
+    freeReplyObject(qc("SET weft:{q:HTTP}:leases x")); /* the lease cannot be written */
+    save_init(&s, "wf1", 1, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(r, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0); /* committed all the same */
+    assert_int_equal(s.new_fence, 2);
+    x = qc("ZRANGE weft:{wf1}:out 0 -1");
+    assert_int_equal(x->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(x->elements, 1);
+    assert_string_equal(x->element[0]->str, "2|push|HTTP|t1|0");
+    freeReplyObject(x);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), -999);
+
+    freeReplyObject(qc("DEL weft:{q:HTTP}:leases"));
+    assert_int_equal(rs_exec_flush(r, "wf1", &err), 1);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), 0);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf1|t1"), -999);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+
+    /* the same for an entry a dead saver left behind */
+    create("wf2", 0);
+    OK(rs_command(r, &e_, "ZADD weft:{wf2}:out 3 %s", "3|push|HTTP|t9|42"));
+    assert_int_equal(rs_exec_flush(r, "wf2", &err), 1);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf2|t9"), 42);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf2|t9"), -999);
+    assert_int_equal(qint("HEXISTS weft:{q:HTTP}:lease wf2|t9"), 0);
+}
+
+/* Leftovers of an earlier save are applied by the next batched save as plain pushes. */
+static void test_save_many_applies_leftovers(void **state)
+{
+    weft_error err = {0};
+    int64_t until = wu_now_ms() + 60000;
+    rs_step st[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0}};
+    rs_save s;
+    st[0].lease_until = until;
+    create("wf1", 0);
+    OK(rs_command(r, &e_, "ZADD weft:{wf1}:out 1 %s", "1|push|HTTP|t1|5"));
+    save_init(&s, "wf1", 1, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(r, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), 5);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf1|t2"), until);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+}
+
+static void test_load_many(void **state)
+{
+    weft_error err = {0};
+    const char *ids[] = {"wf1", "nope", "nofence", "wf2", "bad|id", "wrong"};
+    rs_exec out[6];
+    int rcs[6];
+    size_t i;
+    create("wf1", 0);
+    create("wf2", 0);
+    push("wf2", "HTTP", "t1", 0); /* fence 2 */
+    freeReplyObject(qc("HSET weft:{nofence} doc {} defkey k status RUNNING"));
+    freeReplyObject(qc("SET weft:{wrong} x"));
+    for (i = 0; i < 6; i++)
+        rcs[i] = 12345;
+    assert_int_equal(rs_exec_load_many(r, ids, 6, out, rcs, &err), 0);
+    assert_int_equal(rcs[0], 0);
+    assert_string_equal(out[0].doc, DOC);
+    assert_string_equal(out[0].defkey, "k1");
+    assert_string_equal(out[0].status, "RUNNING");
+    assert_null(out[0].def);
+    assert_int_equal(out[0].fence, 1);
+    assert_int_equal(rcs[1], WEFT_ENOTFOUND);
+    assert_null(out[1].doc);
+    assert_int_equal(rcs[2], WEFT_EINVAL);
+    assert_null(out[2].doc);
+    assert_int_equal(rcs[3], 0);
+    assert_int_equal(out[3].fence, 2);
+    assert_string_equal(out[3].doc, DOC);
+    assert_int_equal(rcs[4], WEFT_EINVAL);
+    assert_null(out[4].doc);
+    assert_int_equal(rcs[5], WEFT_EINVAL);
+    assert_null(out[5].doc);
+    for (i = 0; i < 6; i++)
+        rs_exec_clear(&out[i]);
+    assert_int_equal(rs_exec_load_many(r, ids, 0, out, rcs, &err), 0);
+}
+
+/* Redis not there: the call fails with WEFT_EIO, and so does every save in it. */
+static void test_many_unreachable(void **state)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    weft_error err = {0};
+    char url[64];
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok", 1}};
+    rs_step bad[] = {{RS_PUSH, "HT|TP", "t1", 0, NULL, 0}};
+    rs_save s[3];
+    rs_exec out[2];
+    const char *ids[] = {"wf1", "wf2"};
+    int rcs[2];
+    int port = srv.port == 65000 ? 65001 : 65000;
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    o.url = url;
+    o.timeout_ms = 500;
+    assert_int_equal(rs_open(&o, &x, &err), WEFT_EIO);
+    assert_non_null(x);
+
+    save_init(&s[0], "wf1", 1, st, 1, NULL, 0);
+    save_init(&s[1], "wf2", 0, NULL, 0, NULL, 0);
+    save_init(&s[2], "wf3", 1, bad, 1, NULL, 0);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rs_exec_save_many(x, s, 3, &err), WEFT_EIO);
+    assert_has(err.msg, url);
+    assert_has(err.msg, "refused");
+    assert_int_equal(s[0].rc, WEFT_EIO);
+    assert_has(s[0].why, "refused");
+    assert_int_equal(s[0].new_fence, 0);
+    assert_int_equal(s[1].rc, WEFT_EIO);
+    assert_has(s[1].why, url);
+    assert_int_equal(s[2].rc, WEFT_EINVAL); /* refused before anything was sent */
+    assert_int_equal(rs_broken(x), 1);
+
+    /* the call fails; rcs[] are not filled in then (see the report) */
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rs_exec_load_many(x, ids, 2, out, rcs, &err), WEFT_EIO);
+    assert_has(err.msg, "refused");
+    assert_null(out[0].doc);
+    assert_null(out[1].doc);
+    assert_int_equal(rs_broken(x), 1);
+    rs_free(x);
 }
 
 /* ---- decider queue ---- */
@@ -1110,6 +1427,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_many_bad_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_many_lease_leftover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_many_applies_leftovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defs, setup, teardown),
