@@ -432,8 +432,8 @@ static int push_lease(rs_lease **v, size_t *n, const rs_lease *l)
     return 0;
 }
 
-/* Run held task l of j (loaded). 0 = ran or dropped; 1 = left for later. */
-static void run_held(worker *w, job *j, const held *h, int64_t now)
+/* Run held task h of j (loaded): its result, or its lease, goes in j. */
+static void run_held(worker *w, job *j, const held *h)
 {
     nd_node *n = w->n;
     weft_error err = {0};
@@ -441,7 +441,7 @@ static void run_held(worker *w, job *j, const held *h, int64_t now)
     xc_task *t = xc_find_id(j->x, h->l.task_id);
     result *a, *g;
     int64_t t0;
-    int rc;
+    int rc, fresh;
     quiet.on_change = NULL;
     if (!t || xc_task_terminal(t->status) || !t->queued || xc_wf_terminal(j->x->status)) {
         push_lease(&j->acks, &j->nacks, &h->l); /* nothing to run: done or canceled meanwhile */
@@ -477,12 +477,13 @@ static void run_held(worker *w, job *j, const held *h, int64_t now)
     /* A lease taken less than half its length ago is current: nobody can have
      * reaped it, and a cancel moves the fence, which the save checks. An older
      * one is checked (and dropped) before its result may count. */
-    if (wu_mono_ms() - h->since > n->cfg->lease_ms / 2 && rs_ack(w->r, &h->l, &err) != 0) {
+    fresh = wu_mono_ms() - h->since <= n->cfg->lease_ms / 2;
+    if (!fresh && rs_ack(w->r, &h->l, &err) != 0) {
         nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, j->id, err.msg);
         host_result_clear(&a->r);
         return;
     }
-    if (wu_mono_ms() - h->since <= n->cfg->lease_ms / 2)
+    if (fresh)
         push_lease(&j->acks, &j->nacks, &h->l);
     snprintf(a->task_id, sizeof a->task_id, "%s", t->id);
     a->rc = rc;
@@ -491,7 +492,6 @@ static void run_held(worker *w, job *j, const held *h, int64_t now)
     a->started_ms = t->started_ms;
     a->poll_count = t->poll_count;
     j->nres++;
-    (void)now;
 }
 
 /* A busy worker's polls of a queue that keeps coming back empty thin out
@@ -501,6 +501,16 @@ static int64_t next_gap(const nd_node *n, int64_t gap, int got)
     if (got > 0 || gap < ND_BUSY_POLL_MS)
         return ND_BUSY_POLL_MS;
     return gap * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : gap * 2;
+}
+
+/* A poll of a queue failed: back off if Redis is away, else say what. -1. */
+static int poll_failed(worker *w, const char *what, const weft_error *err, int64_t *backoff)
+{
+    if (rs_broken(w->r))
+        redis_trouble(w, err, backoff);
+    else
+        nd_log(w->n, WEFT_LOG_ERROR, "%s: %s", what, err->msg);
+    return -1;
 }
 
 /* The executions due for a decider and the claimable tasks, as far as there is room. */
@@ -517,13 +527,8 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
     /* busy with held work: look at the queues every few ms, not every round */
     if (w->due_more || !w->nhold || now - w->last_due >= w->due_gap) {
         k = rs_due(w->r, ND_DUE_BATCH, n->cfg->sweep_ms, due, &err);
-        if (k < 0) {
-            if (rs_broken(w->r))
-                redis_trouble(w, &err, backoff);
-            else
-                nd_log(n, WEFT_LOG_ERROR, "decider queue: %s", err.msg);
-            return -1;
-        }
+        if (k < 0)
+            return poll_failed(w, "decider queue", &err, backoff);
         redis_fine(w);
         *ndue = k;
         w->due_more = k == ND_DUE_BATCH;
@@ -534,13 +539,8 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
         (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap)) {
         k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, room, n->cfg->lease_ms, got,
                      &err);
-        if (k < 0) {
-            if (rs_broken(w->r))
-                redis_trouble(w, &err, backoff);
-            else
-                nd_log(n, WEFT_LOG_ERROR, "claiming tasks: %s", err.msg);
-            return -1;
-        }
+        if (k < 0)
+            return poll_failed(w, "claiming tasks", &err, backoff);
         for (i = 0; i < k; i++) {
             w->hold[w->nhold].l = got[i];
             w->hold[w->nhold].since = now;
@@ -553,6 +553,13 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
         publish_held(w);
     }
     return 0;
+}
+
+/* A due execution that no longer exists: off the decider queue. */
+static void forget_due(worker *w, const char *id)
+{
+    weft_error err = {0};
+    rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), id);
 }
 
 static int run_round(worker *w, int64_t *backoff)
@@ -614,16 +621,12 @@ static int run_round(worker *w, int64_t *backoff)
             }
             continue;
         }
-        if (n->stopping && n->cfg->grace_ms <= 0) {
-            next[nkeep++] = *h;
-            continue;
-        }
         if (wu_mono_ms() - start > ND_ROUND_MS && (j->nres || j->nacks || i > 0)) {
             next[nkeep++] = *h;
             j->unrun = 1;
             continue;
         }
-        run_held(w, j, h, start);
+        run_held(w, j, h);
     }
     /* save what changed: two round trips for all */
     for (i = 0; i < nj; i++) {
@@ -631,7 +634,7 @@ static int run_round(worker *w, int64_t *backoff)
         op_item *it = &items[ni];
         if (!j->x && j->due) {
             if (j->load_rc == WEFT_ENOTFOUND)
-                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), j->id);
+                forget_due(w, j->id);
             else if (j->load_rc != WEFT_EIO)
                 op_update(&w->op, j->id, fn_sweep, w, &err); /* says what is wrong with it */
             continue;
@@ -664,7 +667,7 @@ static int run_round(worker *w, int64_t *backoff)
         size_t q;
         if (it->rc) {
             if (it->rc == WEFT_ENOTFOUND && j->due)
-                rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), it->id);
+                forget_due(w, it->id);
             else if (it->rc != WEFT_ETIMEOUT)
                 nd_log(n, WEFT_LOG_WARN, "workflow %s: %s%s", it->id,
                        j->nres ? "results not saved: " : "", it->err.msg);
@@ -683,17 +686,12 @@ static int run_round(worker *w, int64_t *backoff)
         if (it->x)
             j->x = it->x; /* kept in memory for its held tasks */
     }
-    /* hand each kept execution to one of its held tasks */
+    /* hand each kept execution to the first of its held tasks (every held
+     * task came from one of this round's jobs) */
     for (i = 0; i < (size_t)nkeep; i++) {
-        job *j = NULL;
-        size_t q;
-        for (q = 0; q < nj; q++)
-            if (!strcmp(jobs[q].id, next[i].l.workflow_id))
-                j = &jobs[q];
-        if (j && j->x) {
-            next[i].x = j->x;
-            j->x = NULL;
-        }
+        job *j = job_of(jobs, &nj, next[i].l.workflow_id);
+        next[i].x = j->x;
+        j->x = NULL;
     }
     for (i = 0; i < nj; i++)
         job_clear(&jobs[i]);

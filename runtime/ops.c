@@ -306,7 +306,8 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
 
 /* The queue steps for the decider's actions, plus when x is next due. Tasks
  * leased eagerly (up to *room; room NULL = none) are listed in *eager
- * (malloc'd, caller frees); their tokens live in *tokens. */
+ * (malloc'd, caller frees; NULL when none), which the steps' lease tokens
+ * point into. */
 static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_step **out,
                     size_t *n, size_t *room, rs_lease **eager, size_t *neager)
 {
@@ -317,7 +318,7 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_
     /* first: next_due may time tasks out, adding their cancels to o */
     int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o);
     s = calloc(o->n + 1, sizeof *s);
-    if (room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
+    if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
         free(s);
         return WEFT_ENOMEM;
     }
@@ -407,112 +408,7 @@ static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char 
     return rc;
 }
 
-int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
-{
-    return op_update_from(env, id, NULL, fn, ud, err);
-}
-
-int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
-                   weft_error *err)
-{
-    char token[128] = "";
-    int locked = 0, attempt, rc = 0;
-    collect col = {{0}};
-    dec_env dec = *env->dec;
-
-    dec.on_change = on_change;
-    dec.ud = &col;
-    if (env->lock) {
-        rc = env->lock->acquire(env->lock_handle, id, env->lock_ttl_ms, env->lock_wait_ms, token,
-                                sizeof token, err);
-        if (rc) {
-            xc_free(loaded);
-            return rc;
-        }
-        locked = 1;
-    }
-    int64_t until = wu_mono_ms() + OP_RACE_MS;
-    for (attempt = 0;; attempt++) {
-        xc_exec *x = NULL;
-        uint64_t fence = 0;
-        dec_out o = {0};
-        rs_step *steps = NULL;
-        size_t nsteps = 0;
-        json_object *doc;
-
-        if (loaded) {
-            /* the caller's copy: the fence tells whether it is still current */
-            x = loaded;
-            fence = x->fence;
-            loaded = NULL;
-            rc = 0;
-        } else {
-            rc = load(env, id, &x, &fence, err);
-        }
-        if (rc == WEFT_EINVAL && fence > 0) {
-            /* unreadable: fail it with the reason, once */
-            char why[WEFT_ERROR_MAX];
-            snprintf(why, sizeof why, "%s", err->msg);
-            rc = fail_corrupt(env, id, fence, why, err);
-            if (rc == WEFT_ESTATE)
-                continue;
-            if (rc == 0)
-                rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
-            break;
-        }
-        if (rc)
-            break;
-        collect_clear(&col);
-        rc = fn(env, &dec, x, &o, ud, err);
-        if (rc != 0) {
-            if (rc == OP_NOCHANGE)
-                rc = 0;
-            dec_out_free(&o);
-            xc_free(x);
-            break;
-        }
-        if ((rc = steps_of(env, &dec, x, &o, &steps, &nsteps, NULL, NULL, NULL))) {
-            wu_err(err, rc, "out of memory");
-            dec_out_free(&o);
-            xc_free(x);
-            break;
-        }
-        keep_payloads(env, x);
-        doc = cd_to_doc(x);
-        rc = rs_exec_save(env->r, id, env->unfenced ? 0 : fence,
-                          json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
-                          weft_wf_status_name(x->status), xc_wf_terminal(x->status), steps,
-                          nsteps, (const char *const *)col.events.items, col.events.len, NULL,
-                          err);
-        json_object_put(doc);
-        free(steps);
-        if (rc == 0)
-            after_save(env, x, &o);
-        dec_out_free(&o);
-        xc_free(x);
-        if (rc != WEFT_ESTATE)
-            break;
-        if (wu_mono_ms() >= until) {
-            wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
-            break;
-        }
-        /* someone saved newer state: load it and redo the change, after a
-         * short random pause so two racers fall out of step */
-        if (attempt > 2) {
-            struct timespec ts = {0, (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
-            nanosleep(&ts, NULL);
-        }
-    }
-    collect_clear(&col);
-    wu_vec_free(&col.events);
-    if (locked) {
-        weft_error e = {0};
-        env->lock->release(env->lock_handle, id, token, &e);
-    }
-    return rc;
-}
-
-/* One item of op_update_many, prepared for its save. */
+/* A change made, and what saving it takes. */
 typedef struct prep {
     xc_exec *x;
     dec_out o;
@@ -531,6 +427,115 @@ static void prep_clear(prep *p)
     json_object_put(p->doc);
     xc_free(p->x);
     memset(p, 0, sizeof *p);
+}
+
+/* After a change: x's queue steps (leasing tasks eagerly as room permits),
+ * its large payloads out, its document, and in sv the save that writes them. */
+static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, size_t *room,
+                   rs_lease **eager, size_t *neager, rs_save *sv)
+{
+    if (steps_of(env, dec, p->x, &p->o, &p->steps, &p->nsteps, room, eager, neager))
+        return WEFT_ENOMEM;
+    keep_payloads(env, p->x);
+    p->doc = cd_to_doc(p->x);
+    memset(sv, 0, sizeof *sv);
+    sv->id = id;
+    sv->fence = env->unfenced ? 0 : p->x->fence;
+    sv->doc = json_object_to_json_string_ext(p->doc, JSON_C_TO_STRING_PLAIN);
+    sv->status = weft_wf_status_name(p->x->status);
+    sv->terminal = xc_wf_terminal(p->x->status);
+    sv->steps = p->steps;
+    sv->nsteps = p->nsteps;
+    sv->events = (const char *const *)p->col.events.items;
+    sv->nevents = p->col.events.len;
+    return 0;
+}
+
+int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
+{
+    return op_update_from(env, id, NULL, fn, ud, err);
+}
+
+int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                   weft_error *err)
+{
+    char token[128] = "";
+    int locked = 0, attempt, rc = 0;
+    dec_env dec = *env->dec;
+
+    dec.on_change = on_change;
+    if (env->lock) {
+        rc = env->lock->acquire(env->lock_handle, id, env->lock_ttl_ms, env->lock_wait_ms, token,
+                                sizeof token, err);
+        if (rc) {
+            xc_free(loaded);
+            return rc;
+        }
+        locked = 1;
+    }
+    int64_t until = wu_mono_ms() + OP_RACE_MS;
+    for (attempt = 0;; attempt++) {
+        prep p;
+        rs_save sv;
+        uint64_t fence = 0;
+
+        memset(&p, 0, sizeof p);
+        if (loaded) {
+            /* the caller's copy: the fence tells whether it is still current */
+            p.x = loaded;
+            fence = p.x->fence;
+            loaded = NULL;
+            rc = 0;
+        } else {
+            rc = load(env, id, &p.x, &fence, err);
+        }
+        if (rc == WEFT_EINVAL && fence > 0) {
+            /* unreadable: fail it with the reason, once */
+            char why[WEFT_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            rc = fail_corrupt(env, id, fence, why, err);
+            if (rc == WEFT_ESTATE)
+                continue;
+            if (rc == 0)
+                rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
+            break;
+        }
+        if (rc)
+            break;
+        dec.ud = &p.col;
+        rc = fn(env, &dec, p.x, &p.o, ud, err);
+        if (rc != 0) {
+            /* fn's own error (WEFT_ESTATE too) is final: no redo */
+            prep_clear(&p);
+            if (rc == OP_NOCHANGE)
+                rc = 0;
+            break;
+        }
+        if ((rc = prepare(env, &dec, id, &p, NULL, NULL, NULL, &sv)) != 0)
+            wu_err(err, rc, "out of memory");
+        else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
+            rc = wu_err(err, sv.rc, "%s", sv.why);
+        else if (rc == 0)
+            after_save(env, p.x, &p.o);
+        prep_clear(&p);
+        if (rc != WEFT_ESTATE)
+            break;
+        if (wu_mono_ms() >= until) {
+            wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
+            break;
+        }
+        /* someone saved newer state: load it and redo the change, after a
+         * short random pause so two racers fall out of step */
+        if (attempt > 2) {
+            struct timespec ts = {0, (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (locked) {
+        weft_error e = {0};
+        env->lock->release(env->lock_handle, id, token, &e);
+    }
+    return rc;
 }
 
 /* Drop claims one by one (an item that made no save, or was redone alone). */
@@ -587,12 +592,10 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         op_load_many(env, ids, nl, xs, rcs, &err);
         for (i = 0; i < n; i++)
             if (!items[i].x) {
+                /* NULL when unreadable or gone: op_update says how, below */
                 p[i].x = xs[k];
-                if (rcs[k] && rcs[k] != WEFT_EIO)
-                    p[i].x = NULL; /* unreadable or gone: op_update says how, below */
-                else if (rcs[k] == WEFT_EIO) {
+                if (rcs[k] == WEFT_EIO)
                     items[i].rc = wu_err(&items[i].err, WEFT_EIO, "%s", err.msg);
-                }
                 k++;
             } else {
                 p[i].x = items[i].x;
@@ -629,23 +632,11 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             prep_clear(pp);
             continue;
         }
-        if (steps_of(env, &dec, pp->x, &pp->o, &pp->steps, &pp->nsteps, room, &it->eager,
-                     &it->neager)) {
+        if (prepare(env, &dec, it->id, pp, room, &it->eager, &it->neager, &sv[ns])) {
             it->rc = wu_err(&it->err, WEFT_ENOMEM, "out of memory");
             prep_clear(pp);
             continue;
         }
-        keep_payloads(env, pp->x);
-        pp->doc = cd_to_doc(pp->x);
-        sv[ns].id = it->id;
-        sv[ns].fence = env->unfenced ? 0 : pp->x->fence;
-        sv[ns].doc = json_object_to_json_string_ext(pp->doc, JSON_C_TO_STRING_PLAIN);
-        sv[ns].status = weft_wf_status_name(pp->x->status);
-        sv[ns].terminal = xc_wf_terminal(pp->x->status);
-        sv[ns].steps = pp->steps;
-        sv[ns].nsteps = pp->nsteps;
-        sv[ns].events = (const char *const *)pp->col.events.items;
-        sv[ns].nevents = pp->col.events.len;
         sv[ns].acks = it->acks;
         sv[ns].nacks = it->nacks;
         at[ns++] = i;
@@ -707,6 +698,18 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
     return 0;
 }
 
+/* What a create stores: the definition's text (returned) and key, and x's
+ * document (*doc, caller puts). The compiled definition goes in the cache. */
+static const char *start_doc(op_env *env, const op_start_args *a, xc_exec *x, char key[17],
+                             json_object **doc)
+{
+    const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
+    cd_def_key(deftext, key);
+    cache_put(env->cache, key, a->def);
+    *doc = cd_to_doc(x);
+    return deftext;
+}
+
 static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 {
     if (a->input && !json_object_is_type(a->input, json_type_object))
@@ -748,10 +751,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
         xc_free(x);
         return rc;
     }
-    deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
-    cd_def_key(deftext, key);
-    cache_put(env->cache, key, a->def);
-    doc = cd_to_doc(x);
+    deftext = start_doc(env, a, x, key, &doc);
     rc = rs_exec_create(env->r, x->id, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
                         deftext, key, wu_now_ms(), err);
     json_object_put(doc);
@@ -779,20 +779,15 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
     }
     for (i = 0; i < n; i++) {
         weft_error e = {0};
-        const char *deftext;
         ids[i][0] = 0;
         if (a[i].idempotency_key) {
             /* its key decides which id it gets: alone */
             rcs[i] = op_start(env, &a[i], ids[i], &e);
         } else if (!(rcs[i] = start_new(&a[i], &xs[i], &e)) &&
                    !(rcs[i] = start_fill(env, &a[i], xs[i], &e))) {
-            deftext = json_object_to_json_string_ext(a[i].def->json, JSON_C_TO_STRING_PLAIN);
-            cd_def_key(deftext, keys[i]);
-            cache_put(env->cache, keys[i], a[i].def);
-            docs[i] = cd_to_doc(xs[i]);
+            c[m].def = start_doc(env, &a[i], xs[i], keys[i], &docs[i]);
             c[m].id = xs[i]->id;
             c[m].doc = json_object_to_json_string_ext(docs[i], JSON_C_TO_STRING_PLAIN);
-            c[m].def = deftext;
             c[m].defkey = keys[i];
             c[m].due_ms = wu_now_ms();
             m++;

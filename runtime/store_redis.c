@@ -802,6 +802,12 @@ static void copy_str(char *dst, size_t n, const redisReply *x)
 
 static int check_claim(const rs_lease *c, weft_error *err);
 
+/* A claim's queue member: "<wfid>|<taskid>". */
+static void claim_member(const rs_lease *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s|%s", c->workflow_id, c->task_id);
+}
+
 /* ---- outbox steps ---- */
 
 static const char *const kind_names[] = {"push", "unqueue", "wake", "done"};
@@ -953,7 +959,7 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
 static void lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
 {
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
-    snprintf(member, sizeof member, "%s|%s", cl->workflow_id, cl->task_id);
+    claim_member(cl, member, sizeof member);
     cmd_script(c, r, s, s == S_CHECK ? 1 : s == S_RENEW ? 2 : 3);
     if (s != S_CHECK) {
         k_queue(r, cl->type, "leases", k);
@@ -977,7 +983,7 @@ static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
     static const char *const which[3] = {"leases", "lease", "reaped"};
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
     int i;
-    snprintf(member, sizeof member, "%s|%s", cl->workflow_id, cl->task_id);
+    claim_member(cl, member, sizeof member);
     for (i = 0; i < 3; i++) {
         k_queue(r, cl->type, which[i], k);
         cmd_add(&c[i], i == 0 ? "ZREM" : "HDEL");
@@ -1688,10 +1694,6 @@ int rs_exec_flush(rs *r, const char *id, weft_error *err)
 
 /* ---- work queues ---- */
 
-static void claim_member(const rs_lease *c, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s|%s", c->workflow_id, c->task_id);
-}
 
 static int check_claim(const rs_lease *c, weft_error *err)
 {
