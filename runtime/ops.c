@@ -869,8 +869,13 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     if (!t)
         return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", x->id,
                       c->task_id ? c->task_id : c->ref);
-    if (c->child_id && (!t->child_id || strcmp(t->child_id, c->child_id)))
+    if (c->child_id && t->child_id && strcmp(t->child_id, c->child_id))
         return OP_NOCHANGE; /* an older child of a retried task */
+    /* A task has one child per instance (its start's idempotency key), so a
+     * task that does not know its child yet is this child's: the worker that
+     * started it has not saved yet, and its save will lose the fence race. */
+    if (c->child_id && !t->child_id && !(t->child_id = strdup(c->child_id)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
     if (xc_wf_terminal(x->status))
         return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
                       weft_wf_status_name(x->status));

@@ -873,6 +873,47 @@ static void test_update_many_errors(void **state)
         item_clear(&it[i]);
 }
 
+/*
+ * A child can end before the worker that started it saves its parent (the
+ * parent's task does not know its child yet): the child's notice completes
+ * the task, and the starter's late save loses the fence race. A notice from
+ * another child of a task that knows its own is still dropped.
+ */
+static void test_complete_before_child_known(void **state)
+{
+    char id[64];
+    rs_lease c;
+    op_complete done = {0};
+    weft_error err = {0};
+    json_object *out = json_object_new_object();
+    xc_exec *x;
+    xc_task *a;
+    uint64_t fence = 0;
+
+    start(NULL, NULL, id);
+    c = claimed_first_task(id);
+    json_object_object_add(out, "v", json_object_new_int(7));
+    done.task_id = c.task_id;
+    done.child_id = "child-1";
+    done.status = WEFT_TASK_COMPLETED;
+    done.output = out;
+    assert_int_equal(op_update(&F.env, id, op_fn_complete, &done, &err), 0);
+    x = load(id, &fence);
+    a = xc_find_id(x, c.task_id);
+    assert_non_null(a);
+    assert_int_equal(a->status, WEFT_TASK_COMPLETED);
+    assert_string_equal(a->child_id, "child-1");
+    assert_int_equal(json_object_get_int(json_object_object_get(a->output, "v")), 7);
+    xc_free(x);
+
+    /* another child of a task that knows its own: dropped, nothing saved */
+    done.child_id = "child-2";
+    assert_int_equal(op_update(&F.env, id, op_fn_complete, &done, &err), 0);
+    xc_free(load(id, &fence));
+    assert_int_equal(fence, 3);
+    json_object_put(out);
+}
+
 static void test_load_many(void **state)
 {
     char id[64], id2[64];
@@ -1300,6 +1341,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_many_fence_race, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_many_nochange, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_many_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_complete_before_child_known, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_race_fenced_no_lock, setup, teardown),
