@@ -40,8 +40,8 @@ typedef struct worker {
     dec_env dec;
     op_env op;
     op_hooks hooks;
-    rs_lease leases[ND_BATCH];
-    int nleases; /* a copy of hold's leases, for the keeper to renew */
+    held leases[ND_BATCH]; /* a copy of hold (x unused), for the keeper to renew */
+    int nleases;
     held hold[ND_BATCH];
     int nhold;
     int64_t last_due, last_claim;
@@ -392,7 +392,7 @@ static void publish_held(worker *w)
     int i;
     pthread_mutex_lock(&w->n->mu);
     for (i = 0; i < w->nhold; i++)
-        w->leases[i] = w->hold[i].l;
+        w->leases[i] = w->hold[i];
     w->nleases = w->nhold;
     pthread_mutex_unlock(&w->n->mu);
 }
@@ -519,28 +519,30 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
     nd_node *n = w->n;
     weft_error err = {0};
     int64_t now = wu_mono_ms();
-    int room = ND_BATCH - w->nhold, k, i;
+    int room = ND_BATCH - w->nhold, k, i, want_due, want_claim;
     rs_lease got[ND_BATCH];
     *ndue = 0;
     if (n->stopping)
         return 0;
-    /* busy with held work: look at the queues every few ms, not every round */
-    if (w->due_more || !w->nhold || now - w->last_due >= w->due_gap) {
-        k = rs_due(w->r, ND_DUE_BATCH, n->cfg->sweep_ms, due, &err);
-        if (k < 0)
-            return poll_failed(w, "decider queue", &err, backoff);
-        redis_fine(w);
-        *ndue = k;
-        w->due_more = k == ND_DUE_BATCH;
+    /* busy with held work: look at the queues every few ms, not every round;
+     * both in one round trip */
+    want_due = w->due_more || !w->nhold || now - w->last_due >= w->due_gap;
+    want_claim = room > 0 && n->ntypes &&
+                 (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap);
+    if (!want_due && !want_claim)
+        return 0;
+    k = rs_due_claim(w->r, want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue,
+                     (const char *const *)n->types, want_claim ? n->ntypes : 0, room,
+                     n->cfg->lease_ms, got, &err);
+    if (k < 0)
+        return poll_failed(w, want_claim ? "claiming tasks" : "decider queue", &err, backoff);
+    redis_fine(w);
+    if (want_due) {
+        w->due_more = *ndue == ND_DUE_BATCH;
         w->last_due = now;
-        w->due_gap = next_gap(n, w->due_gap, k);
+        w->due_gap = next_gap(n, w->due_gap, *ndue);
     }
-    if (room > 0 && n->ntypes &&
-        (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap)) {
-        k = rs_claim(w->r, (const char *const *)n->types, n->ntypes, room, n->cfg->lease_ms, got,
-                     &err);
-        if (k < 0)
-            return poll_failed(w, "claiming tasks", &err, backoff);
+    if (want_claim) {
         for (i = 0; i < k; i++) {
             w->hold[w->nhold].l = got[i];
             w->hold[w->nhold].since = now;
@@ -737,23 +739,29 @@ static void keep(worker *k)
     nd_node *n = k->n;
     weft_error err = {0};
     rs_lease renew[1024];
-    int nr = 0, i;
+    int ok[1024], nr = 0, i;
     size_t t;
     char info[4096], host[256] = "?";
     json_object *j, *types;
 
-    /* leases of running tasks */
+    /* leases of held tasks, but for young ones: the keeper comes again
+     * within a third of a lease, well before they expire */
     pthread_mutex_lock(&n->mu);
     for (i = 0; i < n->nworkers; i++) {
         int j2;
         for (j2 = 0; j2 < n->workers[i].nleases && nr < 1024; j2++)
-            renew[nr++] = n->workers[i].leases[j2];
+            if (wu_mono_ms() - n->workers[i].leases[j2].since >= n->cfg->lease_ms / 4)
+                renew[nr++] = n->workers[i].leases[j2].l;
     }
     pthread_mutex_unlock(&n->mu);
-    for (i = 0; i < nr; i++)
-        if (rs_renew(k->r, &renew[i], n->cfg->lease_ms, &err) == WEFT_ESTATE)
-            nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: lost its lease", renew[i].task_id,
-                   renew[i].workflow_id);
+    if (nr && rs_renew_many(k->r, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
+        for (i = 0; i < nr; i++)
+            if (!ok[i])
+                nd_log(n, WEFT_LOG_WARN, "task %s of workflow %s: lost its lease",
+                       renew[i].task_id, renew[i].workflow_id);
+    } else if (nr && !rs_broken(k->r)) {
+        nd_log(n, WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);
+    }
     /* expired leases go back to their queues */
     for (t = 0; t < n->ntypes; t++) {
         char **exhausted = NULL;
@@ -825,6 +833,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.url = n->cfg->redis_url;
     o.prefix = n->cfg->key_prefix;
     o.retention_ms = n->cfg->retention_ms;
+    o.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
     rc = rs_open(&o, &w->r, err);
     if (rc && !w->r)
         return rc;

@@ -262,12 +262,13 @@ static void collect_clear(collect *c)
 
 /* ---- saving ---- */
 
-/* When a decider should look at x next. */
-static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o)
+/* When a decider should look at x next (follow: at once, the change was
+ * made where no decider follows it). */
+static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
 {
     int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
     size_t i;
-    if (env->client || x->fresh > 0 || x->ended_head < x->ended.len)
+    if (follow || x->fresh > 0 || x->ended_head < x->ended.len)
         return now;
     dec_timeouts(dec, x, now, &next, o);
     if (x->ended_head < x->ended.len)
@@ -304,19 +305,19 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
     return 1;
 }
 
-/* The queue steps for the decider's actions, plus when x is next due. Tasks
- * leased eagerly (up to *room; room NULL = none) are listed in *eager
- * (malloc'd, caller frees; NULL when none), which the steps' lease tokens
- * point into. */
-static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, rs_step **out,
-                    size_t *n, size_t *room, rs_lease **eager, size_t *neager)
+/* The queue steps for the decider's actions, plus when x is next due (see
+ * next_due for follow). Tasks leased eagerly (up to *room; room NULL =
+ * none) are listed in *eager (malloc'd, caller frees; NULL when none),
+ * which the steps' lease tokens point into. */
+static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
+                    rs_step **out, size_t *n, size_t *room, rs_lease **eager, size_t *neager)
 {
     rs_step *s;
     rs_lease *got = NULL;
     size_t i, k = 0, ng = 0;
     int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
-    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o);
+    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
     s = calloc(o->n + 1, sizeof *s);
     if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
         free(s);
@@ -434,7 +435,7 @@ static void prep_clear(prep *p)
 static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, size_t *room,
                    rs_lease **eager, size_t *neager, rs_save *sv)
 {
-    if (steps_of(env, dec, p->x, &p->o, &p->steps, &p->nsteps, room, eager, neager))
+    if (steps_of(env, dec, p->x, &p->o, env->client, &p->steps, &p->nsteps, room, eager, neager))
         return WEFT_ENOMEM;
     keep_payloads(env, p->x);
     p->doc = cd_to_doc(p->x);
@@ -698,15 +699,52 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
     return 0;
 }
 
-/* What a create stores: the definition's text (returned) and key, and x's
- * document (*doc, caller puts). The compiled definition goes in the cache. */
-static const char *start_doc(op_env *env, const op_start_args *a, xc_exec *x, char key[17],
-                             json_object **doc)
+/*
+ * The first decision, made by the starter when the first task is queued (no
+ * plugin code runs for it, so any client can): the execution is created
+ * with that task scheduled, its push in the create's pipeline and its event
+ * on the status lane, and no decider has to load and save it first. Its
+ * steps and events go to p; the decider queue sees it again only after
+ * sweep_ms (or a timeout), like any execution waiting on a task.
+ */
+static void start_decide(op_env *env, prep *p)
+{
+    const def_list *root = &p->x->def->root;
+    dec_env dec;
+    if (!env->dec || root->n == 0 || root->tasks[0]->type->map)
+        return;
+    dec = *env->dec;
+    dec.on_change = on_change;
+    dec.ud = &p->col;
+    dec_decide(&dec, p->x, &p->o);
+    /* out of memory: created with the task scheduled but not queued, which
+     * the sweeper repairs */
+    steps_of(env, &dec, p->x, &p->o, 0, &p->steps, &p->nsteps, NULL, NULL, NULL);
+    keep_payloads(env, p->x);
+}
+
+/* What a create stores: the definition's text (returned) and key, and
+ * p->x's document (p->doc), after the first decision when the starter can
+ * make it (in c: the steps and events too). The compiled definition goes in
+ * the cache. */
+static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char key[17],
+                             rs_create *c)
 {
     const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
     cd_def_key(deftext, key);
     cache_put(env->cache, key, a->def);
-    *doc = cd_to_doc(x);
+    start_decide(env, p);
+    p->doc = cd_to_doc(p->x);
+    memset(c, 0, sizeof *c);
+    c->id = p->x->id;
+    c->doc = json_object_to_json_string_ext(p->doc, JSON_C_TO_STRING_PLAIN);
+    c->def = deftext;
+    c->defkey = key;
+    c->due_ms = wu_now_ms();
+    c->steps = p->steps;
+    c->nsteps = p->nsteps;
+    c->events = (const char *const *)p->col.events.items;
+    c->nevents = p->col.events.len;
     return deftext;
 }
 
@@ -719,16 +757,16 @@ static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)
 {
-    xc_exec *x;
-    json_object *doc;
+    prep p;
+    rs_create c;
     char key[17], existing[64];
-    const char *deftext;
     int rc;
 
-    if ((rc = start_new(a, &x, err)))
+    memset(&p, 0, sizeof p);
+    if ((rc = start_new(a, &p.x, err)))
         return rc;
     if (a->idempotency_key) {
-        rc = rs_idem_claim(env->r, a->idempotency_key, x->id, existing, err);
+        rc = rs_idem_claim(env->r, a->idempotency_key, p.x->id, existing, err);
         if (rc == WEFT_EEXIST) {
             /* the same start again: its workflow, whether or not it got created */
             rs_exec e = {0};
@@ -736,30 +774,29 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
             rc = rs_exec_load(env->r, existing, 0, &e, err);
             rs_exec_clear(&e);
             if (rc != WEFT_ENOTFOUND) {
-                xc_free(x);
+                prep_clear(&p);
                 return rc;
             }
-            snprintf(x->id, sizeof x->id, "%.36s", existing);
-            json_object_put(x->j_id);
-            x->j_id = json_object_new_string(x->id);
+            snprintf(p.x->id, sizeof p.x->id, "%.36s", existing);
+            json_object_put(p.x->j_id);
+            p.x->j_id = json_object_new_string(p.x->id);
         } else if (rc) {
-            xc_free(x);
+            prep_clear(&p);
             return rc;
         }
     }
-    if ((rc = start_fill(env, a, x, err))) {
-        xc_free(x);
+    if ((rc = start_fill(env, a, p.x, err))) {
+        prep_clear(&p);
         return rc;
     }
-    deftext = start_doc(env, a, x, key, &doc);
-    rc = rs_exec_create(env->r, x->id, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
-                        deftext, key, wu_now_ms(), err);
-    json_object_put(doc);
+    start_doc(env, a, &p, key, &c);
+    if ((rc = rs_exec_create_many(env->r, &c, 1, err)) == 0 && c.rc)
+        rc = wu_err(err, c.rc, "%s", c.why);
     if (rc == WEFT_EEXIST && a->idempotency_key)
         rc = 0; /* created by the earlier start with this key */
     if (rc == 0)
-        snprintf(id_out, 64, "%s", x->id);
-    xc_free(x);
+        snprintf(id_out, 64, "%s", p.x->id);
+    prep_clear(&p);
     return rc;
 }
 
@@ -767,13 +804,12 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
                   weft_error *err)
 {
     rs_create *c = calloc(n + 1, sizeof *c);
-    json_object **docs = calloc(n + 1, sizeof *docs);
-    xc_exec **xs = calloc(n + 1, sizeof *xs);
+    prep *ps = calloc(n + 1, sizeof *ps);
     char (*keys)[17] = calloc(n + 1, sizeof *keys);
     size_t i, m = 0;
     int rc = 0, first = 0;
 
-    if (!c || !docs || !xs || !keys) {
+    if (!c || !ps || !keys) {
         rc = wu_err(err, WEFT_ENOMEM, "out of memory");
         goto out;
     }
@@ -783,30 +819,23 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
         if (a[i].idempotency_key) {
             /* its key decides which id it gets: alone */
             rcs[i] = op_start(env, &a[i], ids[i], &e);
-        } else if (!(rcs[i] = start_new(&a[i], &xs[i], &e)) &&
-                   !(rcs[i] = start_fill(env, &a[i], xs[i], &e))) {
-            c[m].def = start_doc(env, &a[i], xs[i], keys[i], &docs[i]);
-            c[m].id = xs[i]->id;
-            c[m].doc = json_object_to_json_string_ext(docs[i], JSON_C_TO_STRING_PLAIN);
-            c[m].defkey = keys[i];
-            c[m].due_ms = wu_now_ms();
-            m++;
+        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e)) &&
+                   !(rcs[i] = start_fill(env, &a[i], ps[i].x, &e))) {
+            start_doc(env, &a[i], &ps[i], keys[i], &c[m++]);
         }
-        if (rcs[i] && xs[i]) {
-            xc_free(xs[i]); /* not created: left out of the pipeline */
-            xs[i] = NULL;
-        }
+        if (rcs[i] && ps[i].x)
+            prep_clear(&ps[i]); /* not created: left out of the pipeline */
         if (rcs[i] && !first++)
             wu_err(err, rcs[i], "%s", e.msg);
     }
     if (m)
         rc = rs_exec_create_many(env->r, c, m, err);
     for (i = 0, m = 0; i < n; i++) {
-        if (!xs[i])
+        if (!ps[i].x)
             continue;
         rcs[i] = rc ? rc : c[m].rc;
         if (rcs[i] == 0)
-            snprintf(ids[i], 64, "%s", xs[i]->id);
+            snprintf(ids[i], 64, "%s", ps[i].x->id);
         else if (!rc && !first++)
             wu_err(err, rcs[i], "%s", c[m].why);
         m++;
@@ -814,14 +843,10 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
     if (!rc && first)
         rc = err->code ? err->code : WEFT_EIO;
 out:
-    for (i = 0; i < n && xs; i++) {
-        xc_free(xs[i]);
-        if (docs)
-            json_object_put(docs[i]);
-    }
+    for (i = 0; i < n && ps; i++)
+        prep_clear(&ps[i]);
     free(c);
-    free(docs);
-    free(xs);
+    free(ps);
     free(keys);
     return rc;
 }

@@ -76,9 +76,14 @@ struct rs {
     int timeout_ms;
     int broken;
     unsigned rr; /* rotates which type rs_claim serves first */
+    int early;   /* rs_opts.early_steps */
+    int guard;   /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly; /* a steps pipeline sent, its replies not read yet */
     const char *src[S_COUNT];
     char sha[S_COUNT][41];
 };
+
+static void flight_free(struct flight *f);
 
 /* ---- commands ---- */
 
@@ -205,12 +210,15 @@ static int transient(const char *msg)
            !strncmp(msg, "TRYAGAIN", 8) || !strncmp(msg, "MASTERDOWN", 10);
 }
 
-/* Drop the connection: the next call connects again (and reloads the scripts). */
+/* Drop the connection: the next call connects again (and reloads the
+ * scripts). Steps in flight are forgotten: they stay in their outboxes. */
 static void drop(rs *r)
 {
     if (r->c) redisFree(r->c);
     r->c = NULL;
     r->broken = 1;
+    flight_free(r->fly);
+    r->fly = NULL;
 }
 
 /* An error reply about key as a WEFT_E* code and message. */
@@ -250,9 +258,7 @@ static int conn_fail(rs *r, const char *key, weft_error *err)
         snprintf(why, sizeof why, "%s", c->errstr);
     else
         snprintf(why, sizeof why, "connection lost");
-    if (c) redisFree(c);
-    r->c = NULL;
-    r->broken = 1;
+    drop(r);
     if (key) return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, why);
     return wu_err(err, WEFT_EIO, "%s: %s", r->shown, why);
 }
@@ -263,15 +269,19 @@ static int conn_fail(rs *r, const char *key, weft_error *err)
  * A write to a socket the server closed raises SIGPIPE, which would kill a
  * process that did not ignore it; hiredis uses write(2), so block the
  * signal for this thread around the exchange and swallow one it caused.
+ * A process that ignores SIGPIPE when it opens the store (weftd does) is
+ * spared those four system calls per round trip.
  */
 typedef struct sigpipe_guard {
     sigset_t old;
-    int was_pending;
+    int was_pending, on;
 } sigpipe_guard;
 
-static void sigpipe_block(sigpipe_guard *g)
+static void sigpipe_block(const rs *r, sigpipe_guard *g)
 {
     sigset_t set, pending;
+    g->on = r->guard;
+    if (!g->on) return;
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, &g->old);
@@ -283,6 +293,7 @@ static void sigpipe_block(sigpipe_guard *g)
 static void sigpipe_restore(sigpipe_guard *g)
 {
     sigset_t set, pending;
+    if (!g->on) return;
     sigemptyset(&set);
     sigaddset(&set, SIGPIPE);
     sigemptyset(&pending);
@@ -294,7 +305,10 @@ static void sigpipe_restore(sigpipe_guard *g)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-/* Send n commands in one write and read their n replies: one round trip. */
+static void flight_land(rs *r);
+
+/* Send n commands in one write and read their n replies: one round trip
+ * (the replies of steps in flight are read first). */
 static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
                     weft_error *err)
 {
@@ -305,10 +319,14 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
         if (cmds[i].oom) {
             return oom(err);
         }
+    if (r->fly) {
+        flight_land(r);
+        if (!r->c) return conn_fail(r, key, err);
+    }
     for (i = 0; i < n; i++)
         if (redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
             return conn_fail(r, key, err);
-    sigpipe_block(&g);
+    sigpipe_block(r, &g);
     for (i = 0; i < n && ok; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) {
@@ -465,7 +483,7 @@ static int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *
     if (!rc) {
         sigpipe_guard g;
         size_t k = 0;
-        sigpipe_block(&g);
+        sigpipe_block(r, &g);
         for (i = 0; i < m && !rc; i++) {
             void *x = NULL;
             if (redisGetReply(r->c, &x) != REDIS_OK) rc = -1;
@@ -662,6 +680,7 @@ static int parse_url(rs *r, const char *url, weft_error *err)
 void rs_free(rs *r)
 {
     if (!r) return;
+    if (r->fly) flight_land(r); /* its failures go back to the outboxes */
     if (r->c) redisFree(r->c);
     free(r->shown);
     free(r->host);
@@ -700,6 +719,11 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
     if (!(r = calloc(1, sizeof *r))) return oom(err);
     r->retention_ms = opts->retention_ms ? opts->retention_ms : DEFAULT_RETENTION_MS;
     r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+    r->early = opts->early_steps;
+    {
+        struct sigaction sa;
+        r->guard = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
+    }
     if (!(r->prefix = strdup(prefix))) {
         rs_free(r);
         return oom(err);
@@ -1043,20 +1067,20 @@ typedef struct step_set {
 } step_set;
 
 /*
- * One pipeline: the nhead commands of head, for each set the commands
- * applying its entries, its trim and its acks, and a wake token when any of
- * it is work visible now. The heads' replies go to head_rep[]. heads and
- * trims are consumed (freed).
+ * The commands of a steps pipeline into *cmds_out (*k_out of them): the
+ * nhead commands of head, for each set the commands applying its entries,
+ * its trim and its acks, and a wake token when any of it is work visible
+ * now. *first_out[i] is 1 + the number of commands of the entry whose first
+ * command is i. heads and trims are consumed (freed), also on failure.
  */
-static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep, step_set *sets,
-                       size_t nsets, weft_error *err)
+static int steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nsets,
+                       rs_cmd **cmds_out, size_t *k_out, size_t **first_out, weft_error *err)
 {
     char key[KEY_MAX], wake_key[KEY_MAX];
     size_t total = nhead, k = 0, i, j;
     int64_t now = wu_now_ms();
-    int wake = 0, rc;
+    int wake = 0;
     rs_cmd *cmds;
-    redisReply **rep;
     size_t *first;
     for (i = 0; i < nsets; i++) {
         total += 2 * sets[i].n + 1 + 3 * sets[i].nacks;
@@ -1069,11 +1093,9 @@ static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep,
      * same pipeline: no extra round trip) */
     total += wake ? 2 : 0;
     cmds = calloc(total, sizeof *cmds);
-    rep = calloc(total, sizeof *rep);
     first = calloc(total + 1, sizeof *first);
-    if (!cmds || !rep || !first) {
+    if (!cmds || !first) {
         free(cmds);
-        free(rep);
         free(first);
         for (i = 0; i < nhead; i++)
             cmd_free(&head[i]);
@@ -1086,7 +1108,6 @@ static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep,
     for (i = 0; i < nsets; i++) {
         step_set *s = &sets[i];
         for (j = 0; j < s->n; j++) {
-            /* first[k]: 1 + how many commands this entry has */
             size_t m = (size_t)step_cmd(r, s->id, &s->e[j], &cmds[k], key);
             first[k] = 1 + m;
             k += m;
@@ -1098,20 +1119,34 @@ static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep,
     if (wake) {
         k_wake(r, wake_key);
         cmd_add(&cmds[k], "LPUSH");
-        cmd_add(&cmds[k], wake_key);
+        cmd_dup(&cmds[k], wake_key);
         cmd_add(&cmds[k++], "1");
         cmd_add(&cmds[k], "LTRIM");
-        cmd_add(&cmds[k], wake_key);
+        cmd_dup(&cmds[k], wake_key);
         cmd_add(&cmds[k], "0");
         cmd_add(&cmds[k++], WAKE_TOKENS_MAX);
     }
-    rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err);
+    *cmds_out = cmds;
+    *k_out = k;
+    *first_out = first;
+    return 0;
+}
+
+/*
+ * The replies of a steps pipeline built by steps_build: the heads' to
+ * head_rep[], each entry's (that of its first failing command, else its
+ * first) to its set's rep[]; the rest are freed. Returns the first failed
+ * trim's error, or 0.
+ */
+static int steps_take(rs *r, redisReply **rep, size_t k, const size_t *first, size_t nhead,
+                      redisReply **head_rep, step_set *sets, size_t nsets, weft_error *err)
+{
+    size_t i, j;
+    int rc = 0;
     for (i = 0; i < nhead; i++) {
         head_rep[i] = rep[i];
         rep[i] = NULL;
     }
-    /* hand each entry the reply of its first failing command (else its
-     * first), free the rest */
     for (j = 0; j < nsets; j++) {
         step_set *s = &sets[j];
         size_t e;
@@ -1127,11 +1162,120 @@ static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep,
         i += 1 + 3 * s->nacks; /* the trim, the acks */
     }
     replies_free(rep, k);
+    return rc;
+}
+
+/* One pipeline: steps_build's commands, their replies by steps_take. */
+static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep, step_set *sets,
+                       size_t nsets, weft_error *err)
+{
+    rs_cmd *cmds;
+    redisReply **rep;
+    size_t *first, k;
+    int rc;
+    if ((rc = steps_build(r, head, nhead, sets, nsets, &cmds, &k, &first, err)) != 0) return rc;
+    if (!(rep = calloc(k + 1, sizeof *rep)))
+        rc = oom(err);
+    else if ((rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err)) == 0)
+        rc = steps_take(r, rep, k, first, nhead, head_rep, sets, nsets, err);
+    if (rep) replies_free(rep, k);
     cmds_free(cmds, k);
     free(cmds);
     free(rep);
     free(first);
     return rc;
+}
+
+/*
+ * Steps sent early (rs_opts.early_steps): the pipeline is written now and
+ * its replies read at the start of the next round trip, so the saver goes on
+ * (runs the tasks it leased) while Redis applies them. The flight owns its
+ * sets' ids, entries and reply arrays.
+ */
+typedef struct flight {
+    size_t k, *first;
+    step_set *sets;
+    size_t nsets;
+    rs_entry **es; /* entry arrays, each ending with raw NULL */
+    size_t nes;
+} flight;
+
+static void flight_free(flight *f)
+{
+    size_t i, n;
+    if (!f) return;
+    for (i = 0; i < f->nsets; i++) {
+        free((char *)f->sets[i].id);
+        free(f->sets[i].rep);
+    }
+    for (i = 0; i < f->nes; i++)
+        if (f->es[i]) {
+            for (n = 0; f->es[i][n].raw; n++) {}
+            entries_free(f->es[i], n);
+        }
+    free(f->es);
+    free(f->sets);
+    free(f->first);
+    free(f);
+}
+
+/* Write f's commands without reading; on success r->fly = f. On failure the
+ * steps stay in their outboxes (the sweeper applies them). */
+static void flight_send(rs *r, flight *f, rs_cmd *cmds)
+{
+    sigpipe_guard g;
+    size_t i;
+    int done = 0, ok = 1;
+    weft_error ignored;
+    for (i = 0; i < f->k && ok; i++)
+        ok = !cmds[i].oom &&
+             redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) == REDIS_OK;
+    sigpipe_block(r, &g);
+    while (ok && !done)
+        ok = redisBufferWrite(r->c, &done) == REDIS_OK;
+    sigpipe_restore(&g);
+    if (!ok) {
+        conn_fail(r, "steps", &ignored);
+        flight_free(f);
+        return;
+    }
+    r->fly = f;
+}
+
+/* Read the replies of the steps in flight and put back in their outboxes
+ * what Redis refused. A lost connection forgets them (they are in the
+ * outboxes already) and leaves r->c NULL. */
+static void flight_land(rs *r)
+{
+    flight *f = r->fly;
+    redisReply **rep;
+    weft_error ignored;
+    size_t i;
+    int ok = 1;
+    r->fly = NULL;
+    if (!(rep = calloc(f->k + 1, sizeof *rep))) {
+        /* the replies must still be read off the connection */
+        drop(r);
+        flight_free(f);
+        return;
+    }
+    for (i = 0; i < f->k && ok; i++) {
+        void *x = NULL;
+        ok = redisGetReply(r->c, &x) == REDIS_OK;
+        rep[i] = x;
+    }
+    if (!ok) {
+        conn_fail(r, "steps", &ignored);
+    } else {
+        steps_take(r, rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
+        for (i = 0; i < f->nsets; i++) {
+            steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
+            replies_free(f->sets[i].rep, f->sets[i].n);
+        }
+    }
+    replies_free(rep, f->k);
+    free(rep);
+    flight_free(f);
 }
 
 /* steps_apply for one execution's entries. */
@@ -1162,57 +1306,83 @@ static char *doc_status(const char *doc)
 int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
 {
     rs_cmd *head = calloc(n + 1, sizeof *head), *trim = calloc(n + 1, sizeof *trim);
-    redisReply **hrep = calloc(n + 1, sizeof *hrep), **srep = calloc(n + 1, sizeof *srep);
-    rs_entry *e = calloc(n + 1, sizeof *e);
+    redisReply **hrep = calloc(n + 1, sizeof *hrep);
+    rs_entry **es = calloc(n + 1, sizeof *es);
     step_set *sets = calloc(n + 1, sizeof *sets);
-    char (*raw)[64] = calloc(n + 1, sizeof *raw);
     size_t *at = calloc(n + 1, sizeof *at);
-    size_t i, m = 0;
+    size_t i, j, m = 0;
     int rc = 0;
 
-    if (!head || !trim || !hrep || !srep || !e || !sets || !raw || !at) {
+    if (!head || !trim || !hrep || !es || !sets || !at) {
         rc = oom(err);
         goto out;
     }
     for (i = 0; i < n; i++) {
-        char h[KEY_MAX], out[KEY_MAX], wake[48];
+        char h[KEY_MAX], out[KEY_MAX], ev[KEY_MAX];
         weft_error e2 = {0};
         char *status = NULL;
         rs_create *c = &cr[i];
+        rs_step wake = {RS_WAKE, NULL, NULL, c->due_ms, NULL, 0};
+        const rs_step *st = c->nsteps ? c->steps : &wake;
+        size_t nst = c->nsteps ? c->nsteps : 1;
+        rs_entry *e = NULL;
         c->why[0] = 0;
         if ((c->rc = check_id(c->id, &e2)) == 0 && (!c->doc || !c->def || !c->defkey))
             c->rc = wu_err(&e2, WEFT_EINVAL, "workflow %s: no document or definition to store",
                            c->id);
+        for (j = 0; j < c->nsteps && c->rc == 0; j++)
+            if ((c->rc = check_step(&c->steps[j], &e2)) != 0)
+                wu_err_prefix(&e2, "workflow %s: ", c->id);
+        for (j = 0; j < c->nevents && c->rc == 0; j++)
+            if (!c->events[j])
+                c->rc = wu_err(&e2, WEFT_EINVAL, "workflow %s: event %zu is NULL", c->id, j);
         if (c->rc == 0 && !(status = doc_status(c->doc))) c->rc = oom(&e2);
+        if (c->rc == 0 && !(es[m] = e = calloc(nst + 1, sizeof *e))) c->rc = oom(&e2);
         if (c->rc) {
+            free(status);
             snprintf(c->why, sizeof c->why, "%s", e2.msg);
             continue;
         }
         k_exec(r, c->id, "", h);
         k_exec(r, c->id, ":out", out);
-        snprintf(wake, sizeof wake, "wake|||%lld", (long long)c->due_ms);
-        snprintf(raw[m], sizeof raw[m], "1|%s", wake);
-        cmd_script(&head[m], r, S_CREATE, 2);
+        k_exec(r, c->id, ":ev", ev);
+        cmd_script(&head[m], r, S_CREATE, 3);
         cmd_dup(&head[m], h);
         cmd_dup(&head[m], out);
+        cmd_dup(&head[m], ev);
         cmd_add(&head[m], c->doc);
         cmd_add(&head[m], c->def);
         cmd_add(&head[m], c->defkey);
         cmd_addn(&head[m], status, strlen(status), status);
-        cmd_dup(&head[m], wake);
+        cmd_add(&head[m], STREAM_MAXLEN);
+        cmd_addf(&head[m], "%zu", nst);
+        for (j = 0; j < nst; j++) {
+            char *t = step_text(&st[j]);
+            size_t len = t ? strlen(t) + 3 : 0;
+            e[j].fence = 1;
+            e[j].kind = st[j].kind;
+            e[j].type = st[j].type;
+            e[j].task = st[j].task_id;
+            e[j].at = st[j].at;
+            /* "1|<step>", the outbox entry; a WAKE is ZADD LT, so a create
+             * of a taken id can only make that execution due earlier */
+            if (!t || !(e[j].raw = malloc(len)))
+                head[m].oom = 1;
+            else
+                snprintf(e[j].raw, len, "1|%s", t);
+            cmd_addn(&head[m], t, t ? strlen(t) : 0, t);
+        }
+        for (j = 0; j < c->nevents; j++)
+            cmd_add(&head[m], c->events[j]);
         cmd_add(&trim[m], "ZREMRANGEBYSCORE");
         cmd_dup(&trim[m], out);
         cmd_add(&trim[m], "-inf");
         cmd_add(&trim[m], "1");
-        e[m].fence = 1;
-        e[m].kind = RS_WAKE;
-        e[m].at = c->due_ms;
-        e[m].raw = raw[m]; /* a WAKE is ZADD LT: a create of a taken id can only make it due earlier */
         sets[m].id = c->id;
-        sets[m].e = &e[m];
-        sets[m].n = 1;
+        sets[m].e = e;
+        sets[m].n = nst;
         sets[m].trim = &trim[m];
-        sets[m].rep = &srep[m];
+        if (!(sets[m].rep = calloc(nst + 1, sizeof *sets[m].rep))) head[m].oom = 1;
         at[m++] = i;
     }
     if (m == 0) goto out;
@@ -1230,20 +1400,22 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
             c->rc = bad_reply(r, h, &e2);
         else if (hrep[i]->integer == 0)
             c->rc = wu_err(&e2, WEFT_EEXIST, "workflow %s already exists", c->id);
-        else
-            steps_check(r, c->id, &e[i], 1, &srep[i], &e2); /* a refused step waits in the outbox */
+        else /* a refused step waits in the outbox */
+            steps_check(r, c->id, sets[i].e, sets[i].n, sets[i].rep, &e2);
         if (c->rc && !rc) snprintf(c->why, sizeof c->why, "%s", e2.msg);
     }
     replies_free(hrep, m);
-    replies_free(srep, m);
 out:
+    for (i = 0; i < m; i++) {
+        if (sets[i].rep) replies_free(sets[i].rep, sets[i].n);
+        free(sets[i].rep);
+        entries_free(es[i], sets[i].n);
+    }
     free(head);
     free(trim);
     free(hrep);
-    free(srep);
-    free(e);
+    free(es);
     free(sets);
-    free(raw);
     free(at);
     return rc;
 }
@@ -1542,6 +1714,41 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         }
         nsets++;
     }
+    if (nsets && r->early && r->c) {
+        /* sent now, replies read with the next round trip: the flight takes
+         * the sets, copies of their ids, their reply arrays and the entries */
+        flight *f = calloc(1, sizeof *f);
+        rs_cmd *cmds = NULL;
+        weft_error ignored = {0};
+        size_t k = 0, ok = 0;
+        while (f && ok < nsets && (sets[ok].id = strdup(sets[ok].id)))
+            ok++;
+        if (f) {
+            f->sets = sets;
+            f->nsets = ok;
+            f->es = es;
+            f->nes = m;
+        }
+        if (ok == nsets && steps_build(r, NULL, 0, sets, nsets, &cmds, &k, &f->first, &ignored) == 0) {
+            f->k = k;
+            flight_send(r, f, cmds);
+            cmds_free(cmds, k);
+            free(cmds);
+        } else {
+            /* committed: the steps wait in the outboxes */
+            if (ok < nsets)
+                for (i = 0; i < nsets; i++)
+                    cmd_free(sets[i].trim);
+            for (i = ok; i < nsets; i++)
+                free(sets[i].rep);
+            flight_free(f);
+        }
+        if (f) {
+            sets = NULL;
+            es = NULL;
+        }
+        nsets = 0;
+    }
     if (nsets) {
         weft_error ignored = {0};
         /* committed whatever happens now: a failure leaves steps in the outboxes */
@@ -1553,7 +1760,7 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
             free(sets[i].rep);
         }
     }
-    for (i = 0; i < m; i++)
+    for (i = 0; es && i < m; i++)
         if (es[i]) {
             /* save_reply counted them into a set or dropped them: free by count */
             size_t k = 0;
@@ -1741,26 +1948,43 @@ static void claim_release(rs *r, const rs_lease *cl, size_t n)
     free(x);
 }
 
-/*
- * One round trip: one claim.lua per type, pipelined. Each type may hand out
- * up to max; when together they hand out more, the extra ones are given
- * back in one more round trip (only then).
- */
-int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
-             rs_lease *out, weft_error *err)
+/* due.lua for up to max executions, into c. */
+static void due_cmd(rs *r, int max, int64_t hold_ms, rs_cmd *c, char dq[KEY_MAX])
 {
-    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX];
+    k_dq(r, dq);
+    cmd_script(c, r, S_DUE, 1);
+    cmd_add(c, dq);
+    cmd_addf(c, "%lld", (long long)wu_now_ms());
+    cmd_addf(c, "%d", max);
+    cmd_addf(c, "%lld", (long long)hold_ms);
+}
+
+/*
+ * One round trip: due.lua (when due_max > 0) and one claim.lua per type, in
+ * one pipeline. Each type may hand out up to max; when together they hand
+ * out more, the extra ones are given back in one more round trip (only
+ * then). The due executions go to due_ids, their count to *ndue.
+ */
+int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
+                 const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+                 rs_lease *out, weft_error *err)
+{
+    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX];
     rs_cmd *c = NULL;
-    redisReply **x = NULL;
+    redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
-    size_t i, j, k, ngot = 0, cap = 0, first;
+    size_t i, j, k, ngot = 0, cap = 0, first = 0, nd = due_max > 0 ? 1 : 0, nc;
     long long now = (long long)wu_now_ms();
     int rc;
 
-    if (max <= 0 || ntypes == 0) return 0;
-    if (lease_ms <= 0)
+    if (ndue) *ndue = 0;
+    if (max <= 0 || !types) ntypes = 0;
+    if (ntypes && lease_ms <= 0)
         return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
                       (long long)lease_ms);
+    if (nd && hold_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    if (nd + ntypes == 0) return 0;
     for (i = 0; i < ntypes; i++)
         if ((rc = check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
     wu_uuid(seed);
@@ -1768,52 +1992,65 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
         if (seed[i] != '-') seed[j++] = seed[i];
     seed[24] = 0;
 
-    c = calloc(ntypes, sizeof *c);
-    x = calloc(ntypes, sizeof *x);
+    nc = nd + ntypes;
+    c = calloc(nc, sizeof *c);
+    x = calloc(nc, sizeof *x);
     if (!c || !x) {
         free(c);
         free(x);
         return oom(err);
     }
-    first = r->rr++ % ntypes;
+    if (nd) due_cmd(r, due_max, hold_ms, &c[0], dq);
+    if (ntypes) first = r->rr++ % ntypes;
     for (k = 0; k < ntypes; k++) {
         const char *type = types[(first + k) % ntypes];
+        rs_cmd *ck = &c[nd + k];
         k_queue(r, type, "ready", ready);
         k_queue(r, type, "leases", leases);
         k_queue(r, type, "lease", lease);
-        cmd_script(&c[k], r, S_CLAIM, 3);
-        cmd_dup(&c[k], ready);
-        cmd_dup(&c[k], leases);
-        cmd_dup(&c[k], lease);
-        cmd_addf(&c[k], "%lld", now);
-        cmd_addf(&c[k], "%lld", (long long)lease_ms);
-        cmd_addf(&c[k], "%d", max);
-        cmd_add(&c[k], seed);
+        cmd_script(ck, r, S_CLAIM, 3);
+        cmd_dup(ck, ready);
+        cmd_dup(ck, leases);
+        cmd_dup(ck, lease);
+        cmd_addf(ck, "%lld", now);
+        cmd_addf(ck, "%lld", (long long)lease_ms);
+        cmd_addf(ck, "%d", max);
+        cmd_add(ck, seed);
     }
-    rc = rs_pipe(r, c, ntypes, x, "claim", err);
-    cmds_free(c, ntypes);
+    rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
+    cmds_free(c, nc);
     free(c);
     if (rc) {
-        replies_free(x, ntypes);
+        replies_free(x, nc);
         free(x);
         return rc;
     }
-
+    if (nd) {
+        if (is_err(x[0]))
+            rc = reply_err(r, x[0], dq, err);
+        else if (x[0]->type != REDIS_REPLY_ARRAY)
+            rc = bad_reply(r, dq, err);
+        else
+            for (i = 0; i < x[0]->elements && *ndue < due_max; i++)
+                if (x[0]->element[i]->type == REDIS_REPLY_STRING)
+                    copy_str(due_ids[(*ndue)++], 64, x[0]->element[i]);
+    }
+    cx = x + nd;
     for (k = 0; k < ntypes; k++)
-        if (x[k]->type == REDIS_REPLY_ARRAY) cap += x[k]->elements / 2;
+        if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 2;
     got = calloc(cap + 1, sizeof *got);
-    if (!got) rc = oom(err);
+    if (!got && !rc) rc = oom(err);
     /* every type's claims are collected, even after an error: they must go back */
     for (k = 0; k < ntypes && got; k++) {
         const char *type = types[(first + k) % ntypes];
-        if (is_err(x[k])) {
+        if (is_err(cx[k])) {
             k_queue(r, type, "ready", ready);
-            if (!rc) rc = reply_err(r, x[k], ready, err);
+            if (!rc) rc = reply_err(r, cx[k], ready, err);
             continue;
         }
-        if (x[k]->type != REDIS_REPLY_ARRAY) continue;
-        for (i = 0; i + 1 < x[k]->elements; i += 2) {
-            const redisReply *m = x[k]->element[i], *t = x[k]->element[i + 1];
+        if (cx[k]->type != REDIS_REPLY_ARRAY) continue;
+        for (i = 0; i + 1 < cx[k]->elements; i += 2) {
+            const redisReply *m = cx[k]->element[i], *t = cx[k]->element[i + 1];
             rs_lease *cl = &got[ngot];
             const char *bar;
             size_t wl;
@@ -1834,11 +2071,12 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
             ngot++;
         }
     }
-    replies_free(x, ntypes);
+    replies_free(x, nc);
     free(x);
     if (rc) {
         if (ngot) claim_release(r, got, ngot);
         free(got);
+        if (ndue) *ndue = 0; /* they come due again after hold_ms */
         return rc;
     }
     if (ngot > (size_t)max) claim_release(r, got + max, ngot - (size_t)max);
@@ -1846,6 +2084,16 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
     if (ngot) memcpy(out, got, ngot * sizeof *got);
     free(got);
     return (int)ngot;
+}
+
+int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+             rs_lease *out, weft_error *err)
+{
+    if (max <= 0 || ntypes == 0) return 0;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    return rs_due_claim(r, 0, 0, NULL, NULL, types, ntypes, max, lease_ms, out, err);
 }
 
 /* One lease script (renew/ack/check) with the claim's keys; 1 or 0 in *ok. */
@@ -1879,6 +2127,48 @@ int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err)
         return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: not renewed", c->workflow_id,
                       c->task_id);
     return 0;
+}
+
+/* One round trip: renew.lua for each, pipelined. */
+int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
+                  weft_error *err)
+{
+    rs_cmd *cmds;
+    redisReply **x;
+    int64_t expiry = wu_now_ms() + lease_ms;
+    size_t i;
+    int rc;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    if (n == 0) return 0;
+    for (i = 0; i < n; i++)
+        if ((rc = check_claim(&c[i], err)) != 0) return rc;
+    cmds = calloc(n, sizeof *cmds);
+    x = calloc(n, sizeof *x);
+    if (!cmds || !x) {
+        free(cmds);
+        free(x);
+        return oom(err);
+    }
+    for (i = 0; i < n; i++)
+        lease_cmd(r, &c[i], S_RENEW, expiry, &cmds[i]);
+    rc = rs_pipe(r, cmds, n, x, "renew", err);
+    for (i = 0; i < n && !rc; i++) {
+        char k[KEY_MAX];
+        k_queue(r, c[i].type, "leases", k);
+        if (is_err(x[i]))
+            rc = reply_err(r, x[i], k, err);
+        else if (x[i]->type != REDIS_REPLY_INTEGER)
+            rc = bad_reply(r, k, err);
+        else
+            ok[i] = x[i]->integer == 1;
+    }
+    replies_free(x, n);
+    cmds_free(cmds, n);
+    free(cmds);
+    free(x);
+    return rc;
 }
 
 /* One round trip: ack.lua. */
@@ -2027,25 +2317,10 @@ int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *t
 /* One round trip: due.lua. */
 int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err)
 {
-    char dq[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    size_t i;
-    int rc, n = 0;
+    int n = 0, rc;
     if (max <= 0) return 0;
-    if (hold_ms < 0)
-        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
-    k_dq(r, dq);
-    cmd_script(&c, r, S_DUE, 1);
-    cmd_add(&c, dq);
-    cmd_addf(&c, "%lld", (long long)wu_now_ms());
-    cmd_addf(&c, "%d", max);
-    cmd_addf(&c, "%lld", (long long)hold_ms);
-    if ((rc = rs_array(r, &c, &x, dq, err)) != 0) return rc;
-    for (i = 0; i < x->elements && n < max; i++)
-        if (x->element[i]->type == REDIS_REPLY_STRING) copy_str(ids[n++], 64, x->element[i]);
-    replies_free(&x, 1);
-    return n;
+    rc = rs_due_claim(r, max, hold_ms, ids, &n, NULL, 0, 0, 0, NULL, err);
+    return rc < 0 ? rc : n;
 }
 
 /* One round trip: ZADD [LT]. */
@@ -2322,11 +2597,15 @@ int rs_command(rs *r, weft_error *err, const char *fmt, ...)
     void *x = NULL;
     int rc;
     if ((rc = ensure(r, err)) != 0) return rc;
+    if (r->fly) {
+        flight_land(r);
+        if ((rc = ensure(r, err)) != 0) return rc;
+    }
     va_start(ap, fmt);
     rc = redisvAppendCommand(r->c, fmt, ap);
     va_end(ap);
     if (rc != REDIS_OK) return conn_fail(r, "command", err);
-    sigpipe_block(&g);
+    sigpipe_block(r, &g);
     rc = redisGetReply(r->c, &x);
     sigpipe_restore(&g);
     if (rc != REDIS_OK) return conn_fail(r, "command", err);

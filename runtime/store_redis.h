@@ -49,6 +49,9 @@ typedef struct rs_opts {
     const char *prefix;   /* NULL = $WEFT_KEY_PREFIX or "weft:" */
     int64_t retention_ms; /* terminal executions expire after this; 0 = 7 days */
     int timeout_ms;       /* connect/command timeout; 0 = 5000 */
+    int early_steps;      /* rs_exec_save_many sends its steps pipeline without waiting:
+                           * the replies are read at the start of the next round trip on
+                           * this handle (or by rs_free). For a loop that saves often. */
 } rs_opts;
 
 /* Connect. WEFT_EIO with the reason ("redis://127.0.0.1:6390: Connection
@@ -78,7 +81,13 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
 /* One create of rs_exec_create_many: rs_exec_create's arguments and outcome. */
 typedef struct rs_create {
     const char *id, *doc, *def, *defkey;
-    int64_t due_ms;
+    int64_t due_ms; /* with no steps: the decider wakes at this time */
+    /* optional: the start's own queue steps (the starter decided the first
+     * task) in place of the wake, and its status-lane events */
+    const struct rs_step *steps;
+    size_t nsteps;
+    const char *const *events;
+    size_t nevents;
     int rc; /* out */
     char why[WEFT_ERROR_MAX];
 } rs_create;
@@ -202,6 +211,10 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
              rs_lease *out, weft_error *err);
 /* Extend a lease; WEFT_ESTATE when the lease is no longer current. */
 int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err);
+/* rs_renew for n leases in one round trip: ok[i] = 1 when c[i] was renewed,
+ * 0 when it is no longer current. An error is the first failed reply's. */
+int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
+                  weft_error *err);
 /* Drop a claim after its result was handled; WEFT_ESTATE when the lease is
  * no longer current (the result must be discarded). */
 int rs_ack(rs *r, const rs_lease *c, weft_error *err);
@@ -240,6 +253,13 @@ int rs_wait_work(rs *r, int timeout_ms, weft_error *err);
  * (64 bytes each). Returns the count or a WEFT_E* code.
  */
 int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err);
+/* rs_due (when due_max > 0; the count in *ndue) and rs_claim (when max > 0
+ * and ntypes > 0; the count returned) in one round trip. On an error
+ * neither took anything: claims are given back, and the due executions come
+ * due again after hold_ms. */
+int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
+                 const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+                 rs_lease *out, weft_error *err);
 /* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
 int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);
 

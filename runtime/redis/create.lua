@@ -1,15 +1,38 @@
--- create.lua: create an execution unless its id is taken, and record in its
--- outbox that it must go on the decider queue (applied by the caller in the
--- same round trip, or later by rs_exec_flush).
+-- create.lua: create an execution unless its id is taken, recording in its
+-- outbox the queue steps of its start (applied by the caller in the same
+-- round trip, or later by rs_exec_flush): a wake of the decider queue, or,
+-- when the starter made the first decision, that task's push and a later
+-- wake. The start's events go to the status lane as save.lua writes them.
 -- KEYS[1] P{<wfid>}      execution hash
 -- KEYS[2] P{<wfid>}:out  outbox
+-- KEYS[3] P{<wfid>}:ev   status stream (and the Pub/Sub channel)
 -- ARGV[1] doc JSON   ARGV[2] def JSON   ARGV[3] defkey   ARGV[4] status
--- ARGV[5] outbox step "wake|||<due ms>"
+-- ARGV[5] stream max length   ARGV[6] n = number of steps
+-- ARGV[7 .. 6+n]  steps "<kind>|<type>|<taskid>|<at>"
+-- ARGV[7+n ..]    events (JSON texts)
 -- Returns 1 when created, 0 when the id exists.
 if redis.call('EXISTS', KEYS[1]) == 1 then
     return 0
 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'def', ARGV[2], 'defkey', ARGV[3],
            'status', ARGV[4], 'fence', 1)
-redis.call('ZADD', KEYS[2], 1, '1|' .. ARGV[5])
+local n = tonumber(ARGV[6])
+if n > 0 then
+    local z = {}
+    for i = 7, 6 + n do
+        z[#z + 1] = 1
+        z[#z + 1] = '1|' .. ARGV[i]
+    end
+    redis.call('ZADD', KEYS[2], unpack(z))
+end
+if #ARGV >= 7 + n then
+    local x, lines = {}, {}
+    for i = 7 + n, #ARGV do
+        x[#x + 1] = 'json'
+        x[#x + 1] = ARGV[i]
+        lines[#lines + 1] = ARGV[i]
+    end
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(x))
+    redis.call('PUBLISH', KEYS[3], table.concat(lines, '\n'))
+end
 return 1

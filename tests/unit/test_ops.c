@@ -58,9 +58,18 @@ static int q_execute(weft_ctx *ctx, weft_result *r)
 
 static const weft_task_type Q_TYPE = {.name = "Q", .execute = q_execute};
 
+/* An inline type: its map ends it at once */
+static int m_map(weft_ctx *ctx, json_object *task, json_object *out_tasks, weft_result *r)
+{
+    r->status = WEFT_TASK_COMPLETED;
+    return 0;
+}
+
+static const weft_task_type M_TYPE = {.name = "M", .map = m_map};
+
 static const weft_task_type *find_type(void *ud, const char *name)
 {
-    return strcmp(name, "Q") ? NULL : &Q_TYPE;
+    return !strcmp(name, "Q") ? &Q_TYPE : !strcmp(name, "M") ? &M_TYPE : NULL;
 }
 
 static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0};
@@ -170,17 +179,20 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Start an execution of F.def; its id into id. */
+/* Start an execution of F.def, leaving its first decision to a decider (as
+ * a starter without a decider does); its id into id. */
 static void start(const char *input_json, const char *idem, char id[64])
 {
     op_start_args a = {0};
     weft_error err = {0};
     json_object *in = input_json ? json_tokener_parse(input_json) : NULL;
+    op_env undecided = F.env;
     int rc;
     a.def = F.def;
     a.input = in;
     a.idempotency_key = idem;
-    rc = op_start(&F.env, &a, id, &err);
+    undecided.dec = NULL;
+    rc = op_start(&undecided, &a, id, &err);
     json_object_put(in);
     if (rc) fail_msg("op_start: %s", err.msg);
 }
@@ -206,10 +218,12 @@ static void test_start_load(void **state)
     char due[8][64];
     int n, i, seen = 0;
 
+    op_env undecided = F.env;
+    undecided.dec = NULL; /* a starter without a decider */
     a.def = F.def;
     a.input = in;
     a.correlation_id = "corr-9";
-    assert_int_equal(op_start(&F.env, &a, id, &err), 0);
+    assert_int_equal(op_start(&undecided, &a, id, &err), 0);
     assert_int_equal(strlen(id), 36);
     x = load(id, &fence);
     assert_string_equal(x->id, id);
@@ -293,6 +307,74 @@ static void test_load_fence(void **state)
     assert_string_equal(hget(id, "fence", buf, sizeof buf), "2");
     assert_int_equal(in_exec, 2);
     assert_int_equal(in_json, 2);
+}
+
+/* A starter with a decider makes the first decision when the first task is
+ * queued: created with it scheduled and pushed, its event on the status
+ * lane, and due for a decider only after sweep_ms. */
+static void test_start_decides(void **state)
+{
+    char id[64], id2[64];
+    op_start_args a = {0};
+    weft_error err = {0};
+    xc_exec *x;
+    uint64_t fence = 0;
+    int64_t t0 = wu_now_ms();
+    char member[128];
+    redisReply *ev;
+    def_workflow *inl = NULL;
+
+    a.def = F.def;
+    assert_int_equal(op_start(&F.env, &a, id, &err), 0);
+    x = load(id, &fence);
+    assert_int_equal(fence, 1);
+    assert_int_equal(x->tasks.len, 1);
+    {
+        xc_task *t = x->tasks.items[0];
+        assert_string_equal(t->ref, "a");
+        assert_int_equal(t->status, WEFT_TASK_SCHEDULED);
+        snprintf(member, sizeof member, "%s|%s", id, t->id);
+    }
+    xc_free(x);
+    ev = qc("ZSCORE " PREFIX "{q:Q}:ready %s", member);
+    assert_int_equal(ev->type, REDIS_REPLY_STRING);
+    freeReplyObject(ev);
+    ev = qc("ZSCORE " PREFIX "{dq}:due %s", id);
+    assert_int_equal(ev->type, REDIS_REPLY_STRING);
+    assert_true(atoll(ev->str) >= t0 + F.env.sweep_ms);
+    freeReplyObject(ev);
+    assert_int_equal(count_keys(PREFIX "{*}:out"), 0);
+    ev = qc("XRANGE " PREFIX "{%s}:ev - +", id);
+    assert_int_equal(ev->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(ev->elements, 1);
+    assert_has(ev->element[0]->element[1]->element[1]->str, "\"status\":\"SCHEDULED\"");
+    freeReplyObject(ev);
+
+    /* the decider takes it from there: a claim runs it */
+    {
+        const char *types[] = {"Q"};
+        rs_lease c;
+        assert_int_equal(rs_claim(F.env.r, types, 1, 1, 60000, &c, &err), 1);
+        assert_string_equal(c.workflow_id, id);
+    }
+
+    /* a first task that is inline (its plugin's map runs) is left to a decider */
+    assert_int_equal(op_def(&F.env,
+                            "{\"name\":\"inl\",\"tasks\":[{\"taskReferenceName\":\"m\","
+                            "\"type\":\"M\"},{\"taskReferenceName\":\"b\",\"type\":\"Q\"}]}",
+                            "inl.json", &inl, &err),
+                     0);
+    a.def = inl;
+    t0 = wu_now_ms();
+    assert_int_equal(op_start(&F.env, &a, id2, &err), 0);
+    x = load(id2, &fence);
+    assert_int_equal(x->tasks.len, 0);
+    xc_free(x);
+    ev = qc("ZSCORE " PREFIX "{dq}:due %s", id2);
+    assert_int_equal(ev->type, REDIS_REPLY_STRING);
+    assert_true(atoll(ev->str) <= wu_now_ms());
+    freeReplyObject(ev);
+    def_unref(inl);
 }
 
 static void test_idempotent_start(void **state)
@@ -1330,6 +1412,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_without_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_fence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_decides, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idempotent_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),

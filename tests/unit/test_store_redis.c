@@ -1057,6 +1057,116 @@ static void test_save_many_applies_leftovers(void **state)
     assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
 }
 
+/* early_steps: the steps pipeline is written at once and its replies read
+ * at the start of the next round trip on the handle, or by rs_free. */
+static void test_early_steps(void **state)
+{
+    weft_error err = {0};
+    rs_opts o = {0};
+    rs *e = NULL;
+    int64_t until = wu_now_ms() + 60000;
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}, {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0}};
+    rs_save s;
+    st[1].lease_until = until;
+    o.url = srv.url;
+    o.early_steps = 1;
+    assert_int_equal(rs_open(&o, &e, &err), 0);
+    create("wf1", LATE);
+    freeReplyObject(qc("DEL weft:wake"));
+    save_init(&s, "wf1", 1, st, 2, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    assert_int_equal(s.new_fence, 2);
+    /* the next round trip on the handle reads the steps' replies first */
+    OK(rs_command(e, &e_, "PING"));
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), 0);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:leases wf1|t2"), until);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+    /* work visible now woke idle workers, on the right key */
+    assert_int_equal(qint("LLEN weft:wake"), 1);
+
+    /* a step Redis refuses goes back to the outbox when its reply is read:
+     * by the next call on the handle ... */
+    freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
+    st[0].type = "LAMBDA";
+    save_init(&s, "wf1", 2, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    assert_int_equal(rs_queue_has(e, "HTTP", "wf1", "t1", &err), 1);
+    assert_int_equal(qint("ZSCORE weft:{wf1}:out %s", "3|push|LAMBDA|t1|0"), 3);
+    /* ... or by rs_free */
+    save_init(&s, "wf1", 3, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    rs_free(e);
+    assert_int_equal(qint("ZSCORE weft:{wf1}:out %s", "4|push|LAMBDA|t1|0"), 4);
+}
+
+/* A connection lost with steps in flight: the handle reconnects and goes on,
+ * and what was not applied waits in the outbox for the sweeper. */
+static void test_early_steps_lost(void **state)
+{
+    weft_error err = {0};
+    rs_opts o = {0};
+    rs *e = NULL;
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}};
+    rs_save s;
+    o.url = srv.url;
+    o.early_steps = 1;
+    assert_int_equal(rs_open(&o, &e, &err), 0);
+    create("wf1", 0);
+    freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
+    save_init(&s, "wf1", 1, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    freeReplyObject(qc("CLIENT KILL TYPE normal SKIPME yes"));
+    OK(rs_command(e, &e_, "PING"));
+    freeReplyObject(qc("DEL weft:{q:HTTP}:ready"));
+    save_init(&s, "wf1", 2, st, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    rs_free(e);
+    assert_int_equal(qint("ZSCORE weft:{q:HTTP}:ready wf1|t1"), 0);
+    rs_command(r, &err, "PING"); /* the fixture's handle was killed too: it reconnects */
+    if (rs_exec_flush(r, "wf1", &err) < 0) fail_msg("flush: %s", err.msg);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+}
+
+/* The decider queue and the task queues polled in one call. */
+static void test_due_claim(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"HTTP", "LAMBDA"};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}, {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0}};
+    rs_lease c[4];
+    char ids[4][64];
+    int nd = -1;
+    create("wf1", 0);
+    create("wf2", LATE);
+    save("wf2", 1, st, 2);
+    assert_int_equal(rs_due_claim(r, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 2);
+    assert_int_equal(nd, 1);
+    assert_string_equal(ids[0], "wf1");
+    assert_string_equal(c[0].workflow_id, "wf2");
+    assert_string_equal(c[1].workflow_id, "wf2");
+    /* either part alone */
+    assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
+    assert_int_equal(rs_due_claim(r, 4, 1000, ids, &nd, types, 2, 0, 60000, c, &err), 0);
+    assert_int_equal(nd, 1);
+    assert_int_equal(rs_due_claim(r, 0, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+    assert_int_equal(nd, 0);
+    /* bad arguments */
+    assert_int_equal(rs_due_claim(r, 4, -1, ids, &nd, NULL, 0, 0, 0, NULL, &err), WEFT_EINVAL);
+    assert_int_equal(rs_due_claim(r, 0, 0, NULL, &nd, types, 2, 4, 0, c, &err), WEFT_EINVAL);
+    /* a broken queue: nothing is taken, the due execution comes due again */
+    assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
+    save("wf2", 2, st, 1);
+    freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
+    assert_true(rs_due_claim(r, 4, 300, ids, &nd, types, 2, 4, 60000, c, &err) < 0);
+    assert_int_equal(nd, 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t1", &err), 1);
+}
+
 static void test_load_many(void **state)
 {
     weft_error err = {0};
@@ -1431,6 +1541,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_save_many_bad_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_many_lease_leftover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_many_applies_leftovers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_steps_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
