@@ -1,5 +1,6 @@
 #include "codec.h"
 #include "payload.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,6 +115,250 @@ json_object *cd_to_doc(const xc_exec *x)
         json_object_array_add(tasks, task_doc(x->tasks.items[i]));
     json_object_object_add(o, "tasks", tasks);
     return o;
+}
+
+/* ---- the document and events as text, written directly ----
+ *
+ * What json_object_to_json_string_ext(cd_to_doc(x), PLAIN) gives, byte for
+ * byte, without building and freeing a tree of json objects on every save:
+ * that tree was about half of a worker's CPU. Only the JSON values of the
+ * execution (inputs, outputs, variables) go through json-c. */
+
+typedef struct jw {
+    wu_buf *b;
+    int rc;
+    int first; /* no comma before the next key */
+} jw;
+
+static void jw_raw(jw *w, const char *s, size_t n)
+{
+    if (!w->rc)
+        w->rc = wu_buf_add(w->b, s, n);
+}
+
+/* A string as json-c writes it: \" \\ \/ \b \f \n \r \t, other controls as \u00xx. */
+static void jw_str(jw *w, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *run = s;
+    jw_raw(w, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[7] = "\\";
+        size_t n = 2;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
+            continue;
+        jw_raw(w, run, (size_t)(s - run));
+        run = s + 1;
+        switch (c) {
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '"': case '\\': case '/': esc[1] = (char)c; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        jw_raw(w, esc, n);
+    }
+    jw_raw(w, run, (size_t)(s - run));
+    jw_raw(w, "\"", 1);
+}
+
+static void jw_key(jw *w, const char *k)
+{
+    if (!w->first)
+        jw_raw(w, ",", 1);
+    w->first = 0;
+    jw_raw(w, "\"", 1);
+    jw_raw(w, k, strlen(k));
+    jw_raw(w, "\":", 2);
+}
+
+static void jw_int(jw *w, int64_t v)
+{
+    char buf[24], *p = buf + sizeof buf;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do
+        *--p = (char)('0' + u % 10);
+    while (u /= 10);
+    if (v < 0)
+        *--p = '-';
+    jw_raw(w, p, (size_t)(buf + sizeof buf - p));
+}
+
+static void jw_open(jw *w, char c)
+{
+    jw_raw(w, &c, 1);
+    w->first = 1;
+}
+
+static void jw_close(jw *w, char c)
+{
+    jw_raw(w, &c, 1);
+    w->first = 0;
+}
+
+/* put_str, put_int, put_obj, put_payload of cd_to_doc, as text */
+static void w_str(jw *w, const char *k, const char *v)
+{
+    if (v) {
+        jw_key(w, k);
+        jw_str(w, v);
+    }
+}
+
+static void w_int(jw *w, const char *k, int64_t v)
+{
+    if (v) {
+        jw_key(w, k);
+        jw_int(w, v);
+    }
+}
+
+static void w_json(jw *w, json_object *v)
+{
+    size_t n = 0;
+    const char *s = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &n);
+    if (!s)
+        w->rc = WEFT_ENOMEM;
+    else
+        jw_raw(w, s, n);
+}
+
+static void w_obj(jw *w, const char *k, json_object *v)
+{
+    if (v) {
+        jw_key(w, k);
+        w_json(w, v);
+    }
+}
+
+static void w_payload(jw *w, const char *k, json_object *v, const char *ref)
+{
+    if (ref) {
+        jw_key(w, k);
+        jw_open(w, '{');
+        w_str(w, "$payload", ref);
+        jw_close(w, '}');
+    } else {
+        w_obj(w, k, v);
+    }
+}
+
+static void w_task(jw *w, const xc_task *t)
+{
+    int flags = (t->followed ? 1 : 0) | (t->spawned ? 2 : 0) | (t->retried ? 4 : 0) |
+                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0) | (t->sized ? 32 : 0) |
+                (t->no_response ? 64 : 0);
+    jw_open(w, '{');
+    w_str(w, "id", t->id);
+    w_str(w, "ref", t->ref);
+    w_str(w, "def", t->def->ref);
+    if (t->dyn_json) {
+        w_obj(w, "dyn", t->dyn_json);
+        w_str(w, "owner", t->def->list->owner->ref);
+    }
+    w_str(w, "status", weft_task_status_name(t->status));
+    w_payload(w, "input", t->input, t->input_ref);
+    w_payload(w, "output", t->output, t->output_ref);
+    w_str(w, "reason", t->reason);
+    w_int(w, "retryCount", t->retry_count);
+    w_int(w, "pollCount", t->poll_count);
+    w_int(w, "iteration", t->iteration);
+    w_int(w, "scope", t->scope);
+    w_int(w, "scheduledTime", t->scheduled_ms);
+    w_int(w, "startTime", t->started_ms);
+    w_int(w, "endTime", t->ended_ms);
+    w_int(w, "updateTime", t->updated_ms);
+    w_int(w, "callbackTime", t->callback_ms);
+    w_str(w, "subWorkflowId", t->child_id);
+    w_str(w, "workerId", t->worker_id);
+    w_int(w, "flags", flags);
+    jw_close(w, '}');
+}
+
+int cd_doc_text(const xc_exec *x, wu_buf *b)
+{
+    jw w = {b, 0, 1};
+    size_t i;
+    jw_open(&w, '{');
+    w_str(&w, "id", x->id);
+    w_str(&w, "status", weft_wf_status_name(x->status));
+    w_payload(&w, "input", x->input, x->input_ref);
+    w_payload(&w, "output", x->output, x->output_ref);
+    w_obj(&w, "variables", x->variables);
+    w_str(&w, "reason", x->reason);
+    w_str(&w, "correlationId", x->correlation_id);
+    w_str(&w, "parentWorkflowId", x->parent_id);
+    w_str(&w, "parentWorkflowTaskId", x->parent_task_id);
+    w_str(&w, "failedTaskId", x->failed_task_id);
+    w_int(&w, "createTime", x->created_ms);
+    w_int(&w, "updateTime", x->updated_ms);
+    w_int(&w, "endTime", x->ended_ms);
+    if (x->root_done) {
+        jw_key(&w, "rootDone");
+        jw_raw(&w, "true", 4);
+    }
+    jw_key(&w, "scopes");
+    jw_open(&w, '[');
+    for (i = 1; i < x->scopes.len; i++) {
+        xc_scope *s = x->scopes.items[i];
+        if (i > 1)
+            jw_raw(&w, ",", 1);
+        jw_raw(&w, "[", 1);
+        jw_int(&w, s->parent);
+        jw_raw(&w, ",", 1);
+        jw_int(&w, s->iteration);
+        jw_raw(&w, "]", 1);
+    }
+    jw_close(&w, ']');
+    jw_key(&w, "ended");
+    jw_open(&w, '[');
+    for (i = x->ended_head; i < x->ended.len; i++) {
+        if (i > x->ended_head)
+            jw_raw(&w, ",", 1);
+        jw_int(&w, ((xc_task *)x->ended.items[i])->seq - 1);
+    }
+    jw_close(&w, ']');
+    jw_key(&w, "tasks");
+    jw_open(&w, '[');
+    for (i = 0; i < x->tasks.len; i++) {
+        if (i > 0)
+            jw_raw(&w, ",", 1);
+        w_task(&w, x->tasks.items[i]);
+    }
+    jw_close(&w, ']');
+    jw_close(&w, '}');
+    return w.rc;
+}
+
+int cd_event_text(const xc_exec *x, const xc_task *t, int64_t now, wu_buf *b)
+{
+    jw w = {b, 0, 1};
+    jw_open(&w, '{');
+    w_str(&w, "workflowId", x->id);
+    jw_key(&w, "time");
+    jw_int(&w, now);
+    if (t) {
+        w_str(&w, "taskId", t->id);
+        w_str(&w, "referenceTaskName", t->ref);
+        w_str(&w, "taskType", t->def->type_name);
+        w_str(&w, "status", weft_task_status_name(t->status));
+        if (t->reason && xc_task_terminal(t->status) && !xc_task_ok(t->status))
+            w_str(&w, "reason", t->reason);
+    } else {
+        w_str(&w, "status", weft_wf_status_name(x->status));
+        w_str(&w, "reason", x->reason);
+        if (xc_wf_terminal(x->status))
+            w_obj(&w, "output", x->output);
+    }
+    jw_close(&w, '}');
+    return w.rc;
 }
 
 static const char *get_str(json_object *o, const char *k)

@@ -245,11 +245,9 @@ typedef struct collect {
 static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
     collect *c = ud;
-    json_object *ev = cd_event(x, t);
-    char *s = strdup(json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN));
-    json_object_put(ev);
-    if (s && wu_vec_push(&c->events, s))
-        free(s);
+    wu_buf b = {0};
+    if (cd_event_text(x, t, wu_now_ms(), &b) || wu_vec_push(&c->events, b.data))
+        wu_buf_free(&b);
 }
 
 static void collect_clear(collect *c)
@@ -416,7 +414,7 @@ typedef struct prep {
     collect col;
     rs_step *steps;
     size_t nsteps;
-    json_object *doc;
+    wu_buf doc; /* the document's text */
 } prep;
 
 static void prep_clear(prep *p)
@@ -425,7 +423,7 @@ static void prep_clear(prep *p)
     collect_clear(&p->col);
     wu_vec_free(&p->col.events);
     free(p->steps);
-    json_object_put(p->doc);
+    wu_buf_free(&p->doc);
     xc_free(p->x);
     memset(p, 0, sizeof *p);
 }
@@ -438,11 +436,12 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     if (steps_of(env, dec, p->x, &p->o, env->client, &p->steps, &p->nsteps, room, eager, neager))
         return WEFT_ENOMEM;
     keep_payloads(env, p->x);
-    p->doc = cd_to_doc(p->x);
+    if (cd_doc_text(p->x, &p->doc))
+        return WEFT_ENOMEM;
     memset(sv, 0, sizeof *sv);
     sv->id = id;
     sv->fence = env->unfenced ? 0 : p->x->fence;
-    sv->doc = json_object_to_json_string_ext(p->doc, JSON_C_TO_STRING_PLAIN);
+    sv->doc = p->doc.data;
     sv->status = weft_wf_status_name(p->x->status);
     sv->terminal = xc_wf_terminal(p->x->status);
     sv->steps = p->steps;
@@ -734,10 +733,10 @@ static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char 
     cd_def_key(deftext, key);
     cache_put(env->cache, key, a->def);
     start_decide(env, p);
-    p->doc = cd_to_doc(p->x);
     memset(c, 0, sizeof *c);
     c->id = p->x->id;
-    c->doc = json_object_to_json_string_ext(p->doc, JSON_C_TO_STRING_PLAIN);
+    /* out of memory: no document, which the create refuses */
+    c->doc = cd_doc_text(p->x, &p->doc) ? NULL : p->doc.data;
     c->def = deftext;
     c->defkey = key;
     c->due_ms = wu_now_ms();

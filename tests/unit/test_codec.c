@@ -327,7 +327,12 @@ static xc_exec *reload(void)
     size_t mark = F.njs;
     json_object *doc = keep(cd_to_doc(F.x)), *parsed = NULL;
     xc_exec *y = NULL;
+    wu_buf text = {0};
     assert_non_null(doc);
+    /* the text written directly is json-c's text of the document, byte for byte */
+    assert_int_equal(cd_doc_text(F.x, &text), 0);
+    assert_string_equal(text.data, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
+    wu_buf_free(&text);
     if (wu_parse_json("doc", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN), &parsed,
                       &err))
         fail_msg("the document does not parse back: %s", err.msg);
@@ -932,6 +937,18 @@ static void assert_no_field(json_object *o, const char *k)
         fail_msg("event has '%s': %s", k, json_object_to_json_string(o));
 }
 
+/* cd_event_text is cd_event's text, byte for byte */
+static void assert_event_text(const xc_task *t)
+{
+    json_object *ev = cd_event(F.x, t), *tm;
+    wu_buf b = {0};
+    assert_true(json_object_object_get_ex(ev, "time", &tm));
+    assert_int_equal(cd_event_text(F.x, t, json_object_get_int64(tm), &b), 0);
+    assert_string_equal(b.data, json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN));
+    wu_buf_free(&b);
+    json_object_put(ev);
+}
+
 static void test_event(void **state)
 {
     json_object *ev, *v;
@@ -952,7 +969,20 @@ static void test_event(void **state)
     assert_no_field(ev, "reason");
     json_object_put(ev);
 
+    assert_event_text(a);
+    assert_event_text(NULL);
+    /* every character json-c escapes, and some it does not */
     run("a", WEFT_TASK_FAILED, NULL, "went wrong");
+    free(a->reason);
+    a->reason = strdup("went wrong: \"q\" \\ a/b \b\f\n\r\t \x01\x1f \x7f caf\xc3\xa9");
+    assert_event_text(a);
+    assert_event_text(NULL);
+    free(F.x->reason);
+    F.x->reason = strdup(a->reason);
+    reload();
+    a = task("a");
+    free(a->reason);
+    a->reason = strdup("went wrong");
     ev = cd_event(F.x, a);
     assert_field(ev, "status", "FAILED");
     assert_field(ev, "reason", "went wrong");
