@@ -6,33 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put_str(json_object *o, const char *k, const char *v)
-{
-    if (v)
-        json_object_object_add(o, k, json_object_new_string(v));
-}
-
-static void put_int(json_object *o, const char *k, int64_t v)
-{
-    if (v)
-        json_object_object_add(o, k, json_object_new_int64(v));
-}
-
-static void put_obj(json_object *o, const char *k, json_object *v)
-{
-    if (v)
-        json_object_object_add(o, k, json_object_get(v));
-}
-
-/* A payload kept outside is stored as a reference ({"$payload": ref}). */
-static void put_payload(json_object *o, const char *k, json_object *v, const char *ref)
-{
-    if (ref)
-        json_object_object_add(o, k, ps_ref_object(ref));
-    else
-        put_obj(o, k, v);
-}
-
 /* The other way round: a reference is kept in *ref, the value left NULL. */
 static json_object *get_payload(json_object *o, const char *k, char **ref)
 {
@@ -47,82 +20,12 @@ static json_object *get_payload(json_object *o, const char *k, char **ref)
     return json_object_get(v);
 }
 
-static json_object *task_doc(const xc_task *t)
-{
-    json_object *o = json_object_new_object();
-    int flags = (t->followed ? 1 : 0) | (t->spawned ? 2 : 0) | (t->retried ? 4 : 0) |
-                (t->queued ? 8 : 0) | (t->fresh ? 16 : 0) | (t->sized ? 32 : 0) |
-                (t->no_response ? 64 : 0);
-    put_str(o, "id", t->id);
-    put_str(o, "ref", t->ref);
-    put_str(o, "def", t->def->ref);
-    if (t->dyn_json) {
-        put_obj(o, "dyn", t->dyn_json);
-        put_str(o, "owner", t->def->list->owner->ref);
-    }
-    put_str(o, "status", weft_task_status_name(t->status));
-    put_payload(o, "input", t->input, t->input_ref);
-    put_payload(o, "output", t->output, t->output_ref);
-    put_str(o, "reason", t->reason);
-    put_int(o, "retryCount", t->retry_count);
-    put_int(o, "pollCount", t->poll_count);
-    put_int(o, "iteration", t->iteration);
-    put_int(o, "scope", t->scope);
-    put_int(o, "scheduledTime", t->scheduled_ms);
-    put_int(o, "startTime", t->started_ms);
-    put_int(o, "endTime", t->ended_ms);
-    put_int(o, "updateTime", t->updated_ms);
-    put_int(o, "callbackTime", t->callback_ms);
-    put_str(o, "subWorkflowId", t->child_id);
-    put_str(o, "workerId", t->worker_id);
-    put_int(o, "flags", flags);
-    return o;
-}
-
-json_object *cd_to_doc(const xc_exec *x)
-{
-    json_object *o = json_object_new_object(), *tasks = json_object_new_array(),
-                *scopes = json_object_new_array(), *ended = json_object_new_array();
-    size_t i;
-    put_str(o, "id", x->id);
-    put_str(o, "status", weft_wf_status_name(x->status));
-    put_payload(o, "input", x->input, x->input_ref);
-    put_payload(o, "output", x->output, x->output_ref);
-    put_obj(o, "variables", x->variables);
-    put_str(o, "reason", x->reason);
-    put_str(o, "correlationId", x->correlation_id);
-    put_str(o, "parentWorkflowId", x->parent_id);
-    put_str(o, "parentWorkflowTaskId", x->parent_task_id);
-    put_str(o, "failedTaskId", x->failed_task_id);
-    put_int(o, "createTime", x->created_ms);
-    put_int(o, "updateTime", x->updated_ms);
-    put_int(o, "endTime", x->ended_ms);
-    if (x->root_done)
-        json_object_object_add(o, "rootDone", json_object_new_boolean(1));
-    for (i = 1; i < x->scopes.len; i++) {
-        xc_scope *s = x->scopes.items[i];
-        json_object *pair = json_object_new_array();
-        json_object_array_add(pair, json_object_new_int(s->parent));
-        json_object_array_add(pair, json_object_new_int(s->iteration));
-        json_object_array_add(scopes, pair);
-    }
-    json_object_object_add(o, "scopes", scopes);
-    for (i = x->ended_head; i < x->ended.len; i++)
-        json_object_array_add(ended,
-                              json_object_new_int(((xc_task *)x->ended.items[i])->seq - 1));
-    json_object_object_add(o, "ended", ended);
-    for (i = 0; i < x->tasks.len; i++)
-        json_object_array_add(tasks, task_doc(x->tasks.items[i]));
-    json_object_object_add(o, "tasks", tasks);
-    return o;
-}
-
 /* ---- the document and events as text, written directly ----
  *
- * What json_object_to_json_string_ext(cd_to_doc(x), PLAIN) gives, byte for
- * byte, without building and freeing a tree of json objects on every save:
- * that tree was about half of a worker's CPU. Only the JSON values of the
- * execution (inputs, outputs, variables) go through json-c. */
+ * Plain JSON as json-c writes it, without building and freeing a tree of
+ * json objects on every save (that tree was about half of a worker's CPU).
+ * Only the JSON values of the execution (inputs, outputs, variables) go
+ * through json-c. */
 
 typedef struct jw {
     wu_buf *b;
@@ -203,7 +106,7 @@ static void jw_close(jw *w, char c)
     w->first = 0;
 }
 
-/* put_str, put_int, put_obj, put_payload of cd_to_doc, as text */
+/* a field, left out when NULL or 0 */
 static void w_str(jw *w, const char *k, const char *v)
 {
     if (v) {
@@ -604,25 +507,4 @@ void cd_def_key(const char *def_json, char out[17])
     while (*p)
         h = (h ^ *p++) * 1099511628211ull;
     snprintf(out, 17, "%016llx", (unsigned long long)h);
-}
-
-json_object *cd_event(const xc_exec *x, const xc_task *t)
-{
-    json_object *o = json_object_new_object();
-    put_str(o, "workflowId", x->id);
-    json_object_object_add(o, "time", json_object_new_int64(wu_now_ms()));
-    if (t) {
-        put_str(o, "taskId", t->id);
-        put_str(o, "referenceTaskName", t->ref);
-        put_str(o, "taskType", t->def->type_name);
-        put_str(o, "status", weft_task_status_name(t->status));
-        if (t->reason && xc_task_terminal(t->status) && !xc_task_ok(t->status))
-            put_str(o, "reason", t->reason);
-    } else {
-        put_str(o, "status", weft_wf_status_name(x->status));
-        put_str(o, "reason", x->reason);
-        if (xc_wf_terminal(x->status))
-            put_obj(o, "output", x->output);
-    }
-    return o;
 }

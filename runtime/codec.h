@@ -15,10 +15,7 @@
 #include "exec.h"
 #include "util.h"
 
-/* The stored document of x (caller owns). */
-json_object *cd_to_doc(const xc_exec *x);
-/* The same document's JSON text (as json-c writes it, plain), appended to b.
- * 0 or WEFT_ENOMEM. */
+/* The stored document of x, as JSON text appended to b. 0 or WEFT_ENOMEM. */
 int cd_doc_text(const xc_exec *x, wu_buf *b);
 
 /*
@@ -34,9 +31,8 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
 /* A short stable key for a definition's JSON text (hex, 16 chars + NUL). */
 void cd_def_key(const char *def_json, char out[17]);
 
-/* The status-lane event for a task's (t) or the workflow's (t NULL) current status. */
-json_object *cd_event(const xc_exec *x, const xc_task *t);
-/* cd_event's JSON text (its time: now), appended to b. 0 or WEFT_ENOMEM. */
+/* The status-lane event for a task's (t) or the workflow's (t NULL) current
+ * status at time now, as JSON text appended to b. 0 or WEFT_ENOMEM. */
 int cd_event_text(const xc_exec *x, const xc_task *t, int64_t now, wu_buf *b);
 
 #endif
