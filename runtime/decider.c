@@ -673,6 +673,7 @@ int dec_resume(const dec_env *e, xc_exec *x, weft_error *err)
 static void reopen(const dec_env *e, xc_exec *x)
 {
     x->status = WEFT_WF_RUNNING;
+    x->revived = 1;
     free(x->reason);
     x->reason = NULL;
     free(x->failed_task_id);

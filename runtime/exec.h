@@ -72,6 +72,7 @@ typedef struct xc_exec {
     int fresh;       /* tasks created but not yet dispatched */
     int64_t timer_ms; /* the armed timeout check (engine), 0 = none */
     unsigned root_done : 1;
+    unsigned revived : 1; /* made RUNNING again (retry, restart) since it was loaded */
     json_object *j_id; /* cached JSON strings for expressions */
 } xc_exec;
 

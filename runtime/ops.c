@@ -335,6 +335,7 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
                 snprintf(got[ng].workflow_id, sizeof got[ng].workflow_id, "%s", x->id);
                 snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
                 snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
+                got[ng].never_reaped = 1;
                 st.lease = got[ng].lease;
                 st.lease_until = wu_now_ms() + env->lease_ms;
                 ng++;
@@ -347,8 +348,13 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
             s[k++] = st;
         }
     }
-    s[k].kind = xc_wf_terminal(x->status) ? RS_DONE : RS_WAKE;
-    s[k++].at = due;
+    /* a running execution that was created is on the decider queue, due
+     * within sweep_ms (every save and due.lua keep it so): a save that wants
+     * it looked at no sooner than that needs no wake */
+    if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
+        s[k].kind = xc_wf_terminal(x->status) ? RS_DONE : RS_WAKE;
+        s[k++].at = due;
+    }
     *out = s;
     *n = k;
     if (!ng) {
@@ -444,6 +450,7 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     sv->doc = p->doc.data;
     sv->status = weft_wf_status_name(p->x->status);
     sv->terminal = xc_wf_terminal(p->x->status);
+    sv->revive = p->x->revived;
     sv->steps = p->steps;
     sv->nsteps = p->nsteps;
     sv->events = (const char *const *)p->col.events.items;
@@ -648,6 +655,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         prep *pp = &p[at[i]];
         if (sv[i].rc == 0) {
             pp->x->fence = sv[i].new_fence;
+            pp->x->revived = 0;
             it->saved = 1;
             after_save(env, pp->x, &pp->o);
             if (it->keep || it->neager) {

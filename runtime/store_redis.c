@@ -1001,20 +1001,21 @@ static void lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *
 }
 
 /* Drop a claim known to be current (the caller's own, taken less than half
- * a lease ago): plain commands, no token check. Three. */
+ * a lease ago): plain commands, no token check. Three, two for an eager
+ * lease (never reaped). */
 static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
 {
     static const char *const which[3] = {"leases", "lease", "reaped"};
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
-    int i;
+    int i, n = cl->never_reaped ? 2 : 3;
     claim_member(cl, member, sizeof member);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < n; i++) {
         k_queue(r, cl->type, which[i], k);
         cmd_add(&c[i], i == 0 ? "ZREM" : "HDEL");
         cmd_dup(&c[i], k);
         cmd_dup(&c[i], member);
     }
-    return 3;
+    return (size_t)n;
 }
 
 /*
@@ -1063,6 +1064,7 @@ typedef struct step_set {
     rs_cmd *trim;
     const rs_lease *acks;
     size_t nacks;
+    size_t nackcmds;  /* set by steps_build: the acks' commands */
     redisReply **rep; /* out: per entry, the reply that tells whether it applied */
 } step_set;
 
@@ -1113,8 +1115,10 @@ static int steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t
             k += m;
         }
         cmds[k++] = *s->trim;
-        for (j = 0; j < s->nacks; j++)
-            k += drop_cmds(r, &s->acks[j], &cmds[k]);
+        for (j = 0, s->nackcmds = 0; j < s->nacks; j++)
+            s->nackcmds += drop_cmds(r, &s->acks[j], &cmds[k + s->nackcmds]);
+        k += s->nackcmds;
+        s->acks = NULL; /* not needed after: a flight outlives the caller's acks */
     }
     if (wake) {
         k_wake(r, wake_key);
@@ -1159,7 +1163,7 @@ static int steps_take(rs *r, redisReply **rep, size_t k, const size_t *first, si
             i += m;
         }
         if (!rc && is_err(rep[i])) rc = reply_err(r, rep[i], s->id, err);
-        i += 1 + 3 * s->nacks; /* the trim, the acks */
+        i += 1 + s->nackcmds; /* the trim, the acks */
     }
     replies_free(rep, k);
     return rc;
@@ -1282,11 +1286,42 @@ static void flight_land(rs *r)
 static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
                      redisReply **head_rep, redisReply **step_rep, weft_error *err)
 {
-    step_set s = {id, e, n, trim, NULL, 0, step_rep};
+    step_set s = {id, e, n, trim, NULL, 0, 0, step_rep};
     return steps_apply(r, head, head ? 1 : 0, head_rep, &s, 1, err);
 }
 
 /* ---- executions ---- */
+
+/* Events (one-line JSON texts) as one argument, a line each, for a
+ * script's single stream entry and message; NULL when there are none (or no
+ * memory: oom set). */
+static char *events_arg(const char *id, const char *const *ev, size_t n, int *oom,
+                        weft_error *err)
+{
+    size_t i, len = 0;
+    char *t, *p;
+    for (i = 0; i < n; i++) {
+        if (!ev[i])
+            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i), NULL;
+        if (strchr(ev[i], '\n'))
+            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu spans lines", id, i), NULL;
+        len += strlen(ev[i]) + 1;
+    }
+    if (n == 0) return NULL;
+    if (!(p = t = malloc(len))) {
+        *oom = 1;
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        size_t l = strlen(ev[i]);
+        memcpy(p, ev[i], l);
+        p += l;
+        *p++ = '\n';
+    }
+    p[-1] = 0;
+    return t;
+}
+
 
 /* The "status" of a document, or RUNNING. */
 static char *doc_status(const char *doc)
@@ -1320,7 +1355,7 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
     for (i = 0; i < n; i++) {
         char h[KEY_MAX], out[KEY_MAX], ev[KEY_MAX];
         weft_error e2 = {0};
-        char *status = NULL;
+        char *status = NULL, *evs = NULL;
         rs_create *c = &cr[i];
         rs_step wake = {RS_WAKE, NULL, NULL, c->due_ms, NULL, 0};
         const rs_step *st = c->nsteps ? c->steps : &wake;
@@ -1333,13 +1368,16 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         for (j = 0; j < c->nsteps && c->rc == 0; j++)
             if ((c->rc = check_step(&c->steps[j], &e2)) != 0)
                 wu_err_prefix(&e2, "workflow %s: ", c->id);
-        for (j = 0; j < c->nevents && c->rc == 0; j++)
-            if (!c->events[j])
-                c->rc = wu_err(&e2, WEFT_EINVAL, "workflow %s: event %zu is NULL", c->id, j);
+        if (c->rc == 0) {
+            int nomem = 0;
+            evs = events_arg(c->id, c->events, c->nevents, &nomem, &e2);
+            c->rc = e2.code ? e2.code : nomem ? oom(&e2) : 0;
+        }
         if (c->rc == 0 && !(status = doc_status(c->doc))) c->rc = oom(&e2);
         if (c->rc == 0 && !(es[m] = e = calloc(nst + 1, sizeof *e))) c->rc = oom(&e2);
         if (c->rc) {
             free(status);
+            free(evs);
             snprintf(c->why, sizeof c->why, "%s", e2.msg);
             continue;
         }
@@ -1372,8 +1410,7 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
                 snprintf(e[j].raw, len, "1|%s", t);
             cmd_addn(&head[m], t, t ? strlen(t) : 0, t);
         }
-        for (j = 0; j < c->nevents; j++)
-            cmd_add(&head[m], c->events[j]);
+        if (evs) cmd_addn(&head[m], evs, strlen(evs), evs);
         cmd_add(&trim[m], "ZREMRANGEBYSCORE");
         cmd_dup(&trim[m], out);
         cmd_add(&trim[m], "-inf");
@@ -1533,7 +1570,7 @@ int rs_exec_def(rs *r, const char *id, char **def, weft_error *err)
 /* save.lua for one save into c (checked first: s->rc on bad input). */
 static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
 {
-    char h[KEY_MAX], out[KEY_MAX], ev[KEY_MAX];
+    char h[KEY_MAX], out[KEY_MAX], evk[KEY_MAX], *ev;
     size_t i;
     int rc;
     if ((rc = check_id(s->id, err)) != 0) return rc;
@@ -1542,28 +1579,28 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     for (i = 0; i < s->nsteps; i++)
         if ((rc = check_step(&s->steps[i], err)) != 0)
             return wu_err_prefix(err, "workflow %s: ", s->id);
-    for (i = 0; i < s->nevents; i++)
-        if (!s->events[i])
-            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", s->id, i);
     for (i = 0; i < s->nacks; i++)
         if ((rc = check_claim(&s->acks[i], err)) != 0) return rc;
+    err->code = 0;
+    ev = events_arg(s->id, s->events, s->nevents, &c->oom, err);
+    if (err->code) return err->code;
     k_exec(r, s->id, "", h);
     k_exec(r, s->id, ":out", out);
-    k_exec(r, s->id, ":ev", ev);
+    k_exec(r, s->id, ":ev", evk);
     cmd_script(c, r, S_SAVE, 3);
     cmd_dup(c, h);
     cmd_dup(c, out);
-    cmd_dup(c, ev);
+    cmd_dup(c, evk);
     if (s->fence)
         cmd_addf(c, "%llu", (unsigned long long)s->fence);
     else
         cmd_add(c, "*"); /* unfenced: the last writer wins */
     cmd_add(c, s->doc);
     cmd_add(c, s->status);
-    cmd_add(c, s->terminal ? "1" : "0");
+    cmd_add(c, s->terminal ? "1" : s->revive ? "2" : "0");
     cmd_addf(c, "%lld", (long long)r->retention_ms);
     cmd_add(c, STREAM_MAXLEN);
-    cmd_dup(c, ev);
+    cmd_dup(c, evk);
     cmd_addf(c, "%zu", s->nsteps);
     for (i = 0; i < s->nsteps; i++) {
         char *t = step_text(&s->steps[i]);
@@ -1572,8 +1609,7 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
         else
             cmd_addn(c, t, strlen(t), t);
     }
-    for (i = 0; i < s->nevents; i++)
-        cmd_add(c, s->events[i]);
+    if (ev) cmd_addn(c, ev, strlen(ev), ev);
     return 0;
 }
 
@@ -2575,11 +2611,16 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
                 for (f = 0; f + 1 < e->element[1]->elements; f += 2) {
                     const redisReply *k = e->element[1]->element[f];
                     const redisReply *v = e->element[1]->element[f + 1];
-                    if (k->type == REDIS_REPLY_STRING && !strcmp(k->str, "json") &&
-                        v->type == REDIS_REPLY_STRING) {
-                        /* a save's events share its entry: one field each */
+                    char *line, *nl;
+                    if (k->type != REDIS_REPLY_STRING || strcmp(k->str, "json") ||
+                        v->type != REDIS_REPLY_STRING)
+                        continue;
+                    /* a save's events share its entry, a line each (older
+                     * entries: a field each) */
+                    for (line = v->str; line; line = nl) {
+                        if ((nl = strchr(line, '\n'))) *nl++ = 0;
                         n++;
-                        if (fn && fn(ud, e->element[0]->str, v->str)) stop = 1;
+                        if (fn && fn(ud, e->element[0]->str, line)) stop = 1;
                     }
                 }
             }

@@ -158,8 +158,9 @@ typedef struct rs_save {
     int terminal;
     const rs_step *steps;
     size_t nsteps;
-    const char *const *events;
+    const char *const *events; /* one line of JSON each */
     size_t nevents;
+    int revive; /* a finished execution made to run again: keep its keys again */
     /* claims known current (the saver's own, taken less than half a lease
      * ago): dropped without a token check once the save is committed */
     const struct rs_lease *acks;
@@ -199,6 +200,7 @@ typedef struct rs_lease {
     char task_id[64];
     char lease[40];
     char type[128];
+    int never_reaped; /* a lease the saver took at once (eager): it has no reap count to clear */
 } rs_lease;
 
 /*

@@ -9,7 +9,7 @@
 -- ARGV[1] doc JSON   ARGV[2] def JSON   ARGV[3] defkey   ARGV[4] status
 -- ARGV[5] stream max length   ARGV[6] n = number of steps
 -- ARGV[7 .. 6+n]  steps "<kind>|<type>|<taskid>|<at>"
--- ARGV[7+n ..]    events (JSON texts)
+-- ARGV[7+n]       optional: the start's events (JSON texts, one per line)
 -- Returns 1 when created, 0 when the id exists.
 if redis.call('EXISTS', KEYS[1]) == 1 then
     return 0
@@ -25,14 +25,9 @@ if n > 0 then
     end
     redis.call('ZADD', KEYS[2], unpack(z))
 end
-if #ARGV >= 7 + n then
-    local x, lines = {}, {}
-    for i = 7 + n, #ARGV do
-        x[#x + 1] = 'json'
-        x[#x + 1] = ARGV[i]
-        lines[#lines + 1] = ARGV[i]
-    end
-    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', unpack(x))
-    redis.call('PUBLISH', KEYS[3], table.concat(lines, '\n'))
+local ev = ARGV[7 + n]
+if ev then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'json', ev)
+    redis.call('PUBLISH', KEYS[3], ev)
 end
 return 1

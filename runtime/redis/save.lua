@@ -3,11 +3,13 @@
 -- KEYS[2] P{<wfid>}:out  outbox (queue steps, scored by the fence that decided them)
 -- KEYS[3] P{<wfid>}:ev   status stream
 -- ARGV[1] expected fence ("*" = unfenced: fencing switched off)   ARGV[2] doc JSON   ARGV[3] status
--- ARGV[4] terminal ("1" or "0")   ARGV[5] retention ms   ARGV[6] stream max length
+-- ARGV[4] "1": terminal (the keys expire after the retention), "2": revived
+--         (a finished execution made to run again: they are kept again), else "0"
+-- ARGV[5] retention ms   ARGV[6] stream max length
 -- ARGV[7] Pub/Sub channel   ARGV[8] n = number of steps
 -- ARGV[9 .. 8+n]  steps "<kind>|<type>|<taskid>|<at>"
--- ARGV[9+n ..]    events (JSON texts): one stream entry with a "json" field
---                 per event, and one message with one event per line
+-- ARGV[9+n]       optional: the save's events (JSON texts, one per line), as
+--                 one stream entry (field "json") and one message
 -- Returns {1, new fence, leftover...} on success, where leftover are outbox
 -- entries of earlier saves not applied yet ("<fence>|<kind>|<type>|<taskid>|<at>");
 -- {0, stored fence} when the fence moved; {-1} when there is no such execution.
@@ -40,22 +42,16 @@ if n > 0 then
     end
     call_in_parts({'ZADD', KEYS[2]}, z, 2000)
 end
-if #ARGV >= 9 + n then
-    local x, lines = {}, {}
-    for i = 9 + n, #ARGV do
-        x[#x + 1] = 'json'
-        x[#x + 1] = ARGV[i]
-        lines[#lines + 1] = ARGV[i]
-    end
-    call_in_parts({'XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*'}, x, 2000)
-    redis.call('PUBLISH', ARGV[7], table.concat(lines, '\n'))
+local ev = ARGV[9 + n]
+if ev then
+    redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'json', ev)
+    redis.call('PUBLISH', ARGV[7], ev)
 end
 if ARGV[4] == '1' then
     for i = 1, 3 do
         redis.call('PEXPIRE', KEYS[i], ARGV[5])
     end
-elseif redis.call('PTTL', KEYS[1]) >= 0 then
-    -- a finished execution revived (retry, restart): keep it again
+elseif ARGV[4] == '2' then
     for i = 1, 3 do
         redis.call('PERSIST', KEYS[i])
     end

@@ -648,6 +648,49 @@ static rs_lease claimed_first_task(const char *id)
     return c;
 }
 
+/* Task ud (a ref) ran and failed for good; the decider follows. */
+static int fn_fail(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    xc_task *t = xc_find_ref(x, ud);
+    int rc;
+    if (!t) return wu_err(err, WEFT_ENOTFOUND, "no task %s", (const char *)ud);
+    dec_start(dec, x, t);
+    if ((rc = dec_complete(dec, x, t, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, NULL, "broken", o,
+                           err)))
+        return rc;
+    dec_decide(dec, x, o);
+    return 0;
+}
+
+/*
+ * The decider-queue entry: a running execution keeps one due within
+ * sweep_ms (saves that want it no sooner write no wake), an ended one has
+ * none, and a retry (revival) puts it back and keeps the keys again.
+ */
+static void test_due_entry(void **state)
+{
+    char id[64];
+    op_start_args a = {0};
+    weft_error err = {0};
+    int64_t t0 = wu_now_ms();
+    long long due;
+    a.def = F.def;
+    assert_int_equal(op_start(&F.env, &a, id, &err), 0);
+    due = qint("ZSCORE " PREFIX "{dq}:due %s", id);
+    assert_true(due >= t0 + F.env.sweep_ms && due <= wu_now_ms() + F.env.sweep_ms);
+    assert_int_equal(op_update(&F.env, id, fn_done, "a", &err), 0);
+    assert_int_equal(qint("ZSCORE " PREFIX "{dq}:due %s", id), due);
+    assert_int_equal(op_update(&F.env, id, fn_fail, "b", &err), 0);
+    assert_int_equal(qint("ZSCORE " PREFIX "{dq}:due %s", id), -999);
+    assert_true(qint("PTTL " PREFIX "{%s}", id) > 0);
+    t0 = wu_now_ms();
+    assert_int_equal(op_update(&F.env, id, op_fn_retry, NULL, &err), 0);
+    due = qint("ZSCORE " PREFIX "{dq}:due %s", id);
+    assert_true(due >= t0 && due <= wu_now_ms() + F.env.sweep_ms);
+    assert_int_equal(qint("PTTL " PREFIX "{%s}", id), -1);
+}
+
 /*
  * Eager dispatch over a chain of two queued tasks: each save leases the next
  * task to the caller (not ready for anyone else) and hands back the
@@ -1413,6 +1456,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_without_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_decides, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_entry, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idempotent_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),

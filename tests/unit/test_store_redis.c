@@ -555,8 +555,23 @@ static void test_terminal_ttl(void **state)
     assert_true(ttl > 3500 * 1000 && ttl <= 3600 * 1000);
     assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
     assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), -999);
-    /* a restarted execution is kept again */
-    assert_int_equal(rs_exec_save(x, "wf1", 2, DOC, "RUNNING", 0, NULL, 0, ev, 1, NULL, &err), 0);
+    /* a plain save leaves the expiry alone ... */
+    assert_int_equal(rs_exec_save(x, "wf1", 2, DOC, "COMPLETED", 0, NULL, 0, ev, 1, NULL, &err), 0);
+    assert_true(qint("PTTL weft:{wf1}") > 0);
+    /* ... a revived (retried, restarted) execution is kept again */
+    {
+        rs_save s;
+        memset(&s, 0, sizeof s);
+        s.id = "wf1";
+        s.fence = 3;
+        s.doc = DOC;
+        s.status = "RUNNING";
+        s.events = ev;
+        s.nevents = 1;
+        s.revive = 1;
+        assert_int_equal(rs_exec_save_many(x, &s, 1, &err), 0);
+        assert_int_equal(s.rc, 0);
+    }
     assert_int_equal(qint("PTTL weft:{wf1}"), -1);
     assert_int_equal(qint("PTTL weft:{wf1}:ev"), -1);
     rs_free(x);
