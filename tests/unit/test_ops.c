@@ -573,17 +573,25 @@ static int fn_decide(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
     return 0;
 }
 
+/* Task ref ran and ended with status; the decider follows. */
+static int task_ended(const dec_env *dec, xc_exec *x, dec_out *o, const char *ref,
+                      weft_task_status status, weft_error *err)
+{
+    xc_task *t = xc_find_ref(x, ref);
+    int rc;
+    if (!t) return wu_err(err, WEFT_ENOTFOUND, "no task %s", ref);
+    dec_start(dec, x, t);
+    if ((rc = dec_complete(dec, x, t, status, NULL, xc_task_ok(status) ? NULL : "broken", o, err)))
+        return rc;
+    dec_decide(dec, x, o);
+    return 0;
+}
+
 /* Task ud (a ref) ran and completed; the decider follows. */
 static int fn_done(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
 {
-    xc_task *t = xc_find_ref(x, ud);
-    int rc;
-    if (!t) return wu_err(err, WEFT_ENOTFOUND, "no task %s", (const char *)ud);
-    dec_start(dec, x, t);
-    if ((rc = dec_complete(dec, x, t, WEFT_TASK_COMPLETED, NULL, NULL, o, err))) return rc;
-    dec_decide(dec, x, o);
-    return 0;
+    return task_ended(dec, x, o, ud, WEFT_TASK_COMPLETED, err);
 }
 
 static long long qint(const char *fmt, ...)
@@ -652,15 +660,7 @@ static rs_lease claimed_first_task(const char *id)
 static int fn_fail(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
 {
-    xc_task *t = xc_find_ref(x, ud);
-    int rc;
-    if (!t) return wu_err(err, WEFT_ENOTFOUND, "no task %s", (const char *)ud);
-    dec_start(dec, x, t);
-    if ((rc = dec_complete(dec, x, t, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, NULL, "broken", o,
-                           err)))
-        return rc;
-    dec_decide(dec, x, o);
-    return 0;
+    return task_ended(dec, x, o, ud, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, err);
 }
 
 /*
