@@ -514,7 +514,7 @@ static int poll_failed(worker *w, const char *what, const weft_error *err, int64
 }
 
 /* The executions due for a decider and the claimable tasks, as far as there is room. */
-static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
+static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *backoff)
 {
     nd_node *n = w->n;
     weft_error err = {0};
@@ -531,7 +531,8 @@ static int poll_work(worker *w, char (*due)[64], int *ndue, int64_t *backoff)
                  (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap);
     if (!want_due && !want_claim)
         return 0;
-    k = rs_due_claim(w->r, want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue,
+    k = rs_due_claim(w->r, wait && !w->nhold ? (int)n->cfg->poll_ms : 0,
+                     want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue,
                      (const char *const *)n->types, want_claim ? n->ntypes : 0, room,
                      n->cfg->lease_ms, got, &err);
     if (k < 0)
@@ -564,7 +565,8 @@ static void forget_due(worker *w, const char *id)
     rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), id);
 }
 
-static int run_round(worker *w, int64_t *backoff)
+/* One round; wait: an idle worker's, whose poll first waits for new work. */
+static int run_round(worker *w, int wait, int64_t *backoff)
 {
     nd_node *n = w->n;
     char due[ND_DUE_BATCH][64];
@@ -579,7 +581,7 @@ static int run_round(worker *w, int64_t *backoff)
     int64_t start = wu_mono_ms();
     weft_error err = {0};
 
-    if (poll_work(w, due, &ndue, backoff) < 0 && !w->nhold)
+    if (poll_work(w, wait, due, &ndue, backoff) < 0 && !w->nhold)
         return 0;
     if (!w->nhold && !ndue)
         return 0;
@@ -707,21 +709,14 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     nd_node *n = w->n;
-    int64_t idle = 1, backoff = 100;
+    int64_t backoff = 100;
+    int idle = 0;
     while (!n->stopping || w->nhold) {
-        int did = run_round(w, &backoff);
-        if (did) {
-            idle = 1;
+        /* an idle worker's poll waits in Redis until a save makes work
+         * visible, or the poll interval passes (timed work: retries, WAIT) */
+        idle = !run_round(w, idle && !n->stopping, &backoff);
+        if (!idle)
             backoff = 100;
-        } else if (!n->stopping) {
-            /* block until a save makes work visible, or the poll interval
-             * passes (timed work: retries, WAIT) */
-            weft_error err = {0};
-            if (rs_wait_work(w->r, (int)n->cfg->poll_ms, &err) < 0) {
-                sleep_ms(idle);
-                idle = idle * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : idle * 2;
-            }
-        }
     }
     __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);
     return NULL;

@@ -306,27 +306,41 @@ static void sigpipe_restore(sigpipe_guard *g)
 }
 
 static void flight_land(rs *r);
+static size_t flight_replies(const struct flight *f);
+static int flight_read(rs *r, struct flight *f, redisReply **rep);
+static void flight_finish(rs *r, struct flight *f, redisReply **rep);
 
-/* Send n commands in one write and read their n replies: one round trip
- * (the replies of steps in flight are read first). */
+/*
+ * Send n commands in one write and read their n replies: one round trip.
+ * Steps in flight (rs_opts.early_steps) go first on the connection, so
+ * their replies are read first, after these commands were written: the
+ * saver does not wait for them on their own.
+ */
 static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
                     weft_error *err)
 {
     sigpipe_guard g;
+    struct flight *f = r->fly;
+    redisReply **frep = NULL;
     size_t i;
-    int ok = 1;
+    int ok = 1, done = 0;
     for (i = 0; i < n; i++)
         if (cmds[i].oom) {
             return oom(err);
         }
-    if (r->fly) {
-        flight_land(r);
+    if (f && !(frep = calloc(flight_replies(f) + 1, sizeof *frep))) {
+        flight_land(r); /* no memory to overlap them: the old way */
         if (!r->c) return conn_fail(r, key, err);
+        f = NULL;
     }
+    r->fly = NULL;
     for (i = 0; i < n; i++)
         if (redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
-            return conn_fail(r, key, err);
+            ok = 0;
     sigpipe_block(r, &g);
+    while (ok && f && !done)
+        ok = redisBufferWrite(r->c, &done) == REDIS_OK;
+    if (ok && f) ok = flight_read(r, f, frep);
     for (i = 0; i < n && ok; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) {
@@ -336,7 +350,15 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
         rep[i] = x;
     }
     sigpipe_restore(&g);
-    if (!ok) return conn_fail(r, key, err);
+    if (!ok) {
+        if (f) {
+            replies_free(frep, flight_replies(f));
+            free(frep);
+            flight_free(f);
+        }
+        return conn_fail(r, key, err);
+    }
+    if (f) flight_finish(r, f, frep); /* may take a round trip: all replies are in */
     return 0;
 }
 
@@ -1246,40 +1268,59 @@ static void flight_send(rs *r, flight *f, rs_cmd *cmds)
     r->fly = f;
 }
 
-/* Read the replies of the steps in flight and put back in their outboxes
- * what Redis refused. A lost connection forgets them (they are in the
- * outboxes already) and leaves r->c NULL. */
-static void flight_land(rs *r)
+static size_t flight_replies(const flight *f)
 {
-    flight *f = r->fly;
-    redisReply **rep;
-    weft_error ignored;
+    return f->k;
+}
+
+/* Read the k replies of the steps in flight f into rep: 1, or 0 when the
+ * connection failed. */
+static int flight_read(rs *r, flight *f, redisReply **rep)
+{
     size_t i;
-    int ok = 1;
-    r->fly = NULL;
-    if (!(rep = calloc(f->k + 1, sizeof *rep))) {
-        /* the replies must still be read off the connection */
-        drop(r);
-        flight_free(f);
-        return;
-    }
-    for (i = 0; i < f->k && ok; i++) {
+    for (i = 0; i < f->k; i++) {
         void *x = NULL;
-        ok = redisGetReply(r->c, &x) == REDIS_OK;
+        if (redisGetReply(r->c, &x) != REDIS_OK) return 0;
         rep[i] = x;
     }
-    if (!ok) {
-        conn_fail(r, "steps", &ignored);
-    } else {
-        steps_take(r, rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
-        for (i = 0; i < f->nsets; i++) {
-            steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
-            replies_free(f->sets[i].rep, f->sets[i].n);
-        }
+    return 1;
+}
+
+/* After flight_read: put back in their outboxes the steps Redis refused
+ * (a round trip, only then), and free f and its replies. */
+static void flight_finish(rs *r, flight *f, redisReply **rep)
+{
+    weft_error ignored;
+    size_t i;
+    steps_take(r, rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
+    for (i = 0; i < f->nsets; i++) {
+        steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
+        replies_free(f->sets[i].rep, f->sets[i].n);
     }
     replies_free(rep, f->k);
     free(rep);
     flight_free(f);
+}
+
+/* Read the replies of the steps in flight now. A lost connection forgets
+ * them (they are in the outboxes already) and leaves r->c NULL. */
+static void flight_land(rs *r)
+{
+    flight *f = r->fly;
+    redisReply **rep = calloc(f->k + 1, sizeof *rep);
+    weft_error ignored;
+    r->fly = NULL;
+    if (!rep) {
+        drop(r); /* the replies must still be read off the connection */
+        flight_free(f);
+    } else if (!flight_read(r, f, rep)) {
+        conn_fail(r, "steps", &ignored);
+        replies_free(rep, f->k);
+        free(rep);
+        flight_free(f);
+    } else {
+        flight_finish(r, f, rep);
+    }
 }
 
 /* steps_apply for one execution's entries. */
@@ -1984,13 +2025,13 @@ static void claim_release(rs *r, const rs_lease *cl, size_t n)
     free(x);
 }
 
-/* due.lua for up to max executions, into c. */
-static void due_cmd(rs *r, int max, int64_t hold_ms, rs_cmd *c, char dq[KEY_MAX])
+/* due.lua for up to max executions, into c (now 0: Redis's clock). */
+static void due_cmd(rs *r, int max, int64_t hold_ms, long long now, rs_cmd *c, char dq[KEY_MAX])
 {
     k_dq(r, dq);
     cmd_script(c, r, S_DUE, 1);
     cmd_add(c, dq);
-    cmd_addf(c, "%lld", (long long)wu_now_ms());
+    cmd_addf(c, "%lld", now);
     cmd_addf(c, "%d", max);
     cmd_addf(c, "%lld", (long long)hold_ms);
 }
@@ -2001,15 +2042,16 @@ static void due_cmd(rs *r, int max, int64_t hold_ms, rs_cmd *c, char dq[KEY_MAX]
  * out more, the extra ones are given back in one more round trip (only
  * then). The due executions go to due_ids, their count to *ndue.
  */
-int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
-                 const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                 int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
                  rs_lease *out, weft_error *err)
 {
-    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX];
+    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX], wk[KEY_MAX];
     rs_cmd *c = NULL;
     redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
-    size_t i, j, k, ngot = 0, cap = 0, first = 0, nd = due_max > 0 ? 1 : 0, nc;
+    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0,
+           nd = due_max > 0 ? 1 : 0, nc;
     long long now = (long long)wu_now_ms();
     int rc;
 
@@ -2028,7 +2070,7 @@ int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *
         if (seed[i] != '-') seed[j++] = seed[i];
     seed[24] = 0;
 
-    nc = nd + ntypes;
+    nc = nw + nd + ntypes;
     c = calloc(nc, sizeof *c);
     x = calloc(nc, sizeof *x);
     if (!c || !x) {
@@ -2036,11 +2078,21 @@ int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *
         free(x);
         return oom(err);
     }
-    if (nd) due_cmd(r, due_max, hold_ms, &c[0], dq);
+    if (nw) {
+        /* the polls wait in Redis behind the BLPOP: they run the moment a
+         * token comes (or the wait ends), with no round trip of their own */
+        k_wake(r, wk);
+        cmd_add(&c[0], "BLPOP");
+        cmd_dup(&c[0], wk);
+        cmd_addf(&c[0], "%.3f", wait_ms / 1000.0);
+    }
+    /* behind a wait the polls run later than now: they read Redis's clock */
+    if (nw) now = 0;
+    if (nd) due_cmd(r, due_max, hold_ms, now, &c[nw], dq);
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0; k < ntypes; k++) {
         const char *type = types[(first + k) % ntypes];
-        rs_cmd *ck = &c[nd + k];
+        rs_cmd *ck = &c[nw + nd + k];
         k_queue(r, type, "ready", ready);
         k_queue(r, type, "leases", leases);
         k_queue(r, type, "lease", lease);
@@ -2053,7 +2105,10 @@ int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *
         cmd_addf(ck, "%d", max);
         cmd_add(ck, seed);
     }
-    rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
+    if (nw && (rc = ensure(r, err)) == 0)
+        redisSetTimeout(r->c, ms_tv(wait_ms + r->timeout_ms)); /* longer than Redis waits */
+    if (!nw || rc == 0) rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
+    if (nw && r->c) redisSetTimeout(r->c, ms_tv(r->timeout_ms));
     cmds_free(c, nc);
     free(c);
     if (rc) {
@@ -2061,17 +2116,20 @@ int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *
         free(x);
         return rc;
     }
-    if (nd) {
-        if (is_err(x[0]))
-            rc = reply_err(r, x[0], dq, err);
-        else if (x[0]->type != REDIS_REPLY_ARRAY)
+    if (nw && is_err(x[0])) {
+        rc = reply_err(r, x[0], wk, err);
+    } else if (nd) {
+        redisReply *d = x[nw];
+        if (is_err(d))
+            rc = reply_err(r, d, dq, err);
+        else if (d->type != REDIS_REPLY_ARRAY)
             rc = bad_reply(r, dq, err);
         else
-            for (i = 0; i < x[0]->elements && *ndue < due_max; i++)
-                if (x[0]->element[i]->type == REDIS_REPLY_STRING)
-                    copy_str(due_ids[(*ndue)++], 64, x[0]->element[i]);
+            for (i = 0; i < d->elements && *ndue < due_max; i++)
+                if (d->element[i]->type == REDIS_REPLY_STRING)
+                    copy_str(due_ids[(*ndue)++], 64, d->element[i]);
     }
-    cx = x + nd;
+    cx = x + nw + nd;
     for (k = 0; k < ntypes; k++)
         if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 2;
     got = calloc(cap + 1, sizeof *got);
@@ -2129,7 +2187,7 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
     if (lease_ms <= 0)
         return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
                       (long long)lease_ms);
-    return rs_due_claim(r, 0, 0, NULL, NULL, types, ntypes, max, lease_ms, out, err);
+    return rs_due_claim(r, 0, 0, 0, NULL, NULL, types, ntypes, max, lease_ms, out, err);
 }
 
 /* One lease script (renew/ack/check) with the claim's keys; 1 or 0 in *ok. */
@@ -2355,7 +2413,7 @@ int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err)
 {
     int n = 0, rc;
     if (max <= 0) return 0;
-    rc = rs_due_claim(r, max, hold_ms, ids, &n, NULL, 0, 0, 0, NULL, err);
+    rc = rs_due_claim(r, 0, max, hold_ms, ids, &n, NULL, 0, 0, 0, NULL, err);
     return rc < 0 ? rc : n;
 }
 
@@ -3080,21 +3138,3 @@ int rs_taskdefs_get(rs *r, const char *const *names, size_t n, char **jsons, wef
     return 0;
 }
 
-/* ---- idle workers ---- */
-
-/* BLPOP Pwake: 1 when a token came, 0 after timeout_ms without one. One round trip. */
-int rs_wait_work(rs *r, int timeout_ms, weft_error *err)
-{
-    char k[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    int rc, got;
-    k_wake(r, k);
-    cmd_add(&c, "BLPOP");
-    cmd_add(&c, k);
-    cmd_addf(&c, "%.3f", (timeout_ms > 0 ? timeout_ms : 1) / 1000.0);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    got = x->type == REDIS_REPLY_ARRAY;
-    replies_free(&x, 1);
-    return got;
-}

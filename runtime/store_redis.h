@@ -239,13 +239,6 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err);
 
-/*
- * Wait up to timeout_ms for new work (an idle worker): every save that makes
- * a task or an execution due now also pushes a token to Pwake (kept to a few
- * dozen). 1 when a token came, 0 on timeout, or a WEFT_E* code. Timed work
- * (retry backoff, WAIT) pushes no token: callers still poll at their interval.
- */
-int rs_wait_work(rs *r, int timeout_ms, weft_error *err);
 
 /* ---- decider queue ---- */
 
@@ -255,12 +248,20 @@ int rs_wait_work(rs *r, int timeout_ms, weft_error *err);
  * (64 bytes each). Returns the count or a WEFT_E* code.
  */
 int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err);
-/* rs_due (when due_max > 0; the count in *ndue) and rs_claim (when max > 0
+/*
+ * rs_due (when due_max > 0; the count in *ndue) and rs_claim (when max > 0
  * and ntypes > 0; the count returned) in one round trip. On an error
  * neither took anything: claims are given back, and the due executions come
- * due again after hold_ms. */
-int rs_due_claim(rs *r, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
-                 const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+ * due again after hold_ms.
+ *
+ * wait_ms > 0 (an idle worker): first wait up to wait_ms for new work. Every
+ * save that makes a task or an execution due now also pushes a token to
+ * Pwake (kept to a few dozen); the polls run in Redis right after the token
+ * is taken or the wait ends, still one round trip. Timed work (retry
+ * backoff, WAIT) pushes no token: the wait ending is its poll.
+ */
+int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                 int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
                  rs_lease *out, weft_error *err);
 /* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
 int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);

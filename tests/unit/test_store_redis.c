@@ -1147,6 +1147,20 @@ static void test_early_steps_lost(void **state)
     assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
 }
 
+/* Work made visible during a waiting poll's wait is what it takes. */
+static void *late_pusher(void *arg)
+{
+    rs *x = open_rs(NULL, 0);
+    rs_step st[] = {{RS_PUSH, "HTTP", "t5", 0, NULL, 0}};
+    weft_error err = {0};
+    rf_sleep_ms(200);
+    st[0].at = wu_now_ms();
+    if (rs_exec_save(x, "wf3", 1, DOC, "RUNNING", 0, st, 1, NULL, 0, NULL, &err) != 0)
+        fprintf(stderr, "late push: %s\n", err.msg);
+    rs_free(x);
+    return arg;
+}
+
 /* The decider queue and the task queues polled in one call. */
 static void test_due_claim(void **state)
 {
@@ -1159,25 +1173,62 @@ static void test_due_claim(void **state)
     create("wf1", 0);
     create("wf2", LATE);
     save("wf2", 1, st, 2);
-    assert_int_equal(rs_due_claim(r, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 2);
+    assert_int_equal(rs_due_claim(r, 0, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 2);
     assert_int_equal(nd, 1);
     assert_string_equal(ids[0], "wf1");
     assert_string_equal(c[0].workflow_id, "wf2");
     assert_string_equal(c[1].workflow_id, "wf2");
     /* either part alone */
     assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
-    assert_int_equal(rs_due_claim(r, 4, 1000, ids, &nd, types, 2, 0, 60000, c, &err), 0);
+    assert_int_equal(rs_due_claim(r, 0, 4, 1000, ids, &nd, types, 2, 0, 60000, c, &err), 0);
     assert_int_equal(nd, 1);
-    assert_int_equal(rs_due_claim(r, 0, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+    assert_int_equal(rs_due_claim(r, 0, 0, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
     assert_int_equal(nd, 0);
     /* bad arguments */
-    assert_int_equal(rs_due_claim(r, 4, -1, ids, &nd, NULL, 0, 0, 0, NULL, &err), WEFT_EINVAL);
-    assert_int_equal(rs_due_claim(r, 0, 0, NULL, &nd, types, 2, 4, 0, c, &err), WEFT_EINVAL);
+    assert_int_equal(rs_due_claim(r, 0, 4, -1, ids, &nd, NULL, 0, 0, 0, NULL, &err), WEFT_EINVAL);
+    assert_int_equal(rs_due_claim(r, 0, 0, 0, NULL, &nd, types, 2, 4, 0, c, &err), WEFT_EINVAL);
+    /* an idle worker's poll: it waits for a token, then polls ... */
+    {
+        int64_t t0;
+        freeReplyObject(qc("DEL weft:wake"));
+        t0 = wu_now_ms();
+        assert_int_equal(rs_due_claim(r, 300, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+        assert_int_equal(nd, 0);
+        assert_true(wu_now_ms() - t0 >= 250);
+        /* ... which a save making work visible pushes: no wait then */
+        save("wf2", 1 + 1, st, 1); /* HTTP t1 again, ready now: a token */
+        assert_true(qint("LLEN weft:wake") >= 1);
+        t0 = wu_now_ms();
+        assert_int_equal(rs_due_claim(r, 3000, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 1);
+        assert_true(wu_now_ms() - t0 < 1000);
+        assert_string_equal(c[0].task_id, "t1");
+        /* work that comes during the wait, visible only after the poll was sent */
+        {
+            pthread_t th;
+            create("wf3", LATE);
+            freeReplyObject(qc("DEL weft:wake"));
+            pthread_create(&th, NULL, late_pusher, NULL);
+            t0 = wu_now_ms();
+            assert_int_equal(rs_due_claim(r, 3000, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err),
+                             1);
+            assert_true(wu_now_ms() - t0 < 2000);
+            assert_string_equal(c[0].task_id, "t5");
+            pthread_join(th, NULL);
+        }
+        /* a wait longer than the command timeout does not time the connection out */
+        {
+            rs *sh = open_rs(NULL, 200);
+            t0 = wu_now_ms();
+            assert_int_equal(rs_due_claim(sh, 400, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+            assert_true(wu_now_ms() - t0 >= 350);
+            rs_free(sh);
+        }
+    }
     /* a broken queue: nothing is taken, the due execution comes due again */
     assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
-    save("wf2", 2, st, 1);
+    save("wf2", 3, st, 1);
     freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
-    assert_true(rs_due_claim(r, 4, 300, ids, &nd, types, 2, 4, 60000, c, &err) < 0);
+    assert_true(rs_due_claim(r, 0, 4, 300, ids, &nd, types, 2, 4, 60000, c, &err) < 0);
     assert_int_equal(nd, 0);
     assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t1", &err), 1);
 }
