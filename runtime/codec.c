@@ -39,37 +39,10 @@ static void jw_raw(jw *w, const char *s, size_t n)
         w->rc = wu_buf_add(w->b, s, n);
 }
 
-/* A string as json-c writes it: \" \\ \/ \b \f \n \r \t, other controls as \u00xx. */
 static void jw_str(jw *w, const char *s)
 {
-    static const char hex[] = "0123456789abcdef";
-    const char *run = s;
-    jw_raw(w, "\"", 1);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        char esc[7] = "\\";
-        size_t n = 2;
-        if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
-            continue;
-        jw_raw(w, run, (size_t)(s - run));
-        run = s + 1;
-        switch (c) {
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '"': case '\\': case '/': esc[1] = (char)c; break;
-        default:
-            memcpy(esc + 1, "u00", 3);
-            esc[4] = hex[c >> 4];
-            esc[5] = hex[c & 15];
-            n = 6;
-        }
-        jw_raw(w, esc, n);
-    }
-    jw_raw(w, run, (size_t)(s - run));
-    jw_raw(w, "\"", 1);
+    if (!w->rc)
+        w->rc = wu_buf_add_json_str(w->b, s);
 }
 
 static void jw_key(jw *w, const char *k)
@@ -161,7 +134,8 @@ static void w_task(jw *w, const xc_task *t)
     jw_open(w, '{');
     w_str(w, "id", t->id);
     w_str(w, "ref", t->ref);
-    w_str(w, "def", t->def->ref);
+    if (strcmp(t->def->ref, t->ref))
+        w_str(w, "def", t->def->ref); /* else the same as ref */
     if (t->dyn_json) {
         w_obj(w, "dyn", t->dyn_json);
         w_str(w, "owner", t->def->list->owner->ref);
@@ -240,13 +214,10 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     return w.rc;
 }
 
-int cd_event_text(const xc_exec *x, const xc_task *t, int64_t now, wu_buf *b)
+int cd_event_text(const xc_exec *x, const xc_task *t, wu_buf *b)
 {
     jw w = {b, 0, 1};
     jw_open(&w, '{');
-    w_str(&w, "workflowId", x->id);
-    jw_key(&w, "time");
-    jw_int(&w, now);
     if (t) {
         w_str(&w, "taskId", t->id);
         w_str(&w, "referenceTaskName", t->ref);
@@ -306,7 +277,7 @@ static int task_status_parse(const char *s, weft_task_status *out)
 static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **out,
                     weft_error *err)
 {
-    const char *ref = get_str(td, "def"), *owner_ref;
+    const char *ref = get_str(td, "def") ? get_str(td, "def") : get_str(td, "ref"), *owner_ref;
     json_object *dyn;
     def_task *owner = NULL;
     size_t i;

@@ -31,8 +31,12 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
 /* A short stable key for a definition's JSON text (hex, 16 chars + NUL). */
 void cd_def_key(const char *def_json, char out[17]);
 
-/* The status-lane event for a task's (t) or the workflow's (t NULL) current
- * status at time now, as JSON text appended to b. 0 or WEFT_ENOMEM. */
-int cd_event_text(const xc_exec *x, const xc_task *t, int64_t now, wu_buf *b);
+/*
+ * The status-lane event for a task's (t) or the workflow's (t NULL) current
+ * status, as JSON text appended to b. 0 or WEFT_ENOMEM. As stored it has no
+ * workflowId and no time: the stream's key and entry id tell them, and
+ * rs_events puts them back in front.
+ */
+int cd_event_text(const xc_exec *x, const xc_task *t, wu_buf *b);
 
 #endif

@@ -246,7 +246,7 @@ static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
     collect *c = ud;
     wu_buf b = {0};
-    if (cd_event_text(x, t, wu_now_ms(), &b) || wu_vec_push(&c->events, b.data))
+    if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data))
         wu_buf_free(&b);
 }
 
@@ -401,8 +401,7 @@ static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char 
     json_object_object_add(doc, "status", json_object_new_string("FAILED"));
     json_object_object_add(doc, "reason", json_object_new_string(why));
     json_object_object_add(doc, "endTime", json_object_new_int64(wu_now_ms()));
-    r = json_object_new_object();
-    json_object_object_add(r, "workflowId", json_object_new_string(id));
+    r = json_object_new_object(); /* its event: rs_events adds workflowId and time */
     json_object_object_add(r, "status", json_object_new_string("FAILED"));
     json_object_object_add(r, "reason", json_object_new_string(why));
     snprintf(ev, sizeof ev, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));

@@ -2619,9 +2619,31 @@ int rs_daemons(rs *r, char **json, weft_error *err)
 /* ---- status lane ---- */
 
 /* One round trip: XREAD (blocking up to block_ms). */
+/*
+ * A stored event ({...}, as cd_event_text writes it) as delivered, into
+ * *b: the workflow's id and the time of its stream entry (the entry id's
+ * milliseconds) in front, so it reads {"workflowId":..,"time":..,...}.
+ * An event that carries them already (older entries) is passed as it is.
+ */
+static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, const char *line)
+{
+    char t[32];
+    int rc;
+    b->len = 0;
+    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
+        return wu_buf_add(b, line, strlen(line));
+    snprintf(t, sizeof t, ",\"time\":%lld", strtoll(entry_id, NULL, 10));
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) || (rc = wu_buf_add_json_str(b, workflow_id)) ||
+        (rc = wu_buf_add(b, t, strlen(t))))
+        return rc;
+    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
+    return wu_buf_add(b, line + 1, strlen(line + 1));
+}
+
 int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,
               int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
 {
+    wu_buf full = {0};
     char ev[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
@@ -2678,13 +2700,16 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
                     for (line = v->str; line; line = nl) {
                         if ((nl = strchr(line, '\n'))) *nl++ = 0;
                         n++;
-                        if (fn && fn(ud, e->element[0]->str, line)) stop = 1;
+                        if (fn && event_full(&full, workflow_id, e->element[0]->str, line) == 0 &&
+                            fn(ud, e->element[0]->str, full.data))
+                            stop = 1;
                     }
                 }
             }
         }
     }
     replies_free(&x, 1);
+    wu_buf_free(&full);
     return n;
 }
 

@@ -384,6 +384,39 @@ int wu_buf_add(wu_buf *b, const char *s, size_t n)
     return 0;
 }
 
+int wu_buf_add_json_str(wu_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *run = s;
+    int rc = wu_buf_add(b, "\"", 1);
+    for (; *s && !rc; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[7] = "\\";
+        size_t n = 2;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
+            continue;
+        rc = wu_buf_add(b, run, (size_t)(s - run));
+        run = s + 1;
+        switch (c) {
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '"': case '\\': case '/': esc[1] = (char)c; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        if (!rc) rc = wu_buf_add(b, esc, n);
+    }
+    if (!rc) rc = wu_buf_add(b, run, (size_t)(s - run));
+    if (!rc) rc = wu_buf_add(b, "\"", 1);
+    return rc;
+}
+
 void wu_buf_free(wu_buf *b)
 {
     free(b->data);

@@ -58,6 +58,9 @@ typedef struct wu_buf {
     size_t len, cap;
 } wu_buf;
 int wu_buf_add(wu_buf *b, const char *s, size_t n);
+/* s as a JSON string, as json-c writes it: \" \\ \/ \b \f \n \r \t, other
+ * control characters as \u00xx. 0 or WEFT_ENOMEM. */
+int wu_buf_add_json_str(wu_buf *b, const char *s);
 void wu_buf_free(wu_buf *b);
 
 /* A growable pointer array. */

@@ -48,8 +48,14 @@ if ev then
     redis.call('PUBLISH', ARGV[7], ev)
 end
 if ARGV[4] == '1' then
-    for i = 1, 3 do
-        redis.call('PEXPIRE', KEYS[i], ARGV[5])
+    redis.call('PEXPIRE', KEYS[1], ARGV[5])
+    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    -- the finished stream, written once more and packed: Redis gives a
+    -- stream's newest node a whole listpack (4 KB) up front, a restored
+    -- stream only what it holds
+    local packed = redis.call('DUMP', KEYS[3])
+    if packed then
+        redis.call('RESTORE', KEYS[3], ARGV[5], packed, 'REPLACE')
     end
 elseif ARGV[4] == '2' then
     for i = 1, 3 do

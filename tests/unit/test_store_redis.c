@@ -585,10 +585,18 @@ typedef struct seen {
     char json[4][128];
 } seen;
 
+/* Events come with the workflow's id and their entry's time in front:
+ * what is after them is recorded, as "{...}". */
 static int on_event(void *ud, const char *id, const char *json)
 {
     seen *s = ud;
-    if (s->n < 4) snprintf(s->json[s->n], sizeof s->json[0], "%s", json);
+    const char *head = "{\"workflowId\":\"wf1\",\"time\":", *p = json + strlen(head);
+    if (strncmp(json, head, strlen(head))) fail_msg("event without its head: %s", json);
+    /* 7: the older entry below brings its own */
+    if (strtoll(p, NULL, 10) != strtoll(id, NULL, 10) && strtoll(p, NULL, 10) != 7) fail_msg("event time is not its entry's: %s", json);
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p == ',') p++;
+    if (s->n < 4) snprintf(s->json[s->n], sizeof s->json[0], "{%s", p);
     snprintf(s->last_id, sizeof s->last_id, "%s", id);
     s->n++;
     return s->stop_after && s->n >= s->stop_after;
@@ -685,6 +693,16 @@ static void test_events(void **state)
         assert_true(wu_mono_ms() - t0 < 4000);
         assert_string_equal(s.json[0], "{\"live\":true}");
         pthread_join(t, NULL);
+    }
+    /* an empty event, and one that carries its head already (older entries) */
+    freeReplyObject(qc("XADD weft:{wf1}:ev 9999999999999-0 json %s", "{}\n{\"workflowId\":\"wf1\",\"time\":7,\"x\":1}"));
+    {
+        char after[64];
+        snprintf(after, sizeof after, "%s", s.last_id);
+        memset(&s, 0, sizeof s);
+        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 2);
+        assert_string_equal(s.json[0], "{}");
+        assert_string_equal(s.json[1], "{\"x\":1}");
     }
     /* unknown execution: no events */
     memset(&s, 0, sizeof s);
