@@ -2,6 +2,7 @@
 #include "payload.h"
 #include "util.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,10 +97,62 @@ static void w_int(jw *w, const char *k, int64_t v)
     }
 }
 
+/* A JSON value as json-c writes it (plain), walked here: json-c prints
+ * every integer with snprintf and renders into each object's own buffer.
+ * Doubles (and integers at the edge of int64) are still json-c's. */
 static void w_json(jw *w, json_object *v)
 {
-    size_t n = 0;
-    const char *s = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &n);
+    size_t n = 0, i;
+    const char *s;
+    int64_t k;
+    int first = 1;
+    switch (json_object_get_type(v)) {
+    case json_type_null:
+        jw_raw(w, "null", 4);
+        return;
+    case json_type_boolean:
+        if (json_object_get_boolean(v))
+            jw_raw(w, "true", 4);
+        else
+            jw_raw(w, "false", 5);
+        return;
+    case json_type_string:
+        jw_str(w, json_object_get_string(v));
+        return;
+    case json_type_int:
+        k = json_object_get_int64(v);
+        if (k != INT64_MAX && k != INT64_MIN) {
+            jw_int(w, k);
+            return;
+        }
+        break;
+    case json_type_object: {
+        jw_raw(w, "{", 1);
+        json_object_object_foreach(v, key, val)
+        {
+            if (!first)
+                jw_raw(w, ",", 1);
+            first = 0;
+            jw_str(w, key);
+            jw_raw(w, ":", 1);
+            w_json(w, val);
+        }
+        jw_raw(w, "}", 1);
+        return;
+    }
+    case json_type_array:
+        jw_raw(w, "[", 1);
+        for (i = 0; i < json_object_array_length(v); i++) {
+            if (i)
+                jw_raw(w, ",", 1);
+            w_json(w, json_object_array_get_idx(v, i));
+        }
+        jw_raw(w, "]", 1);
+        return;
+    default:
+        break;
+    }
+    s = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &n);
     if (!s)
         w->rc = WEFT_ENOMEM;
     else

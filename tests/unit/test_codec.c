@@ -324,6 +324,8 @@ static json_object *doc_of(const xc_exec *x)
     weft_error err = {0};
     assert_int_equal(cd_doc_text(x, &b), 0);
     if (wu_parse_json("doc", b.data, &doc, &err)) fail_msg("the document does not parse: %s", err.msg);
+    /* written as json-c writes it: json-c gives back the same bytes */
+    assert_string_equal(b.data, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
     wu_buf_free(&b);
     return doc;
 }
@@ -655,6 +657,29 @@ static void test_fresh_after_retry(void **state)
 }
 
 /* Every workflow status, task status and flag, times, child ids and reasons. */
+/* Every kind of JSON value in a document: written as json-c writes it
+ * (doc_of checks the bytes), and read back the same. */
+static void test_json_values(void **state)
+{
+    start("{'name':'w','tasks':[" T_("a", "") "]}", NULL);
+    F.x->output = json_object_new_array();
+    json_object_array_add(F.x->output, json_object_new_double(1.5));
+    json_object_array_add(F.x->output, NULL);
+    json_object_array_add(F.x->output, json_object_new_boolean(1));
+    json_object_array_add(F.x->output, json_object_new_boolean(0));
+    json_object_array_add(F.x->output, json_object_new_int64(INT64_MAX));
+    json_object_array_add(F.x->output, json_object_new_int64(INT64_MIN));
+    json_object_array_add(F.x->output, json_object_new_int64(-42));
+    json_object_array_add(F.x->output, json_object_new_double(-0.1));
+    json_object_array_add(F.x->output, json_object_new_object());
+    json_object_array_add(F.x->output, json_object_new_array());
+    json_object_array_add(F.x->output, json_tokener_parse("{\"k/\\\\\":[1e3,0.30000000000000004,{\"\":null}],"
+                                                          "\"\\u00e9\\t\":\"\\u0001x\"}"));
+    json_object_put(doc_of(F.x));
+    reload();
+    assert_int_equal(json_object_array_length(F.x->output), 11);
+}
+
 static void test_fields(void **state)
 {
     static const int64_t big = 1700000000123LL;
@@ -1043,6 +1068,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dynamic_container, teardown),
         cmocka_unit_test_teardown(test_ended_queue, teardown),
         cmocka_unit_test_teardown(test_fresh_after_retry, teardown),
+        cmocka_unit_test_teardown(test_json_values, teardown),
         cmocka_unit_test_teardown(test_fields, teardown),
         cmocka_unit_test_teardown(test_corrupt, teardown),
         cmocka_unit_test_teardown(test_other_definition, teardown),
