@@ -79,6 +79,7 @@ struct rs {
     int early;   /* rs_opts.early_steps */
     int guard;   /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly; /* a steps pipeline sent, its replies not read yet */
+    wu_buf proto;       /* commands in the wire format, before they go to hiredis */
     const char *src[S_COUNT];
     char sha[S_COUNT][41];
 };
@@ -141,12 +142,39 @@ static void cmd_dup(rs_cmd *c, const char *s)
     cmd_addn(c, d, strlen(d), d);
 }
 
+/* The decimal digits of v into the end of buf[24]: where they start. */
+static char *digits(char buf[24], unsigned long long v, int neg)
+{
+    char *p = buf + 23;
+    *p = 0;
+    do
+        *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    if (neg) *--p = '-';
+    return p;
+}
+
+/* A number or other formatted argument (copied). The integer formats the
+ * commands use are written here: snprintf was a few % of a worker's CPU. */
 __attribute__((format(printf, 2, 3))) static void cmd_addf(rs_cmd *c, const char *fmt, ...)
 {
     char buf[64];
     va_list ap;
     int n;
     va_start(ap, fmt);
+    if (!strcmp(fmt, "%d") || !strcmp(fmt, "%lld")) {
+        long long v = fmt[1] == 'd' ? va_arg(ap, int) : va_arg(ap, long long);
+        va_end(ap);
+        cmd_dup(c, digits(buf, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, v < 0));
+        return;
+    }
+    if (!strcmp(fmt, "%llu") || !strcmp(fmt, "%zu")) {
+        unsigned long long v =
+            fmt[1] == 'z' ? (unsigned long long)va_arg(ap, size_t) : va_arg(ap, unsigned long long);
+        va_end(ap);
+        cmd_dup(c, digits(buf, v, 0));
+        return;
+    }
     n = vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof buf) {
@@ -189,6 +217,34 @@ static void replies_free(redisReply **rep, size_t n)
         if (rep[i]) freeReplyObject(rep[i]);
         rep[i] = NULL;
     }
+}
+
+/*
+ * Append n commands to the connection's output in one piece, formatted
+ * here (RESP: *argc, then $len and the bytes of each argument): hiredis
+ * formats each command into a buffer of its own first. REDIS_OK or
+ * REDIS_ERR (out of memory).
+ */
+static int append_cmds(rs *r, const rs_cmd *cmds, size_t n)
+{
+    wu_buf *b = &r->proto;
+    char num[24];
+    size_t i;
+    int k, rc = 0;
+    b->len = 0;
+    for (i = 0; i < n && !rc; i++) {
+        const char *p = digits(num, (unsigned long long)cmds[i].argc, 0);
+        rc = wu_buf_add(b, "*", 1) || wu_buf_add(b, p, strlen(p)) || wu_buf_add(b, "\r\n", 2);
+        for (k = 0; k < cmds[i].argc && !rc; k++) {
+            p = digits(num, (unsigned long long)cmds[i].len[k], 0);
+            rc = wu_buf_add(b, "$", 1) || wu_buf_add(b, p, strlen(p)) || wu_buf_add(b, "\r\n", 2) ||
+                 wu_buf_add(b, cmds[i].argv[k], cmds[i].len[k]) || wu_buf_add(b, "\r\n", 2);
+        }
+    }
+    if (rc || (b->len && redisAppendFormattedCommand(r->c, b->data, b->len) != REDIS_OK))
+        return REDIS_ERR;
+    if (b->cap > 1 << 20) wu_buf_free(b); /* a huge pipeline does not keep its buffer */
+    return REDIS_OK;
 }
 
 /* ---- errors ---- */
@@ -334,9 +390,7 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
         f = NULL;
     }
     r->fly = NULL;
-    for (i = 0; i < n; i++)
-        if (redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
-            ok = 0;
+    if (append_cmds(r, cmds, n) != REDIS_OK) ok = 0;
     sigpipe_block(r, &g);
     while (ok && f && !done)
         ok = redisBufferWrite(r->c, &done) == REDIS_OK;
@@ -704,6 +758,7 @@ void rs_free(rs *r)
     if (!r) return;
     if (r->fly) flight_land(r); /* its failures go back to the outboxes */
     if (r->c) redisFree(r->c);
+    wu_buf_free(&r->proto);
     free(r->shown);
     free(r->host);
     free(r->path);
@@ -784,32 +839,50 @@ int rs_broken(const rs *r)
 
 /* ---- keys and names ---- */
 
+/* dst = the strings up to NULL, one after the other, cut at cap - 1 bytes:
+ * snprintf("%s%s...") without the formatting (keys are built per command). */
+static void cat(char *dst, size_t cap, ...)
+{
+    va_list ap;
+    const char *s;
+    size_t n = 0;
+    va_start(ap, cap);
+    while ((s = va_arg(ap, const char *)) != NULL) {
+        size_t l = strlen(s);
+        if (l > cap - 1 - n) l = cap - 1 - n;
+        memcpy(dst + n, s, l);
+        n += l;
+    }
+    va_end(ap);
+    dst[n] = 0;
+}
+
 static void k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX])
 {
-    snprintf(key, KEY_MAX, "%s{%s}%s", r->prefix, id, suffix);
+    cat(key, KEY_MAX, r->prefix, "{", id, "}", suffix, (char *)NULL);
 }
 
 static void k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX])
 {
-    snprintf(key, KEY_MAX, "%s{q:%s}:%s", r->prefix, type, which);
+    cat(key, KEY_MAX, r->prefix, "{q:", type, "}:", which, (char *)NULL);
 }
 
 static void k_dq(const rs *r, char key[KEY_MAX])
 {
-    snprintf(key, KEY_MAX, "%s{dq}:due", r->prefix);
+    cat(key, KEY_MAX, r->prefix, "{dq}:due", (char *)NULL);
 }
 
 /* Wake tokens for idle workers: one list (single-key commands need no tag). */
 static void k_wake(const rs *r, char key[KEY_MAX])
 {
-    snprintf(key, KEY_MAX, "%swake", r->prefix);
+    cat(key, KEY_MAX, r->prefix, "wake", (char *)NULL);
 }
 
 #define WAKE_TOKENS_MAX "63" /* kept tokens: enough to wake every idle worker */
 
 static void k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX])
 {
-    snprintf(key, KEY_MAX, "%s%s%s", r->prefix, kind, name);
+    cat(key, KEY_MAX, r->prefix, kind, name, (char *)NULL);
 }
 
 /* Ids, task ids and types end up in members split at '|' and in fixed buffers. */
@@ -851,7 +924,7 @@ static int check_claim(const rs_lease *c, weft_error *err);
 /* A claim's queue member: "<wfid>|<taskid>". */
 static void claim_member(const rs_lease *c, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s|%s", c->workflow_id, c->task_id);
+    cat(buf, n, c->workflow_id, "|", c->task_id, (char *)NULL);
 }
 
 /* ---- outbox steps ---- */
@@ -921,8 +994,11 @@ static char *step_text(const rs_step *s)
     const char *task = s->kind == RS_PUSH || s->kind == RS_UNQUEUE ? s->task_id : "";
     long long at = s->kind == RS_PUSH || s->kind == RS_WAKE ? (long long)s->at : 0;
     size_t n = strlen(type) + strlen(task) + 48;
-    char *t = malloc(n);
-    if (t) snprintf(t, n, "%s|%s|%s|%lld", kind_names[s->kind], type, task, at);
+    char *t = malloc(n), num[24];
+    if (t)
+        cat(t, n, kind_names[s->kind], "|", type, "|", task, "|",
+            digits(num, at < 0 ? 0 - (unsigned long long)at : (unsigned long long)at, at < 0),
+            (char *)NULL);
     return t;
 }
 
@@ -1254,8 +1330,8 @@ static void flight_send(rs *r, flight *f, rs_cmd *cmds)
     int done = 0, ok = 1;
     weft_error ignored;
     for (i = 0; i < f->k && ok; i++)
-        ok = !cmds[i].oom &&
-             redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) == REDIS_OK;
+        ok = !cmds[i].oom;
+    ok = ok && append_cmds(r, cmds, f->k) == REDIS_OK;
     sigpipe_block(r, &g);
     while (ok && !done)
         ok = redisBufferWrite(r->c, &done) == REDIS_OK;
