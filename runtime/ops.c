@@ -744,6 +744,7 @@ static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char 
     c->id = p->x->id;
     /* out of memory: no document, which the create refuses */
     c->doc = cd_doc_text(p->x, &p->doc) ? NULL : p->doc.data;
+    c->status = weft_wf_status_name(p->x->status);
     c->def = deftext;
     c->defkey = key;
     c->due_ms = wu_now_ms();

@@ -1490,7 +1490,8 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
             evs = events_arg(c->id, c->events, c->nevents, &nomem, &e2);
             c->rc = e2.code ? e2.code : nomem ? oom(&e2) : 0;
         }
-        if (c->rc == 0 && !(status = doc_status(c->doc))) c->rc = oom(&e2);
+        if (c->rc == 0 && !(status = c->status ? strdup(c->status) : doc_status(c->doc)))
+            c->rc = oom(&e2);
         if (c->rc == 0 && !(es[m] = e = calloc(nst + 1, sizeof *e))) c->rc = oom(&e2);
         if (c->rc) {
             free(status);

@@ -81,6 +81,7 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
 /* One create of rs_exec_create_many: rs_exec_create's arguments and outcome. */
 typedef struct rs_create {
     const char *id, *doc, *def, *defkey;
+    const char *status; /* optional: the document's status (else read from doc) */
     int64_t due_ms; /* with no steps: the decider wakes at this time */
     /* optional: the start's own queue steps (the starter decided the first
      * task) in place of the wake, and its status-lane events */
