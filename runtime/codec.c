@@ -117,7 +117,9 @@ static void w_json(jw *w, json_object *v)
             jw_raw(w, "false", 5);
         return;
     case json_type_string:
-        jw_str(w, json_object_get_string(v));
+        if (!w->rc)
+            w->rc = wu_buf_add_json_strn(w->b, json_object_get_string(v),
+                                         (size_t)json_object_get_string_len(v));
         return;
     case json_type_int:
         k = json_object_get_int64(v);

@@ -582,7 +582,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
     weft_error err = {0};
 
     if (poll_work(w, wait, due, &ndue, backoff) < 0 && !w->nhold)
-        return 0;
+        return -1;
     if (!w->nhold && !ndue)
         return 0;
     did = w->nhold + ndue;
@@ -709,14 +709,22 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     nd_node *n = w->n;
-    int64_t backoff = 100;
-    int idle = 0;
+    int64_t backoff = 100, pause = 1;
+    int idle = 0, did;
     while (!n->stopping || w->nhold) {
         /* an idle worker's poll waits in Redis until a save makes work
          * visible, or the poll interval passes (timed work: retries, WAIT) */
-        idle = !run_round(w, idle && !n->stopping, &backoff);
-        if (!idle)
+        did = run_round(w, idle && !n->stopping, &backoff);
+        idle = did <= 0;
+        if (did > 0) {
             backoff = 100;
+            pause = 1;
+        } else if (did < 0 && !rs_broken(w->r)) {
+            /* a poll Redis refused (logged; a lost connection already
+             * backed off): do not ask again at once */
+            sleep_ms(pause);
+            pause = pause * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : pause * 2;
+        }
     }
     __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);
     return NULL;

@@ -713,11 +713,14 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
  * steps and events go to p; the decider queue sees it again only after
  * sweep_ms (or a timeout), like any execution waiting on a task.
  */
-static void start_decide(op_env *env, prep *p)
+static void start_decide(op_env *env, const op_start_args *a, prep *p)
 {
     const def_list *root = &p->x->def->root;
     dec_env dec;
-    if (!env->dec || root->n == 0 || root->tasks[0]->type->map)
+    /* a start with an idempotency key may race another for its id: the
+     * create's pipeline applies its steps whether or not the id was free,
+     * so only a wake goes with it (a decider takes it from there) */
+    if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map)
         return;
     dec = *env->dec;
     dec.on_change = on_change;
@@ -739,7 +742,7 @@ static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char 
     const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
     cd_def_key(deftext, key);
     cache_put(env->cache, key, a->def);
-    start_decide(env, p);
+    start_decide(env, a, p);
     memset(c, 0, sizeof *c);
     c->id = p->x->id;
     /* out of memory: no document, which the create refuses */

@@ -1162,6 +1162,7 @@ typedef struct step_set {
     rs_cmd *trim;
     const rs_lease *acks;
     size_t nacks;
+    size_t ntrim;     /* set by steps_build: 1, or 0 when the trim has nothing to remove */
     size_t nackcmds;  /* set by steps_build: the acks' commands */
     redisReply **rep; /* out: per entry, the reply that tells whether it applied */
 } step_set;
@@ -1212,7 +1213,12 @@ static int steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t
             first[k] = 1 + m;
             k += m;
         }
-        cmds[k++] = *s->trim;
+        /* the trim: ZREM of the applied entries (a ZREM of none is skipped) */
+        s->ntrim = s->trim->argc > 2 || s->trim->oom;
+        if (s->ntrim)
+            cmds[k++] = *s->trim;
+        else
+            cmd_free(s->trim);
         for (j = 0, s->nackcmds = 0; j < s->nacks; j++)
             s->nackcmds += drop_cmds(r, &s->acks[j], &cmds[k + s->nackcmds]);
         k += s->nackcmds;
@@ -1260,8 +1266,8 @@ static int steps_take(rs *r, redisReply **rep, size_t k, const size_t *first, si
             rep[pick] = NULL;
             i += m;
         }
-        if (!rc && is_err(rep[i])) rc = reply_err(r, rep[i], s->id, err);
-        i += 1 + s->nackcmds; /* the trim, the acks */
+        if (!rc && s->ntrim && is_err(rep[i])) rc = reply_err(r, rep[i], s->id, err);
+        i += s->ntrim + s->nackcmds; /* the trim, the acks */
     }
     replies_free(rep, k);
     return rc;
@@ -1286,6 +1292,33 @@ static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep,
     free(rep);
     free(first);
     return rc;
+}
+
+/* Entries that point into the caller's steps (their buf is NULL) get copies
+ * of their strings, so they outlive the call (a flight). 0 or -1. */
+static int entries_own(rs_entry *e, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const char *f[3] = {e[i].type, e[i].task, e[i].lease};
+        size_t l[3], k, total = 0;
+        char *b;
+        if (e[i].buf) continue;
+        for (k = 0; k < 3; k++)
+            total += (l[k] = f[k] ? strlen(f[k]) + 1 : 0);
+        if (!total) continue;
+        if (!(b = e[i].buf = malloc(total))) return -1;
+        for (k = 0; k < 3; k++)
+            if (f[k]) {
+                memcpy(b, f[k], l[k]);
+                f[k] = b;
+                b += l[k];
+            }
+        e[i].type = f[0];
+        e[i].task = f[1];
+        e[i].lease = f[2];
+    }
+    return 0;
 }
 
 /*
@@ -1344,6 +1377,24 @@ static void flight_send(rs *r, flight *f, rs_cmd *cmds)
     r->fly = f;
 }
 
+/* SCRIPT LOAD of every script: one round trip. */
+static void scripts_load(rs *r)
+{
+    rs_cmd c[S_COUNT];
+    redisReply *x[S_COUNT];
+    weft_error ignored;
+    int s;
+    memset(c, 0, sizeof c);
+    for (s = 0; s < S_COUNT; s++) {
+        cmd_add(&c[s], "SCRIPT");
+        cmd_add(&c[s], "LOAD");
+        cmd_add(&c[s], r->src[s]);
+    }
+    rs_pipe(r, c, S_COUNT, x, "SCRIPT LOAD", &ignored);
+    replies_free(x, S_COUNT);
+    cmds_free(c, S_COUNT);
+}
+
 static size_t flight_replies(const flight *f)
 {
     return f->k;
@@ -1363,11 +1414,18 @@ static int flight_read(rs *r, flight *f, redisReply **rep)
 }
 
 /* After flight_read: put back in their outboxes the steps Redis refused
- * (a round trip, only then), and free f and its replies. */
+ * (a round trip, only then), and free f and its replies. A step refused
+ * for a script Redis no longer has (SCRIPT FLUSH, a restart) reloads the
+ * scripts, so the next save applies it. */
 static void flight_finish(rs *r, flight *f, redisReply **rep)
 {
     weft_error ignored;
     size_t i;
+    for (i = 0; i < f->k; i++)
+        if (is_noscript(rep[i])) {
+            scripts_load(r);
+            break;
+        }
     steps_take(r, rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
     for (i = 0; i < f->nsets; i++) {
         steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
@@ -1403,7 +1461,7 @@ static void flight_land(rs *r)
 static int steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
                      redisReply **head_rep, redisReply **step_rep, weft_error *err)
 {
-    step_set s = {id, e, n, trim, NULL, 0, 0, step_rep};
+    step_set s = {id, e, n, trim, NULL, 0, 0, 0, step_rep};
     return steps_apply(r, head, head ? 1 : 0, head_rep, &s, 1, err);
 }
 
@@ -1529,10 +1587,12 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
             cmd_addn(&head[m], t, t ? strlen(t) : 0, t);
         }
         if (evs) cmd_addn(&head[m], evs, strlen(evs), evs);
-        cmd_add(&trim[m], "ZREMRANGEBYSCORE");
+        /* exactly its own entries: a create of a taken id leaves that
+         * execution's outbox alone */
+        cmd_add(&trim[m], "ZREM");
         cmd_dup(&trim[m], out);
-        cmd_add(&trim[m], "-inf");
-        cmd_add(&trim[m], "1");
+        for (j = 0; j < nst; j++)
+            if (e[j].raw) cmd_add(&trim[m], e[j].raw);
         sets[m].id = c->id;
         sets[m].e = e;
         sets[m].n = nst;
@@ -1818,7 +1878,7 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
     step_set *sets = calloc(n + 1, sizeof *sets);
     rs_entry **es = calloc(n + 1, sizeof *es);
     rs_cmd *trims = calloc(n + 1, sizeof *trims);
-    size_t i, m = 0, nsets = 0;
+    size_t i, j, m = 0, nsets = 0;
     int rc = 0;
 
     if (!c || !x || !at || !sets || !es || !trims) {
@@ -1851,11 +1911,17 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         save_reply(r, sv, x[i], &es[i], &st->n);
         if (sv->rc) continue;
         if (st->n == 0 && sv->nacks == 0) continue;
+        /* the trim removes exactly what this pipeline applies (and any
+         * unreadable leftover): an entry recorded again meanwhile (refused
+         * by Redis, or by a save whose steps are in flight) stays */
         k_exec(r, sv->id, ":out", out);
-        cmd_add(&trims[nsets], "ZREMRANGEBYSCORE");
+        cmd_add(&trims[nsets], "ZREM");
         cmd_dup(&trims[nsets], out);
-        cmd_add(&trims[nsets], "-inf");
-        cmd_addf(&trims[nsets], "%llu", (unsigned long long)sv->new_fence);
+        for (j = 2; j < x[i]->elements; j++)
+            if (x[i]->element[j]->type == REDIS_REPLY_STRING)
+                cmd_addn(&trims[nsets], x[i]->element[j]->str, x[i]->element[j]->len, NULL);
+        for (j = 0; j < st->n; j++)
+            if (es[i][j].fence == sv->new_fence) cmd_add(&trims[nsets], es[i][j].raw);
         st->id = sv->id;
         st->e = es[i];
         st->trim = &trims[nsets];
@@ -1875,7 +1941,8 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         rs_cmd *cmds = NULL;
         weft_error ignored = {0};
         size_t k = 0, ok = 0;
-        while (f && ok < nsets && (sets[ok].id = strdup(sets[ok].id)))
+        while (f && ok < nsets && entries_own((rs_entry *)sets[ok].e, sets[ok].n) == 0 &&
+               (sets[ok].id = strdup(sets[ok].id)))
             ok++;
         if (f) {
             f->sets = sets;

@@ -386,10 +386,15 @@ int wu_buf_add(wu_buf *b, const char *s, size_t n)
 
 int wu_buf_add_json_str(wu_buf *b, const char *s)
 {
+    return wu_buf_add_json_strn(b, s, strlen(s));
+}
+
+int wu_buf_add_json_strn(wu_buf *b, const char *s, size_t len)
+{
     static const char hex[] = "0123456789abcdef";
-    const char *run = s;
+    const char *run = s, *end = s + len;
     int rc = wu_buf_add(b, "\"", 1);
-    for (; *s && !rc; s++) {
+    for (; s < end && !rc; s++) {
         unsigned char c = (unsigned char)*s;
         char esc[7] = "\\";
         size_t n = 2;

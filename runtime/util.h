@@ -61,6 +61,8 @@ int wu_buf_add(wu_buf *b, const char *s, size_t n);
 /* s as a JSON string, as json-c writes it: \" \\ \/ \b \f \n \r \t, other
  * control characters as \u00xx. 0 or WEFT_ENOMEM. */
 int wu_buf_add_json_str(wu_buf *b, const char *s);
+/* The same for len bytes, which may hold NUL (written \u0000). */
+int wu_buf_add_json_strn(wu_buf *b, const char *s, size_t len);
 void wu_buf_free(wu_buf *b);
 
 /* A growable pointer array. */

@@ -673,11 +673,13 @@ static void test_json_values(void **state)
     json_object_array_add(F.x->output, json_object_new_double(-0.1));
     json_object_array_add(F.x->output, json_object_new_object());
     json_object_array_add(F.x->output, json_object_new_array());
+    json_object_array_add(F.x->output, json_object_new_string_len("x\0y", 3));
     json_object_array_add(F.x->output, json_tokener_parse("{\"k/\\\\\":[1e3,0.30000000000000004,{\"\":null}],"
                                                           "\"\\u00e9\\t\":\"\\u0001x\"}"));
     json_object_put(doc_of(F.x));
     reload();
-    assert_int_equal(json_object_array_length(F.x->output), 11);
+    assert_int_equal(json_object_array_length(F.x->output), 12);
+    assert_int_equal(json_object_get_string_len(json_object_array_get_idx(F.x->output, 10)), 3);
 }
 
 static void test_fields(void **state)

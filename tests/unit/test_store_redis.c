@@ -1165,6 +1165,62 @@ static void test_early_steps_lost(void **state)
     assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
 }
 
+/* A step refused in flight is recorded again, and a later save of the same
+ * execution (whose trim was built before that) does not remove it; the
+ * caller's step strings may be gone by the time the flight lands. */
+static void test_early_refused_kept(void **state)
+{
+    weft_error err = {0};
+    rs_opts o = {0};
+    rs *e = NULL;
+    rs_step a[] = {{RS_PUSH, NULL, NULL, 0, NULL, 0}};
+    rs_step b[] = {{RS_WAKE, NULL, NULL, LATE, NULL, 0}};
+    rs_save s;
+    char *type = strdup("LAMBDA"), *task = strdup("t1");
+    o.url = srv.url;
+    o.early_steps = 1;
+    assert_int_equal(rs_open(&o, &e, &err), 0);
+    create("wf1", LATE);
+    freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
+    a[0].type = type;
+    a[0].task_id = task;
+    save_init(&s, "wf1", 1, a, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    free(type); /* the caller's strings go (a worker frees its execution) */
+    free(task);
+    save_init(&s, "wf1", 2, b, 1, NULL, 0);
+    assert_int_equal(rs_exec_save_many(e, &s, 1, &err), 0);
+    assert_int_equal(s.rc, 0);
+    rs_free(e);
+    assert_int_equal(qint("ZSCORE weft:{wf1}:out %s", "2|push|LAMBDA|t1|0"), 2);
+    /* once the queue is fixed, the next save applies it */
+    freeReplyObject(qc("DEL weft:{q:LAMBDA}:ready"));
+    assert_int_equal(save("wf1", 3, NULL, 0), 4);
+    assert_int_equal(qint("ZSCORE weft:{q:LAMBDA}:ready wf1|t1"), 0);
+    assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
+}
+
+/* A create of a taken id leaves that execution's outbox alone. */
+static void test_create_taken_outbox(void **state)
+{
+    weft_error err = {0};
+    rs_step st[] = {{RS_PUSH, "HTTP", "other", 0, NULL, 0}, {RS_WAKE, NULL, NULL, LATE, NULL, 0}};
+    rs_create c;
+    create("wf1", LATE);
+    OK(rs_command(r, &e_, "ZADD weft:{wf1}:out 1 %s", "1|push|HTTP|pending|0"));
+    memset(&c, 0, sizeof c);
+    c.id = "wf1";
+    c.doc = DOC;
+    c.def = DEF;
+    c.defkey = "k2";
+    c.steps = st;
+    c.nsteps = 2;
+    assert_int_equal(rs_exec_create_many(r, &c, 1, &err), 0);
+    assert_int_equal(c.rc, WEFT_EEXIST);
+    assert_int_equal(qint("ZSCORE weft:{wf1}:out %s", "1|push|HTTP|pending|0"), 1);
+}
+
 /* Work made visible during a waiting poll's wait is what it takes. */
 static void *late_pusher(void *arg)
 {
@@ -1628,6 +1684,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_early_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_steps_lost, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_refused_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_create_taken_outbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
