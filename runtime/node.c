@@ -47,6 +47,7 @@ typedef struct worker {
     int64_t last_due, last_claim;
     int64_t due_gap, claim_gap; /* while busy: poll again after this (doubles while empty) */
     int due_more, claim_more;   /* the last poll was full: poll again at once */
+    int poll_refused;           /* polls Redis refused in a row (logged once) */
     op_cache *cache; /* this thread's compiled definitions */
     pthread_t thread;
     int started;
@@ -508,7 +509,7 @@ static int poll_failed(worker *w, const char *what, const weft_error *err, int64
 {
     if (rs_broken(w->r))
         redis_trouble(w, err, backoff);
-    else
+    else if (!w->poll_refused++) /* said once until a poll goes through */
         nd_log(w->n, WEFT_LOG_ERROR, "%s: %s", what, err->msg);
     return -1;
 }
@@ -538,6 +539,10 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
     if (k < 0)
         return poll_failed(w, want_claim ? "claiming tasks" : "decider queue", &err, backoff);
     redis_fine(w);
+    if (w->poll_refused) {
+        nd_log(n, WEFT_LOG_INFO, "polls go through again (after %d refused)", w->poll_refused);
+        w->poll_refused = 0;
+    }
     if (want_due) {
         w->due_more = *ndue == ND_DUE_BATCH;
         w->last_due = now;
@@ -709,21 +714,22 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     nd_node *n = w->n;
-    int64_t backoff = 100, pause = 1;
+    int64_t backoff = 100, pause = 10;
     int idle = 0, did;
     while (!n->stopping || w->nhold) {
         /* an idle worker's poll waits in Redis until a save makes work
          * visible, or the poll interval passes (timed work: retries, WAIT) */
         did = run_round(w, idle && !n->stopping, &backoff);
         idle = did <= 0;
+        if (did >= 0)
+            pause = 10;
         if (did > 0) {
             backoff = 100;
-            pause = 1;
         } else if (did < 0 && !rs_broken(w->r)) {
-            /* a poll Redis refused (logged; a lost connection already
-             * backed off): do not ask again at once */
+            /* a poll Redis refused (logged once; a lost connection already
+             * backed off): ask again after 10 ms, doubling up to 2 s */
             sleep_ms(pause);
-            pause = pause * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : pause * 2;
+            pause = pause * 2 > 2000 ? 2000 : pause * 2;
         }
     }
     __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);

@@ -953,7 +953,8 @@ static void entries_free(rs_entry *e, size_t n)
     free(e);
 }
 
-/* Parse an outbox member; 0 or -1 when malformed (raw is kept either way). */
+/* Parse an outbox member; 0, -1 when malformed, -2 when out of memory (raw
+ * is kept either way). */
 static int entry_parse(rs_entry *e, const redisReply *x)
 {
     char *f[5], *p, *end;
@@ -961,7 +962,7 @@ static int entry_parse(rs_entry *e, const redisReply *x)
     memset(e, 0, sizeof *e);
     e->raw = reply_dup(x);
     e->buf = reply_dup(x);
-    if (!e->raw || !e->buf) return -1;
+    if (!e->raw || !e->buf) return -2; /* out of memory: not malformed */
     e->fence = strtoull(e->raw, NULL, 10);
     p = e->buf;
     for (i = 0; i < 5; i++) {
@@ -1127,7 +1128,6 @@ static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redis
 {
     char key[KEY_MAX], out_key[KEY_MAX];
     rs_cmd c = {0};
-    redisReply *x = NULL;
     size_t i;
     int rc = 0;
     for (i = 0; i < n; i++) {
@@ -1146,8 +1146,20 @@ static int steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redis
         cmd_add(&c, e[i].raw);
     }
     if (rc) {
+        /* with an expiry: a finished execution's outbox must not outlive it
+         * (a running one applies it at its next save or sweep) */
+        rs_cmd two[2];
+        redisReply *y[2];
         weft_error ignored;
-        if (rs_one(r, &c, &x, out_key, &ignored) == 0) replies_free(&x, 1);
+        memset(two, 0, sizeof two);
+        two[0] = c;
+        memset(&c, 0, sizeof c);
+        cmd_add(&two[1], "PEXPIRE");
+        cmd_add(&two[1], out_key);
+        cmd_addf(&two[1], "%lld", (long long)r->retention_ms);
+        rs_pipe(r, two, 2, y, out_key, &ignored);
+        replies_free(y, 2);
+        cmds_free(two, 2);
     }
     cmd_free(&c);
     return rc;
@@ -1795,7 +1807,8 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
  * save.lua's reply: s->rc and s->new_fence, and on success the entries to
  * apply (left by earlier saves, then this save's steps) in *e / *n.
  */
-static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_t *n_out)
+static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_t *n_out,
+                       int *whole)
 {
     char h[KEY_MAX];
     weft_error err = {0};
@@ -1804,6 +1817,7 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
     uint64_t nf;
     *e_out = NULL;
     *n_out = 0;
+    *whole = 0;
     k_exec(r, s->id, "", h);
     if (is_err(x)) {
         s->rc = reply_err(r, x, h, &err);
@@ -1827,14 +1841,20 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
     nf = s->new_fence = (uint64_t)x->element[1]->integer;
     /* From here the save is committed: what cannot be applied stays in the outbox. */
     nleft = x->elements - 2;
+    *whole = 1;
     if (nleft + s->nsteps == 0) return;
-    if (!(e = calloc(nleft + s->nsteps + 1, sizeof *e))) return; /* ends with raw NULL */
+    if (!(e = calloc(nleft + s->nsteps + 1, sizeof *e))) { /* ends with raw NULL */
+        *whole = 0;
+        return;
+    }
     for (i = 0; i < nleft; i++) {
         const redisReply *m = x->element[2 + i];
+        int k;
         if (m->type != REDIS_REPLY_STRING) continue;
-        if (entry_parse(&e[n], m) == 0) {
+        if ((k = entry_parse(&e[n], m)) == 0) {
             n++;
         } else {
+            if (k == -2) *whole = 0;
             free(e[n].raw);
             free(e[n].buf);
             memset(&e[n], 0, sizeof e[n]);
@@ -1879,7 +1899,7 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
     rs_entry **es = calloc(n + 1, sizeof *es);
     rs_cmd *trims = calloc(n + 1, sizeof *trims);
     size_t i, j, m = 0, nsets = 0;
-    int rc = 0;
+    int rc = 0, whole;
 
     if (!c || !x || !at || !sets || !es || !trims) {
         rc = oom(err);
@@ -1908,7 +1928,7 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         rs_save *sv = &s[at[i]];
         step_set *st = &sets[nsets];
         char out[KEY_MAX];
-        save_reply(r, sv, x[i], &es[i], &st->n);
+        save_reply(r, sv, x[i], &es[i], &st->n, &whole);
         if (sv->rc) continue;
         if (st->n == 0 && sv->nacks == 0) continue;
         /* the trim removes exactly what this pipeline applies (and any
@@ -1917,11 +1937,12 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         k_exec(r, sv->id, ":out", out);
         cmd_add(&trims[nsets], "ZREM");
         cmd_dup(&trims[nsets], out);
-        for (j = 2; j < x[i]->elements; j++)
-            if (x[i]->element[j]->type == REDIS_REPLY_STRING)
-                cmd_addn(&trims[nsets], x[i]->element[j]->str, x[i]->element[j]->len, NULL);
+        if (whole) /* every leftover: applied now, or malformed */
+            for (j = 2; j < x[i]->elements; j++)
+                if (x[i]->element[j]->type == REDIS_REPLY_STRING)
+                    cmd_addn(&trims[nsets], x[i]->element[j]->str, x[i]->element[j]->len, NULL);
         for (j = 0; j < st->n; j++)
-            if (es[i][j].fence == sv->new_fence) cmd_add(&trims[nsets], es[i][j].raw);
+            if (!whole || es[i][j].fence == sv->new_fence) cmd_add(&trims[nsets], es[i][j].raw);
         st->id = sv->id;
         st->e = es[i];
         st->trim = &trims[nsets];
@@ -2075,7 +2096,7 @@ int rs_exec_flush(rs *r, const char *id, weft_error *err)
     redisReply *x = NULL, **srep = NULL;
     rs_entry *e = NULL;
     size_t i, n = 0, total;
-    int rc;
+    int rc, k;
 
     if ((rc = check_id(id, err)) != 0) return rc;
     k_exec(r, id, ":out", out);
@@ -2102,8 +2123,9 @@ int rs_exec_flush(rs *r, const char *id, weft_error *err)
     for (i = 0; i < total; i++) {
         const redisReply *m = x->element[i];
         if (m->type != REDIS_REPLY_STRING) continue;
-        cmd_addn(&trim, m->str, m->len, NULL);
-        if (entry_parse(&e[n], m) == 0) {
+        k = entry_parse(&e[n], m);
+        if (k != -2) cmd_addn(&trim, m->str, m->len, NULL); /* applied, or malformed */
+        if (k == 0) {
             n++;
         } else {
             free(e[n].raw);

@@ -1201,6 +1201,21 @@ static void test_early_refused_kept(void **state)
     assert_int_equal(qint("EXISTS weft:{wf1}:out"), 0);
 }
 
+/* A finished execution's refused step waits in an outbox that expires with it. */
+static void test_refused_after_end_expires(void **state)
+{
+    weft_error err = {0};
+    rs_step st[] = {{RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0}, {RS_DONE, NULL, NULL, 0, NULL, 0}};
+    long long ttl;
+    create("wf1", LATE);
+    freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
+    assert_int_equal(rs_exec_save(r, "wf1", 1, DOC, "TERMINATED", 1, st, 2, NULL, 0, NULL, &err), 0);
+    assert_int_equal(qint("ZCARD weft:{wf1}:out"), 1);
+    ttl = qint("PTTL weft:{wf1}:out");
+    assert_true(ttl > 0);
+    assert_true(qint("PTTL weft:{wf1}") > 0);
+}
+
 /* A create of a taken id leaves that execution's outbox alone. */
 static void test_create_taken_outbox(void **state)
 {
@@ -1686,6 +1701,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_refused_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_taken_outbox, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_after_end_expires, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
