@@ -298,8 +298,10 @@ static void test_library_proxies(void **state)
     expect(s, "return x == nil and pairs ~= nil and next ~= nil and _G.x == nil", NULL, "true");
     /* the library tables convert (and fail) as before */
     expect_err(s, "return string", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
-    expect_err(s, "return _G", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
-    expect_err(s, "error(math)", NULL, WEFT_ESCRIPT, "cannot convert a function to JSON");
+    /* which value is met first depends on the table's hash order (seeded
+     * per Lua state): a function, or math.huge */
+    expect_err(s, "return _G", NULL, WEFT_ESCRIPT, "cannot convert a");
+    expect_err(s, "error(math)", NULL, WEFT_ESCRIPT, "cannot convert a");
     /* each eval gets its own tables; methods on strings are unaffected */
     expect(s, "_G.keep = string return ('x'):upper()", NULL, "\"X\"");
     expect(s, "return keep == nil", NULL, "true");
