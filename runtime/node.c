@@ -119,13 +119,19 @@ static void sleep_ms(int64_t ms)
 }
 
 /* Redis trouble: log once, back off; log when it is back. */
+/* Sleep *ms, and double it for next time (up to 2 s). */
+static void back_off(int64_t *ms)
+{
+    sleep_ms(*ms);
+    *ms = *ms * 2 > 2000 ? 2000 : *ms * 2;
+}
+
 static void redis_trouble(worker *w, const weft_error *err, int64_t *backoff)
 {
     nd_node *n = w->n;
     if (!__atomic_exchange_n(&n->redis_down, 1, __ATOMIC_ACQ_REL))
         nd_log(n, WEFT_LOG_ERROR, "redis unreachable: %s; retrying", err->msg);
-    sleep_ms(*backoff);
-    *backoff = *backoff * 2 > 2000 ? 2000 : *backoff * 2;
+    back_off(backoff);
 }
 
 static void redis_fine(worker *w)
@@ -728,8 +734,7 @@ static void *worker_main(void *arg)
         } else if (did < 0 && !rs_broken(w->r)) {
             /* a poll Redis refused (logged once; a lost connection already
              * backed off): ask again after 10 ms, doubling up to 2 s */
-            sleep_ms(pause);
-            pause = pause * 2 > 2000 ? 2000 : pause * 2;
+            back_off(&pause);
         }
     }
     __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);

@@ -433,15 +433,23 @@ static void prep_clear(prep *p)
     memset(p, 0, sizeof *p);
 }
 
-/* After a change: x's queue steps (leasing tasks eagerly as room permits),
- * its large payloads out, its document, and in sv the save that writes them. */
+/* After a decision: x's queue steps (see steps_of), its large payloads out,
+ * its document's text. 0 or WEFT_ENOMEM. */
+static int prep_write(op_env *env, const dec_env *dec, prep *p, int follow, size_t *room,
+                      rs_lease **eager, size_t *neager)
+{
+    if (steps_of(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager))
+        return WEFT_ENOMEM;
+    keep_payloads(env, p->x);
+    return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
+}
+
+/* After a change: prep_write (leasing tasks eagerly as room permits), and
+ * in sv the save that writes it. */
 static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, size_t *room,
                    rs_lease **eager, size_t *neager, rs_save *sv)
 {
-    if (steps_of(env, dec, p->x, &p->o, env->client, &p->steps, &p->nsteps, room, eager, neager))
-        return WEFT_ENOMEM;
-    keep_payloads(env, p->x);
-    if (cd_doc_text(p->x, &p->doc))
+    if (prep_write(env, dec, p, env->client, room, eager, neager))
         return WEFT_ENOMEM;
     memset(sv, 0, sizeof *sv);
     sv->id = id;
@@ -706,47 +714,42 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
 }
 
 /*
- * The first decision, made by the starter when the first task is queued (no
- * plugin code runs for it, so any client can): the execution is created
- * with that task scheduled, its push in the create's pipeline and its event
- * on the status lane, and no decider has to load and save it first. Its
- * steps and events go to p; the decider queue sees it again only after
- * sweep_ms (or a timeout), like any execution waiting on a task.
+ * What a create stores, written into p: the document, and the first
+ * decision when the starter can make it. That is when the first task is
+ * queued (no plugin code runs for it, so any client can): the execution is
+ * created with that task scheduled, its push in the create's pipeline and
+ * its event on the status lane, and no decider has to load and save it
+ * first; the decider queue sees it again only after sweep_ms (or a
+ * timeout), like any execution waiting on a task. A start with an
+ * idempotency key may race another for its id, and the create's pipeline
+ * applies its steps whether or not the id was free: it only wakes a
+ * decider. 0 or WEFT_ENOMEM.
  */
-static void start_decide(op_env *env, const op_start_args *a, prep *p)
+static int start_write(op_env *env, const op_start_args *a, prep *p)
 {
     const def_list *root = &p->x->def->root;
     dec_env dec;
-    /* a start with an idempotency key may race another for its id: the
-     * create's pipeline applies its steps whether or not the id was free,
-     * so only a wake goes with it (a decider takes it from there) */
     if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map)
-        return;
+        return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
     dec = *env->dec;
     dec.on_change = on_change;
     dec.ud = &p->col;
     dec_decide(&dec, p->x, &p->o);
-    /* out of memory: created with the task scheduled but not queued, which
-     * the sweeper repairs */
-    steps_of(env, &dec, p->x, &p->o, 0, &p->steps, &p->nsteps, NULL, NULL, NULL);
-    keep_payloads(env, p->x);
+    return prep_write(env, &dec, p, 0, NULL, NULL, NULL);
 }
 
-/* What a create stores: the definition's text (returned) and key, and
- * p->x's document (p->doc), after the first decision when the starter can
- * make it (in c: the steps and events too). The compiled definition goes in
- * the cache. */
-static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char key[17],
-                             rs_create *c)
+/* The create of p->x into c (borrowing from p and key): its document,
+ * steps and events (start_write), its definition's text and key. The
+ * compiled definition goes in the cache. */
+static void start_doc(op_env *env, const op_start_args *a, prep *p, char key[17], rs_create *c)
 {
     const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
     cd_def_key(deftext, key);
     cache_put(env->cache, key, a->def);
-    start_decide(env, a, p);
     memset(c, 0, sizeof *c);
     c->id = p->x->id;
     /* out of memory: no document, which the create refuses */
-    c->doc = cd_doc_text(p->x, &p->doc) ? NULL : p->doc.data;
+    c->doc = start_write(env, a, p) ? NULL : p->doc.data;
     c->status = weft_wf_status_name(p->x->status);
     c->def = deftext;
     c->defkey = key;
@@ -755,7 +758,6 @@ static const char *start_doc(op_env *env, const op_start_args *a, prep *p, char 
     c->nsteps = p->nsteps;
     c->events = (const char *const *)p->col.events.items;
     c->nevents = p->col.events.len;
-    return deftext;
 }
 
 static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)

@@ -184,6 +184,14 @@ __attribute__((format(printf, 2, 3))) static void cmd_addf(rs_cmd *c, const char
     cmd_dup(c, buf);
 }
 
+/* SCRIPT LOAD <source of script s>. */
+static void cmd_script_load(rs_cmd *c, const rs *r, int s)
+{
+    cmd_add(c, "SCRIPT");
+    cmd_add(c, "LOAD");
+    cmd_add(c, r->src[s]);
+}
+
 /* EVALSHA <sha of script s> <nkeys>: the keys and arguments follow. */
 static void cmd_script(rs_cmd *c, rs *r, int s, int nkeys)
 {
@@ -362,9 +370,17 @@ static void sigpipe_restore(sigpipe_guard *g)
 }
 
 static void flight_land(rs *r);
-static size_t flight_replies(const struct flight *f);
-static int flight_read(rs *r, struct flight *f, redisReply **rep);
-static void flight_finish(rs *r, struct flight *f, redisReply **rep);
+static int flight_read(rs *r, struct flight *f);
+static void flight_finish(rs *r, struct flight *f);
+
+/* Write what hiredis holds for the connection: 1, or 0 when it failed. */
+static int write_out(rs *r)
+{
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(r->c, &done) != REDIS_OK) return 0;
+    return 1;
+}
 
 /*
  * Send n commands in one write and read their n replies: one round trip.
@@ -377,24 +393,16 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
 {
     sigpipe_guard g;
     struct flight *f = r->fly;
-    redisReply **frep = NULL;
     size_t i;
-    int ok = 1, done = 0;
+    int ok;
     for (i = 0; i < n; i++)
         if (cmds[i].oom) {
             return oom(err);
         }
-    if (f && !(frep = calloc(flight_replies(f) + 1, sizeof *frep))) {
-        flight_land(r); /* no memory to overlap them: the old way */
-        if (!r->c) return conn_fail(r, key, err);
-        f = NULL;
-    }
     r->fly = NULL;
-    if (append_cmds(r, cmds, n) != REDIS_OK) ok = 0;
+    ok = append_cmds(r, cmds, n) == REDIS_OK;
     sigpipe_block(r, &g);
-    while (ok && f && !done)
-        ok = redisBufferWrite(r->c, &done) == REDIS_OK;
-    if (ok && f) ok = flight_read(r, f, frep);
+    if (ok && f) ok = write_out(r) && flight_read(r, f);
     for (i = 0; i < n && ok; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) {
@@ -405,14 +413,10 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
     }
     sigpipe_restore(&g);
     if (!ok) {
-        if (f) {
-            replies_free(frep, flight_replies(f));
-            free(frep);
-            flight_free(f);
-        }
+        flight_free(f);
         return conn_fail(r, key, err);
     }
-    if (f) flight_finish(r, f, frep); /* may take a round trip: all replies are in */
+    if (f) flight_finish(r, f); /* may take a round trip: all replies are in */
     return 0;
 }
 
@@ -455,11 +459,8 @@ static int rs_connect(rs *r, weft_error *err)
         n++;
     }
     first_load = n;
-    for (i = 0; i < S_COUNT; i++, n++) {
-        cmd_add(&cmds[n], "SCRIPT");
-        cmd_add(&cmds[n], "LOAD");
-        cmd_add(&cmds[n], r->src[i]);
-    }
+    for (i = 0; i < S_COUNT; i++, n++)
+        cmd_script_load(&cmds[n], r, (int)i);
     rc = exchange(r, cmds, n, rep, NULL, err);
     for (i = 0; i < n && !rc; i++) {
         if (is_err(rep[i])) {
@@ -541,12 +542,7 @@ static int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *
         return oom(err);
     }
     for (s = 0; s < S_COUNT; s++)
-        if (need[s]) {
-            cmd_add(&re[m], "SCRIPT");
-            cmd_add(&re[m], "LOAD");
-            cmd_add(&re[m], r->src[s]);
-            m++;
-        }
+        if (need[s]) cmd_script_load(&re[m++], r, s);
     /* the loads, then the commands that failed, in one pipeline */
     rc = ensure(r, err);
     for (i = 0; !rc && i < m; i++)
@@ -1003,6 +999,26 @@ static char *step_text(const rs_step *s)
     return t;
 }
 
+/* The outbox entry of step st recorded at fence ("<fence>|<step text>"),
+ * pointing to st's strings. 0, or -1 when out of memory (e->raw NULL). */
+static int step_entry(rs_entry *e, const rs_step *st, uint64_t fence)
+{
+    char *t = step_text(st), num[24];
+    size_t len = t ? strlen(t) + 24 : 0;
+    memset(e, 0, sizeof *e);
+    e->fence = fence;
+    e->kind = st->kind;
+    e->type = st->type;
+    e->task = st->task_id;
+    e->at = st->at;
+    e->lease = st->kind == RS_PUSH ? st->lease : NULL;
+    e->lease_until = st->lease_until;
+    if (t && (e->raw = malloc(len)))
+        cat(e->raw, len, digits(num, fence, 0), "|", t, (char *)NULL);
+    free(t);
+    return e->raw ? 0 : -1;
+}
+
 static int check_step(const rs_step *s, weft_error *err)
 {
     int rc;
@@ -1285,23 +1301,31 @@ static int steps_take(rs *r, redisReply **rep, size_t k, const size_t *first, si
     return rc;
 }
 
+/* steps_build's commands sent now, their replies by steps_take. */
+static int steps_now(rs *r, rs_cmd *cmds, size_t k, const size_t *first, size_t nhead,
+                     redisReply **head_rep, step_set *sets, size_t nsets, weft_error *err)
+{
+    redisReply **rep = calloc(k + 1, sizeof *rep);
+    int rc;
+    if (!rep) return oom(err);
+    if ((rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err)) == 0)
+        rc = steps_take(r, rep, k, first, nhead, head_rep, sets, nsets, err);
+    replies_free(rep, k);
+    free(rep);
+    return rc;
+}
+
 /* One pipeline: steps_build's commands, their replies by steps_take. */
 static int steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep, step_set *sets,
                        size_t nsets, weft_error *err)
 {
     rs_cmd *cmds;
-    redisReply **rep;
     size_t *first, k;
     int rc;
     if ((rc = steps_build(r, head, nhead, sets, nsets, &cmds, &k, &first, err)) != 0) return rc;
-    if (!(rep = calloc(k + 1, sizeof *rep)))
-        rc = oom(err);
-    else if ((rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err)) == 0)
-        rc = steps_take(r, rep, k, first, nhead, head_rep, sets, nsets, err);
-    if (rep) replies_free(rep, k);
+    rc = steps_now(r, cmds, k, first, nhead, head_rep, sets, nsets, err);
     cmds_free(cmds, k);
     free(cmds);
-    free(rep);
     free(first);
     return rc;
 }
@@ -1337,13 +1361,15 @@ static int entries_own(rs_entry *e, size_t n)
  * Steps sent early (rs_opts.early_steps): the pipeline is written now and
  * its replies read at the start of the next round trip, so the saver goes on
  * (runs the tasks it leased) while Redis applies them. The flight owns its
- * sets' ids, entries and reply arrays.
+ * sets, copies of their ids, their entries and reply arrays.
  */
 typedef struct flight {
-    size_t k, *first;
+    size_t k, *first;   /* the commands: as steps_build made them */
+    redisReply **rep;   /* their k replies, once read */
     step_set *sets;
     size_t nsets;
-    rs_entry **es; /* entry arrays, each ending with raw NULL */
+    char **ids;         /* the sets' ids */
+    rs_entry **es;      /* entry arrays, each ending with raw NULL (NULL ones skipped) */
     size_t nes;
 } flight;
 
@@ -1351,35 +1377,72 @@ static void flight_free(flight *f)
 {
     size_t i, n;
     if (!f) return;
+    replies_free(f->rep, f->k);
+    free(f->rep);
     for (i = 0; i < f->nsets; i++) {
-        free((char *)f->sets[i].id);
+        replies_free(f->sets[i].rep, f->sets[i].n);
         free(f->sets[i].rep);
+        free(f->ids[i]);
     }
     for (i = 0; i < f->nes; i++)
         if (f->es[i]) {
             for (n = 0; f->es[i][n].raw; n++) {}
             entries_free(f->es[i], n);
         }
+    free(f->ids);
     free(f->es);
     free(f->sets);
     free(f->first);
     free(f);
 }
 
+/* A flight of the nsets sets built into k commands: it takes sets, es and
+ * first, and copies what stays the caller's (the ids, the strings the
+ * entries point to). NULL when out of memory, having taken nothing. */
+static flight *flight_new(step_set *sets, size_t nsets, rs_entry **es, size_t nes, size_t k,
+                          size_t *first)
+{
+    flight *f = calloc(1, sizeof *f);
+    size_t i;
+    if (!f || !(f->rep = calloc(k + 1, sizeof *f->rep)) ||
+        !(f->ids = calloc(nsets + 1, sizeof *f->ids)))
+        goto fail;
+    for (i = 0; i < nsets; i++)
+        if (entries_own((rs_entry *)sets[i].e, sets[i].n) || !(f->ids[i] = strdup(sets[i].id)))
+            goto fail;
+    for (i = 0; i < nsets; i++)
+        sets[i].id = f->ids[i];
+    f->k = k;
+    f->first = first;
+    f->sets = sets;
+    f->nsets = nsets;
+    f->es = es;
+    f->nes = nes;
+    return f;
+fail:
+    for (i = 0; f && f->ids && i < nsets; i++)
+        free(f->ids[i]);
+    if (f) {
+        free(f->ids);
+        free(f->rep);
+    }
+    free(f);
+    return NULL;
+}
+
 /* Write f's commands without reading; on success r->fly = f. On failure the
  * steps stay in their outboxes (the sweeper applies them). */
-static void flight_send(rs *r, flight *f, rs_cmd *cmds)
+static void flight_send(rs *r, flight *f, const rs_cmd *cmds)
 {
     sigpipe_guard g;
-    size_t i;
-    int done = 0, ok = 1;
     weft_error ignored;
+    size_t i;
+    int ok = 1;
     for (i = 0; i < f->k && ok; i++)
         ok = !cmds[i].oom;
     ok = ok && append_cmds(r, cmds, f->k) == REDIS_OK;
     sigpipe_block(r, &g);
-    while (ok && !done)
-        ok = redisBufferWrite(r->c, &done) == REDIS_OK;
+    ok = ok && write_out(r);
     sigpipe_restore(&g);
     if (!ok) {
         conn_fail(r, "steps", &ignored);
@@ -1397,54 +1460,41 @@ static void scripts_load(rs *r)
     weft_error ignored;
     int s;
     memset(c, 0, sizeof c);
-    for (s = 0; s < S_COUNT; s++) {
-        cmd_add(&c[s], "SCRIPT");
-        cmd_add(&c[s], "LOAD");
-        cmd_add(&c[s], r->src[s]);
-    }
+    for (s = 0; s < S_COUNT; s++)
+        cmd_script_load(&c[s], r, s);
     rs_pipe(r, c, S_COUNT, x, "SCRIPT LOAD", &ignored);
     replies_free(x, S_COUNT);
     cmds_free(c, S_COUNT);
 }
 
-static size_t flight_replies(const flight *f)
-{
-    return f->k;
-}
-
-/* Read the k replies of the steps in flight f into rep: 1, or 0 when the
- * connection failed. */
-static int flight_read(rs *r, flight *f, redisReply **rep)
+/* Read the replies of the steps in flight f: 1, or 0 when the connection failed. */
+static int flight_read(rs *r, flight *f)
 {
     size_t i;
     for (i = 0; i < f->k; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) return 0;
-        rep[i] = x;
+        f->rep[i] = x;
     }
     return 1;
 }
 
 /* After flight_read: put back in their outboxes the steps Redis refused
- * (a round trip, only then), and free f and its replies. A step refused
- * for a script Redis no longer has (SCRIPT FLUSH, a restart) reloads the
- * scripts, so the next save applies it. */
-static void flight_finish(rs *r, flight *f, redisReply **rep)
+ * (a round trip, only then), and free f. A step refused for a script Redis
+ * no longer has (SCRIPT FLUSH, a restart) reloads the scripts, so the next
+ * save applies it. */
+static void flight_finish(rs *r, flight *f)
 {
     weft_error ignored;
     size_t i;
     for (i = 0; i < f->k; i++)
-        if (is_noscript(rep[i])) {
+        if (is_noscript(f->rep[i])) {
             scripts_load(r);
             break;
         }
-    steps_take(r, rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
-    for (i = 0; i < f->nsets; i++) {
+    steps_take(r, f->rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
+    for (i = 0; i < f->nsets; i++)
         steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
-        replies_free(f->sets[i].rep, f->sets[i].n);
-    }
-    replies_free(rep, f->k);
-    free(rep);
     flight_free(f);
 }
 
@@ -1453,19 +1503,13 @@ static void flight_finish(rs *r, flight *f, redisReply **rep)
 static void flight_land(rs *r)
 {
     flight *f = r->fly;
-    redisReply **rep = calloc(f->k + 1, sizeof *rep);
     weft_error ignored;
     r->fly = NULL;
-    if (!rep) {
-        drop(r); /* the replies must still be read off the connection */
-        flight_free(f);
-    } else if (!flight_read(r, f, rep)) {
-        conn_fail(r, "steps", &ignored);
-        replies_free(rep, f->k);
-        free(rep);
-        flight_free(f);
+    if (flight_read(r, f)) {
+        flight_finish(r, f);
     } else {
-        flight_finish(r, f, rep);
+        conn_fail(r, "steps", &ignored);
+        flight_free(f);
     }
 }
 
@@ -1582,22 +1626,14 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         cmd_addn(&head[m], status, strlen(status), status);
         cmd_add(&head[m], STREAM_MAXLEN);
         cmd_addf(&head[m], "%zu", nst);
-        for (j = 0; j < nst; j++) {
-            char *t = step_text(&st[j]);
-            size_t len = t ? strlen(t) + 3 : 0;
-            e[j].fence = 1;
-            e[j].kind = st[j].kind;
-            e[j].type = st[j].type;
-            e[j].task = st[j].task_id;
-            e[j].at = st[j].at;
-            /* "1|<step>", the outbox entry; a WAKE is ZADD LT, so a create
-             * of a taken id can only make that execution due earlier */
-            if (!t || !(e[j].raw = malloc(len)))
+        /* the outbox entries at fence 1 (a WAKE is ZADD LT, so a create of
+         * a taken id can only make that execution due earlier); the script
+         * gets their text after the "1|" */
+        for (j = 0; j < nst; j++)
+            if (step_entry(&e[j], &st[j], 1))
                 head[m].oom = 1;
             else
-                snprintf(e[j].raw, len, "1|%s", t);
-            cmd_addn(&head[m], t, t ? strlen(t) : 0, t);
-        }
+                cmd_add(&head[m], e[j].raw + 2);
         if (evs) cmd_addn(&head[m], evs, strlen(evs), evs);
         /* exactly its own entries: a create of a taken id leaves that
          * execution's outbox alone */
@@ -1860,26 +1896,9 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
             memset(&e[n], 0, sizeof e[n]);
         }
     }
-    for (i = 0; i < s->nsteps; i++) {
-        const rs_step *st = &s->steps[i];
-        char *t = step_text(st);
-        size_t len = t ? strlen(t) + 24 : 0;
-        e[n].fence = nf;
-        e[n].kind = st->kind;
-        e[n].type = st->type;
-        e[n].task = st->task_id;
-        e[n].at = st->at;
-        e[n].lease = st->kind == RS_PUSH ? st->lease : NULL;
-        e[n].lease_until = st->lease_until;
-        e[n].raw = t ? malloc(len) : NULL;
-        if (!e[n].raw) {
-            free(t);
+    for (i = 0; i < s->nsteps; i++, n++)
+        if (step_entry(&e[n], &s->steps[i], nf))
             break; /* the rest wait in the outbox for rs_exec_flush */
-        }
-        snprintf(e[n].raw, len, "%llu|%s", (unsigned long long)nf, t);
-        free(t);
-        n++;
-    }
     *e_out = e;
     *n_out = n;
 }
@@ -1955,49 +1974,28 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         }
         nsets++;
     }
-    if (nsets && r->early && r->c) {
-        /* sent now, replies read with the next round trip: the flight takes
-         * the sets, copies of their ids, their reply arrays and the entries */
-        flight *f = calloc(1, sizeof *f);
-        rs_cmd *cmds = NULL;
-        weft_error ignored = {0};
-        size_t k = 0, ok = 0;
-        while (f && ok < nsets && entries_own((rs_entry *)sets[ok].e, sets[ok].n) == 0 &&
-               (sets[ok].id = strdup(sets[ok].id)))
-            ok++;
-        if (f) {
-            f->sets = sets;
-            f->nsets = ok;
-            f->es = es;
-            f->nes = m;
-        }
-        if (ok == nsets && steps_build(r, NULL, 0, sets, nsets, &cmds, &k, &f->first, &ignored) == 0) {
-            f->k = k;
-            flight_send(r, f, cmds);
-            cmds_free(cmds, k);
-            free(cmds);
-        } else {
-            /* committed: the steps wait in the outboxes */
-            if (ok < nsets)
-                for (i = 0; i < nsets; i++)
-                    cmd_free(sets[i].trim);
-            for (i = ok; i < nsets; i++)
-                free(sets[i].rep);
-            flight_free(f);
-        }
-        if (f) {
-            sets = NULL;
-            es = NULL;
-        }
-        nsets = 0;
-    }
     if (nsets) {
+        rs_cmd *cmds;
+        size_t k, *first;
+        flight *f;
         weft_error ignored = {0};
         /* committed whatever happens now: a failure leaves steps in the outboxes */
-        if (steps_apply(r, NULL, 0, NULL, sets, nsets, &ignored) == 0)
-            for (i = 0; i < nsets; i++)
-                steps_check(r, sets[i].id, sets[i].e, sets[i].n, sets[i].rep, &ignored);
-        for (i = 0; i < nsets; i++) {
+        if (steps_build(r, NULL, 0, sets, nsets, &cmds, &k, &first, &ignored) == 0) {
+            if (r->early && r->c && (f = flight_new(sets, nsets, es, m, k, first))) {
+                /* sent now, replies read with the next round trip */
+                flight_send(r, f, cmds);
+                sets = NULL;
+                es = NULL;
+            } else {
+                if (steps_now(r, cmds, k, first, 0, NULL, sets, nsets, &ignored) == 0)
+                    for (i = 0; i < nsets; i++)
+                        steps_check(r, sets[i].id, sets[i].e, sets[i].n, sets[i].rep, &ignored);
+                free(first);
+            }
+            cmds_free(cmds, k);
+            free(cmds);
+        }
+        for (i = 0; sets && i < nsets; i++) {
             replies_free(sets[i].rep, sets[i].n);
             free(sets[i].rep);
         }
@@ -2378,11 +2376,8 @@ static int lease_call(rs *r, const rs_lease *cl, int s, int64_t expiry, int *ok,
 /* One round trip: renew.lua. */
 int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err)
 {
-    int ok = 0, rc;
-    if (lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
-    if ((rc = lease_call(r, c, S_RENEW, wu_now_ms() + lease_ms, &ok, err)) != 0) return rc;
+    int ok = 0, rc = rs_renew_many(r, c, 1, lease_ms, &ok, err);
+    if (rc) return rc;
     if (!ok)
         return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: not renewed", c->workflow_id,
                       c->task_id);
