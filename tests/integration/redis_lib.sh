@@ -64,6 +64,18 @@ kill_weftd() { # NAME [SIGNAL]
     wait "$pid" 2>/dev/null
 }
 
+# stop_weftd_clean NAME: SIGTERM, then its log must hold no sanitizer
+# report (a sanitizer build reports leaks and errors at exit)
+stop_weftd_clean() {
+    kill_weftd "$1"
+    if grep -q 'Sanitizer\|runtime error:' "$TMP/$1.log"; then
+        not_ok "weftd's log has sanitizer reports"
+        grep -A 20 'Sanitizer\|runtime error:' "$TMP/$1.log" | head -n 40 | sed 's/^/# /'
+    else
+        ok "weftd stopped cleanly"
+    fi
+}
+
 cleanup_procs() {
     for p in $WEFTD_PIDS; do kill -9 "$p" 2>/dev/null; done
     kill_redis

@@ -73,12 +73,5 @@ else
     grep 'level=\(warn\|error\)' "$TMP/d1.log" | tail -n 20 | sed 's/^/# /'
 fi
 
-# weftd stops cleanly (a sanitizer build reports leaks and errors at exit)
-kill_weftd d1
-if grep -q 'Sanitizer\|runtime error:' "$TMP/d1.log"; then
-    not_ok "weftd's log has sanitizer reports"
-    grep -A 20 'Sanitizer\|runtime error:' "$TMP/d1.log" | head -n 40 | sed 's/^/# /'
-else
-    ok "weftd stopped cleanly"
-fi
+stop_weftd_clean d1
 finish

@@ -103,11 +103,5 @@ stop_workers
 for w in py sh; do
     if grep -q . "$TMP/$w.log"; then not_ok "worker.$w said:"; sed 's/^/# /' "$TMP/$w.log" | tail -n 10; else ok "worker.$w ran quietly"; fi
 done
-kill_weftd d1
-if grep -q 'Sanitizer\|runtime error:' "$TMP/d1.log"; then
-    not_ok "weftd's log has sanitizer reports"
-    grep -A 20 'Sanitizer\|runtime error:' "$TMP/d1.log" | head -n 40 | sed 's/^/# /'
-else
-    ok "weftd stopped cleanly"
-fi
+stop_weftd_clean d1
 finish

@@ -39,13 +39,13 @@
 #include "ops.h"
 #include "plugin_loader.h"
 #include "redis_fixture.h"
+#include "redis_inspect.h"
 
 #define PREFIX "t:"
 #define PER_THREAD 200
 #define THREADS 2
 
 static rf_server srv;
-static redisContext *q; /* inspection connection */
 static pl_registry *R;  /* lock plugins; NULL without WEFT_TOP_BUILDDIR */
 
 /* ---- definitions: one queued type, defined here ---- */
@@ -93,24 +93,10 @@ static void assert_has(const char *msg, const char *part)
     if (!strstr(msg, part)) fail_msg("\"%s\" does not contain \"%s\"", msg, part);
 }
 
-static redisReply *qc(const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *x;
-    va_start(ap, fmt);
-    x = redisvCommand(q, fmt, ap);
-    va_end(ap);
-    if (!x) fail_msg("inspecting connection: %s", q->errstr);
-    return x;
-}
-
 /* HGET of an execution's hash field into buf ("(nil)" when missing). */
 static const char *hget(const char *id, const char *field, char *buf, size_t n)
 {
-    redisReply *x = qc("HGET " PREFIX "{%s} %s", id, field);
-    snprintf(buf, n, "%s", x->type == REDIS_REPLY_STRING ? x->str : "(nil)");
-    freeReplyObject(x);
-    return buf;
+    return qstr(buf, n, "HGET " PREFIX "{%s} %s", id, field);
 }
 
 static long long count_keys(const char *pattern)
@@ -594,34 +580,10 @@ static int fn_done(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     return task_ended(dec, x, o, ud, WEFT_TASK_COMPLETED, err);
 }
 
-static long long qint(const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *x;
-    long long v = 0;
-    va_start(ap, fmt);
-    x = redisvCommand(q, fmt, ap);
-    va_end(ap);
-    if (!x) fail_msg("inspecting connection: %s", q->errstr);
-    if (x->type == REDIS_REPLY_NIL)
-        v = -999;
-    else if (x->type == REDIS_REPLY_STRING)
-        v = atoll(x->str);
-    else if (x->type == REDIS_REPLY_INTEGER)
-        v = x->integer;
-    else
-        fail_msg("unexpected reply type %d (%s)", x->type, x->str ? x->str : "");
-    freeReplyObject(x);
-    return v;
-}
-
 /* The lease token stored for member id|task of queue Q, into buf. */
 static const char *lease_of(const char *id, const char *task, char *buf, size_t n)
 {
-    redisReply *x = qc("HGET " PREFIX "{q:Q}:lease %s|%s", id, task);
-    snprintf(buf, n, "%s", x->type == REDIS_REPLY_STRING ? x->str : "(nil)");
-    freeReplyObject(x);
-    return buf;
+    return qstr(buf, n, "HGET " PREFIX "{q:Q}:lease %s|%s", id, task);
 }
 
 static void item_init(op_item *it, const char *id, xc_exec *x, op_fn fn, void *ud)

@@ -18,6 +18,7 @@
 #include <hiredis/hiredis.h>
 
 #include "redis_fixture.h"
+#include "redis_inspect.h"
 #include "store_redis.h"
 #include "util.h"
 
@@ -26,7 +27,6 @@ extern const char *const rs_script_src[];
 extern const size_t rs_script_count;
 
 static rf_server srv;
-static redisContext *q;
 static rs *r;
 
 #define DOC "{\"workflowId\":\"wf1\",\"status\":\"RUNNING\",\"tasks\":[]}"
@@ -58,55 +58,6 @@ static void q_connect(void)
     q = redisConnectWithTimeout("127.0.0.1", srv.port, tv);
     assert_non_null(q);
     assert_int_equal(q->err, 0);
-}
-
-static redisReply *qc(const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *x;
-    va_start(ap, fmt);
-    x = redisvCommand(q, fmt, ap);
-    va_end(ap);
-    if (!x) fail_msg("inspecting connection: %s", q->errstr);
-    return x;
-}
-
-static long long qint(const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *x;
-    long long v = 0;
-    va_start(ap, fmt);
-    x = redisvCommand(q, fmt, ap);
-    va_end(ap);
-    if (!x) fail_msg("inspecting connection: %s", q->errstr);
-    if (x->type == REDIS_REPLY_NIL)
-        v = -999;
-    else if (x->type == REDIS_REPLY_STRING)
-        v = atoll(x->str);
-    else if (x->type == REDIS_REPLY_INTEGER)
-        v = x->integer;
-    else
-        fail_msg("unexpected reply type %d (%s)", x->type, x->str ? x->str : "");
-    freeReplyObject(x);
-    return v;
-}
-
-/* A string reply copied into buf ("(nil)" for nil). */
-static const char *qstr(char *buf, size_t n, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *x;
-    va_start(ap, fmt);
-    x = redisvCommand(q, fmt, ap);
-    va_end(ap);
-    if (!x) fail_msg("inspecting connection: %s", q->errstr);
-    if (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS)
-        snprintf(buf, n, "%s", x->str);
-    else
-        snprintf(buf, n, "(nil)");
-    freeReplyObject(x);
-    return buf;
 }
 
 static rs *open_rs(const char *url, int timeout_ms)
@@ -187,19 +138,37 @@ static void test_bad_urls(void **state)
     assert_has(err.msg, "prefix");
 }
 
-static void test_unreachable(void **state)
+/* A handle on a port nobody listens on (url: its URL): opened, not connected. */
+static rs *open_unreachable(char url[64], weft_error *err)
 {
     rs_opts o = {0};
     rs *x = NULL;
+    snprintf(url, 64, "redis://127.0.0.1:%d", srv.port == 65000 ? 65001 : 65000);
+    o.url = url;
+    o.timeout_ms = 500;
+    assert_int_equal(rs_open(&o, &x, err), WEFT_EIO);
+    assert_non_null(x);
+    return x;
+}
+
+/* A handle with early_steps. */
+static rs *open_early(void)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    weft_error err = {0};
+    o.url = srv.url;
+    o.early_steps = 1;
+    if (rs_open(&o, &x, &err) != 0) fail_msg("rs_open %s: %s", o.url, err.msg);
+    return x;
+}
+
+static void test_unreachable(void **state)
+{
     rs_exec e;
     weft_error err = {0};
     char url[64];
-    int port = srv.port == 65000 ? 65001 : 65000;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    o.url = url;
-    o.timeout_ms = 500;
-    assert_int_equal(rs_open(&o, &x, &err), WEFT_EIO);
-    assert_non_null(x);
+    rs *x = open_unreachable(url, &err);
     assert_has(err.msg, url);
     assert_has(err.msg, "refused");
     assert_int_equal(rs_broken(x), 1);
@@ -1095,15 +1064,12 @@ static void test_save_many_applies_leftovers(void **state)
 static void test_early_steps(void **state)
 {
     weft_error err = {0};
-    rs_opts o = {0};
     rs *e = NULL;
     int64_t until = wu_now_ms() + 60000;
     rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}, {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0}};
     rs_save s;
     st[1].lease_until = until;
-    o.url = srv.url;
-    o.early_steps = 1;
-    assert_int_equal(rs_open(&o, &e, &err), 0);
+    e = open_early();
     create("wf1", LATE);
     freeReplyObject(qc("DEL weft:wake"));
     save_init(&s, "wf1", 1, st, 2, NULL, 0);
@@ -1140,13 +1106,10 @@ static void test_early_steps(void **state)
 static void test_early_steps_lost(void **state)
 {
     weft_error err = {0};
-    rs_opts o = {0};
     rs *e = NULL;
     rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0}};
     rs_save s;
-    o.url = srv.url;
-    o.early_steps = 1;
-    assert_int_equal(rs_open(&o, &e, &err), 0);
+    e = open_early();
     create("wf1", 0);
     freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
     save_init(&s, "wf1", 1, st, 1, NULL, 0);
@@ -1171,15 +1134,12 @@ static void test_early_steps_lost(void **state)
 static void test_early_refused_kept(void **state)
 {
     weft_error err = {0};
-    rs_opts o = {0};
     rs *e = NULL;
     rs_step a[] = {{RS_PUSH, NULL, NULL, 0, NULL, 0}};
     rs_step b[] = {{RS_WAKE, NULL, NULL, LATE, NULL, 0}};
     rs_save s;
     char *type = strdup("LAMBDA"), *task = strdup("t1");
-    o.url = srv.url;
-    o.early_steps = 1;
-    assert_int_equal(rs_open(&o, &e, &err), 0);
+    e = open_early();
     create("wf1", LATE);
     freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
     a[0].type = type;
@@ -1362,8 +1322,6 @@ static void test_load_many(void **state)
 /* Redis not there: the call fails with WEFT_EIO, and so does every save in it. */
 static void test_many_unreachable(void **state)
 {
-    rs_opts o = {0};
-    rs *x = NULL;
     weft_error err = {0};
     char url[64];
     rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok", 1}};
@@ -1372,12 +1330,7 @@ static void test_many_unreachable(void **state)
     rs_exec out[2];
     const char *ids[] = {"wf1", "wf2"};
     int rcs[2];
-    int port = srv.port == 65000 ? 65001 : 65000;
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    o.url = url;
-    o.timeout_ms = 500;
-    assert_int_equal(rs_open(&o, &x, &err), WEFT_EIO);
-    assert_non_null(x);
+    rs *x = open_unreachable(url, &err);
 
     save_init(&s[0], "wf1", 1, st, 1, NULL, 0);
     save_init(&s[1], "wf2", 0, NULL, 0, NULL, 0);
