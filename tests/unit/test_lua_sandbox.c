@@ -445,6 +445,57 @@ static void test_infinite_loop(void **state)
     expect(s, "return 1 + 1", NULL, "2");
 }
 
+/*
+ * A message handler runs inside the error it handles, and an error raised by
+ * the count hook runs it with hooks off: none of these may outlive the
+ * limits. alarm() turns a hang into a failure.
+ */
+static void test_handler_escapes(void **state)
+{
+    static const char *const scripts[] = {
+        "xpcall(function() error('x') end, function() while true do end end)",
+        "xpcall(error, function() while true do end end, 'x')",
+        "return xpcall(error, function(e) local n = 0 while true do n = n + 1 end end)",
+        "xpcall(function() table.sort({3, 2, 1}, function(a, b) while true do end end) end, "
+        "function() while true do end end)",
+        "table.sort({3, 2, 1}, function(a, b) xpcall(error, function() while true do end end) "
+        "return a < b end)",
+        "xpcall(error, function() while true do pcall(error) end end)",
+        "xpcall(error, function() local function f() return f() end return f() end)",
+        "xpcall(error, function() local s = 'x' while true do s = s .. s end end)",
+        "while true do xpcall(error, function() while true do end end) end",
+        "local t = setmetatable({}, {__index = function() while true do end end}) "
+        "xpcall(function() return t.x end, function() return t.y end)",
+        "xpcall(function() return tostring(setmetatable({}, {__tostring = function() "
+        "while true do end end})) end, function() while true do end end)",
+        "pcall(function() local x <close> = setmetatable({}, {__close = function() "
+        "while true do end end}) error('x') end)",
+        "xpcall(string.gsub, function() while true do end end, 'aaa', 'a', "
+        "function() while true do end end)",
+        NULL,
+    };
+    sbx *s = *state;
+    const char *const *p;
+    alarm(120);
+    for (p = scripts; *p; p++) {
+        double t0 = now_s();
+        weft_error err;
+        int rc;
+        char *got = run(s, *p, NULL, &rc, &err);
+        if (rc != WEFT_ELIMIT) fail_msg("'%s': rc %d (%s), want a limit", *p, rc, got ? got : err.msg);
+        assert_true(now_s() - t0 < 1.0 * slow);
+        expect(s, "return 1 + 1", NULL, "2");
+    }
+    /* xpcall still works as a script expects */
+    expect(s, "return {xpcall(error, function(e) return 'h:' .. e end, 'x')}", NULL,
+           "[false,\"h:x\"]");
+    expect(s, "return {xpcall(function(a, b) return a + b end, error, 1, 2)}", NULL, "[true,3]");
+    expect(s, "return {xpcall(error, function(e) error('again') end, 'x')}", NULL,
+           "[false,\"calc:1: again\"]");
+    expect_err(s, "return xpcall(error, 42)", NULL, WEFT_ESCRIPT, "bad argument #2 to 'xpcall'");
+    alarm(0);
+}
+
 static void test_instruction_limit_custom(void **state)
 {
     sbx_limits lim = {0, 5000, 0};
@@ -664,6 +715,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_reuse, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_handler_escapes, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
