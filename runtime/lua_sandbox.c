@@ -7,12 +7,14 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
+#include "lua_pattern.h"
 #include "util.h"
 
 #define SBX_DEFAULT_MEM ((size_t)32 << 20)
 #define SBX_DEFAULT_INSTR 10000000u
 #define SBX_DEFAULT_TIME_MS 5000u
 #define SBX_HOOK_STEP 1000
+#define SBX_MATCH_STEPS 16 /* pattern-matching steps that count as one instruction */
 #define SBX_CACHE_MAX 512
 #define SBX_JSON_DEPTH 200
 #define SBX_PATH_MAX 200
@@ -61,6 +63,7 @@ struct sbx {
     int capped;
     size_t mem_cap;
     uint64_t instr_cap, instr_used;
+    size_t match_steps; /* not yet charged as instructions */
     uint64_t time_cap_ms;
     int64_t deadline_ms; /* monotonic */
     int hook_step;
@@ -108,12 +111,37 @@ static sbx *sbx_of(lua_State *L)
     return ud;
 }
 
+/* Charge n instructions; true when a limit is hit (then the script is aborting). */
+static int charge(sbx *s, uint64_t n)
+{
+    s->instr_used += n;
+    if (s->instr_used >= s->instr_cap)
+        s->instr_hit = 1;
+    else if (wu_mono_ms() >= s->deadline_ms)
+        s->time_hit = 1;
+    else if (!s->mem_hit)
+        return 0;
+    s->aborting = 1;
+    return 1;
+}
+
+/*
+ * Where yielding is impossible (a C call such as table.sort's comparator is
+ * on the stack) raise an error instead and fire the hook on every
+ * instruction from then on, so each pcall that catches it is hit again until
+ * the script is back where it can yield.
+ */
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+static void abort_unyieldable(lua_State *L)
+{
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+    luaL_error(L, "sandbox limit exceeded");
+}
+
 /*
  * Yielding from a count hook unwinds the coroutine straight to lua_resume:
- * pcall inside the script cannot catch it. Where yielding is impossible (a
- * C call such as table.sort's comparator is on the stack) raise an error
- * instead and fire on every instruction from then on, so each pcall that
- * catches it is hit again until the script is back where it can yield.
+ * pcall inside the script cannot catch it.
  */
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
@@ -122,22 +150,26 @@ static void count_hook(lua_State *L, lua_Debug *ar)
         s->line_hook(L, ar);
         return;
     }
-    if (!s->aborting) {
-        s->instr_used += (uint64_t)s->hook_step;
-        if (s->instr_used >= s->instr_cap)
-            s->instr_hit = 1;
-        else if (wu_mono_ms() >= s->deadline_ms)
-            s->time_hit = 1;
-        else if (!s->mem_hit)
-            return;
-        s->aborting = 1;
-    }
+    if (!s->aborting && !charge(s, (uint64_t)s->hook_step)) return;
     if (lua_isyieldable(L)) {
         lua_yield(L, 0);
         return;
     }
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-    luaL_error(L, "sandbox limit exceeded");
+    abort_unyieldable(L);
+}
+
+/* The meter of the pattern functions: their steps count as instructions. */
+static void match_meter(lua_State *L, size_t steps)
+{
+    sbx *s = sbx_of(L);
+    if (!s->capped) return;
+    if (!s->aborting) {
+        s->match_steps += steps;
+        steps = s->match_steps / SBX_MATCH_STEPS;
+        s->match_steps %= SBX_MATCH_STEPS;
+        if (!charge(s, steps)) return;
+    }
+    abort_unyieldable(L);
 }
 
 /*
@@ -433,6 +465,7 @@ static int setup_state(lua_State *L)
         /* as globals of the real _G, which no script can reach */
         luaL_requiref(L, libs[i].name, libs[i].open, 1);
         lib = lua_gettop(L);
+        if (libs[i].open == luaopen_string) lpat_install(L, lib, match_meter);
         /* in the real tables too: string methods ("").rep reach those */
         for (j = 0; j < sizeof wrapped / sizeof wrapped[0]; j++) {
             if (strcmp(wrapped[j].lib, libs[i].name)) continue;
@@ -956,6 +989,7 @@ static void limits_begin(sbx *s)
 {
     s->mem_hit = s->instr_hit = s->time_hit = s->aborting = 0;
     s->instr_used = 0;
+    s->match_steps = 0;
     s->deadline_ms = wu_mono_ms() + (int64_t)s->time_cap_ms;
     s->limit = s->used + s->mem_cap;
     s->capped = 1;

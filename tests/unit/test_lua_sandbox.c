@@ -486,6 +486,18 @@ static void test_handler_escapes(void **state)
         assert_true(now_s() - t0 < 1.0 * slow);
         expect(s, "return 1 + 1", NULL, "2");
     }
+    /* a pattern that backtracks for hours inside one C call is metered too */
+    expect_err(s, "return string.rep('a', 3000):find(string.rep('.-', 6) .. 'b')", NULL,
+               WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "while true do pcall(string.match, string.rep('a', 3000), "
+               "string.rep('a*', 8) .. 'b') end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "table.sort({1, 2, 3}, function(a, b) pcall(string.gsub, string.rep('a', 3000), "
+               "string.rep('.-', 6) .. 'b', '') return a < b end)",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect(s, "return (('k=v; a=b'):gsub('(%w+)=(%w+)', '%2=%1'))", NULL, "\"v=k; b=a\"");
     /* xpcall still works as a script expects */
     expect(s, "return {xpcall(error, function(e) return 'h:' .. e end, 'x')}", NULL,
            "[false,\"h:x\"]");
