@@ -13,6 +13,12 @@
 #define SBX_DEFAULT_MEM ((size_t)32 << 20)
 #define SBX_DEFAULT_INSTR 10000000u
 #define SBX_DEFAULT_TIME_MS 5000u
+#define SBX_DEFAULT_RESULT ((size_t)16 << 20)
+/* What a value counts at least against the result limit: about what json-c
+ * allocates for it, so that a result of many small values stays bounded in
+ * memory as well as in text. */
+#define SBX_VALUE_MIN 16
+#define SBX_TABLE_MIN 64
 #define SBX_HOOK_STEP 1000
 #define SBX_MATCH_STEPS 16 /* pattern-matching steps that count as one instruction */
 #define SBX_CACHE_MAX 512
@@ -65,6 +71,7 @@ struct sbx {
     uint64_t instr_cap, instr_used;
     size_t match_steps; /* not yet charged as instructions */
     uint64_t time_cap_ms;
+    size_t result_cap;
     int64_t deadline_ms; /* monotonic */
     int hook_step;
     int mem_hit, instr_hit, time_hit, aborting;
@@ -537,6 +544,7 @@ sbx *sbx_new(const sbx_limits *limits, weft_error *err)
     s->mem_cap = limits && limits->mem_bytes ? limits->mem_bytes : SBX_DEFAULT_MEM;
     s->instr_cap = limits && limits->instructions ? limits->instructions : SBX_DEFAULT_INSTR;
     s->time_cap_ms = limits && limits->time_ms ? limits->time_ms : SBX_DEFAULT_TIME_MS;
+    s->result_cap = limits && limits->result_bytes ? limits->result_bytes : SBX_DEFAULT_RESULT;
     s->hook_step = s->instr_cap < SBX_HOOK_STEP ? (int)s->instr_cap : SBX_HOOK_STEP;
     s->cache_ix = wu_map_new();
     s->L = s->cache_ix ? lua_newstate(sbx_alloc, s) : NULL;
@@ -667,6 +675,9 @@ struct tj {
     const void *parents[SBX_JSON_DEPTH];
     char path[SBX_PATH_MAX];
     size_t plen;
+    /* What the result may still take, counted as JSON text: shared tables
+     * and strings count at each reference, so no value can multiply. */
+    size_t left, cap;
 };
 
 struct tj_entry {
@@ -679,6 +690,19 @@ struct tj_entry {
 };
 
 static int tj_value(struct tj *t, int idx, json_object **out);
+
+/* Count n bytes of output (at least min) against the result limit. */
+static int tj_charge(struct tj *t, size_t n, size_t min)
+{
+    if (n < min) n = min;
+    if (n <= t->left) {
+        t->left -= n;
+        return 0;
+    }
+    t->left = 0;
+    return wu_err(t->err, WEFT_ELIMIT, "%s: over the result size limit (%zu bytes as JSON)",
+                  t->path, t->cap);
+}
 
 static int tj_fail(struct tj *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int tj_fail(struct tj *t, const char *fmt, ...)
@@ -806,6 +830,7 @@ static int tj_table(struct tj *t, int idx, json_object **out)
         }
         x = &e[n];
         memset(x, 0, sizeof *x);
+        if ((rc = tj_charge(t, kt == LUA_TSTRING ? lua_rawlen(L, -2) + 4 : 4, 0))) goto done;
         if (kt == LUA_TNUMBER && lua_isinteger(L, -2)) {
             x->is_int = 1;
             x->ikey = lua_tointeger(L, -2);
@@ -843,6 +868,7 @@ static int tj_table(struct tj *t, int idx, json_object **out)
                          n, max);
             goto done;
         }
+        if ((rc = tj_charge(t, ((size_t)max - n) * 5, 0))) goto done; /* the holes' nulls */
         res = json_object_new_array_ext((int)max);
         if (!res) goto nomem;
         for (k = 0; k < n; k++) {
@@ -897,7 +923,10 @@ static int tj_value(struct tj *t, int idx, json_object **out)
 {
     lua_State *L = t->L;
     int type = lua_type(L, idx);
+    int rc = tj_charge(t, type == LUA_TSTRING ? lua_rawlen(L, idx) + 2 : 2,
+                       type == LUA_TTABLE ? SBX_TABLE_MIN : SBX_VALUE_MIN);
     *out = NULL;
+    if (rc) return rc;
     switch (type) {
     case LUA_TNIL:
         return 0;
@@ -936,6 +965,12 @@ int sbx_to_json_path(lua_State *L, int idx, const char *root, json_object **out,
     t.L = L;
     t.err = err;
     t.depth = 0;
+    /* a state of the sandbox counts against its limit; any other does not */
+    if (lua_getallocf(L, NULL) == sbx_alloc)
+        t.cap = sbx_of(L)->result_cap;
+    else
+        t.cap = SIZE_MAX;
+    t.left = t.cap;
     snprintf(t.path, sizeof t.path, "%s", root ? root : "value");
     t.plen = strlen(t.path);
     return tj_value(&t, lua_absindex(L, idx), out);
@@ -1320,6 +1355,8 @@ int sbx_eval(sbx *s, const char *chunkname, const char *body, json_object *input
             if (chunkname) wu_err_prefix(err, "%s: ", chunkname);
         } else if (rc == WEFT_EINVAL) {
             rc = WEFT_ESCRIPT;
+        } else if (rc == WEFT_ELIMIT && err && chunkname) {
+            wu_err_prefix(err, "%s: ", chunkname);
         }
     }
     lua_settop(L, top);

@@ -30,6 +30,11 @@ typedef struct sbx_limits {
      * library calls (string.find on a big string in a loop) that cost far
      * more than the instructions that make them. */
     uint64_t time_ms;
+    /* The size of a result (or error object) converted to JSON, counted as
+     * JSON text while converting, each value at least 16 bytes and each
+     * table at least 64 (about what json-c allocates for them): a table or
+     * string referenced many times counts every time. 0 = default (16 MiB). */
+    size_t result_bytes;
 } sbx_limits;
 
 sbx *sbx_new(const sbx_limits *limits, weft_error *err);
@@ -74,7 +79,9 @@ void sbx_push_json(lua_State *L, json_object *v);
  * otherwise keys 1..n (n >= 1) make an array, anything else an object (an
  * empty table is an object). A metatable field __jsonorder (array of keys)
  * orders an object's members. Functions, userdata, cycles, NaN/inf, and
- * nesting deeper than 200 give WEFT_EINVAL naming the key path.
+ * nesting deeper than 200 give WEFT_EINVAL naming the key path; a value
+ * over the sandbox's result limit (see sbx_limits; none for a state that is
+ * not a sandbox's) WEFT_ELIMIT.
  */
 int sbx_to_json(lua_State *L, int idx, json_object **out, weft_error *err);
 

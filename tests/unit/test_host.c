@@ -813,7 +813,7 @@ static void test_lua_eval_no_sandbox(void **state)
 /* A context whose service has a real sandbox with the given limits. */
 static weft_ctx *sandboxed(uint64_t instructions, size_t mem_bytes, host_services *svc)
 {
-    sbx_limits lim = {mem_bytes, instructions, 600000};
+    sbx_limits lim = {mem_bytes, instructions, 600000, 0};
     weft_error err = {0};
     G.svc.box = sbx_new(&lim, &err);
     if (!G.svc.box) fail_msg("sbx_new: %s", err.msg);

@@ -27,7 +27,7 @@ static double slow = 20.0;
  * even on a slow machine. */
 static int setup(void **state)
 {
-    sbx_limits lim = {0, 0, 600000};
+    sbx_limits lim = {0, 0, 600000, 0};
     weft_error err;
     *state = sbx_new(&lim, &err);
     return *state ? 0 : -1;
@@ -315,7 +315,7 @@ static void test_library_proxies(void **state)
 static void test_env_reuse(void **state)
 {
     sbx *s = *state;
-    sbx_limits lim = {0, 100000, 600000};
+    sbx_limits lim = {0, 100000, 600000, 0};
     weft_error err;
     sbx *small;
     int i;
@@ -510,7 +510,7 @@ static void test_handler_escapes(void **state)
 
 static void test_instruction_limit_custom(void **state)
 {
-    sbx_limits lim = {0, 5000, 0};
+    sbx_limits lim = {0, 5000, 0, 0};
     weft_error err;
     sbx *s = sbx_new(&lim, &err);
     (void)state;
@@ -523,7 +523,7 @@ static void test_instruction_limit_custom(void **state)
 
 static void test_time_limit(void **state)
 {
-    sbx_limits lim = {0, 0, 200};
+    sbx_limits lim = {0, 0, 200, 0};
     weft_error err;
     sbx *s = sbx_new(&lim, &err);
     double t0;
@@ -550,7 +550,7 @@ static size_t rss_bytes(void)
 
 static void test_memory_bombs(void **state)
 {
-    sbx_limits lim = {8u << 20, 0, 0};
+    sbx_limits lim = {8u << 20, 0, 0, 0};
     weft_error err;
     sbx *s = sbx_new(&lim, &err);
     size_t base, rss0;
@@ -584,6 +584,39 @@ static void test_memory_bombs(void **state)
     }
     /* the allocator refused, so the process never held more than a few caps */
     assert_true(rss_bytes() < rss0 + (size_t)512 * 1024 * 1024);
+    sbx_free(s);
+}
+
+/* A result is counted while it is converted: shared references cannot
+ * multiply it past the limit (1,000 references to 1 MiB once took 2 GB). */
+static void test_result_limit(void **state)
+{
+    sbx_limits lim = {0, 0, 0, 1000};
+    weft_error err;
+    sbx *s = sbx_new(&lim, &err), *d = *state;
+    size_t rss0 = rss_bytes();
+    assert_non_null(s);
+    expect_err(d, "local s = ('x'):rep(1 << 20) local t = {} for i = 1, 1000 do t[i] = s end return t",
+               NULL, WEFT_ELIMIT, "calc: result[16]: over the result size limit (16777216 bytes as JSON)");
+    expect_err(d, "local t = {1} for i = 1, 60 do t = {t, t} end return t", NULL, WEFT_ELIMIT,
+               "over the result size limit (16777216 bytes");
+    expect_err(d, "local t = {k = 1} for i = 1, 60 do t = {a = t, b = t} end error(t)", NULL,
+               WEFT_ESCRIPT, "over the result size limit");
+    print_message("rss grew %zu MiB\n", (rss_bytes() - rss0) >> 20);
+    assert_true(rss_bytes() < rss0 + (size_t)768 * 1024 * 1024);
+    expect(d, "return #('x'):rep(1 << 20)", NULL, "1048576");
+    expect_err(s, "return ('x'):rep(999)", NULL, WEFT_ELIMIT, "result: over the result size limit (1000 bytes");
+    {
+        char want[903];
+        want[0] = '"';
+        memset(want + 1, 'x', 900);
+        want[901] = '"';
+        want[902] = 0;
+        expect(s, "return ('x'):rep(900)", NULL, want);
+    }
+    expect_err(s, "local t = {} for i = 1, 200 do t[i] = i end return t", NULL, WEFT_ELIMIT,
+               "over the result size limit");
+    expect(s, "local t = {} for i = 1, 50 do t[i] = i end return #t", NULL, "50");
     sbx_free(s);
 }
 
@@ -731,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
+        cmocka_unit_test_setup_teardown(test_result_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_runtime_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_syntax_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_coroutines, setup, teardown),
