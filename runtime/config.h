@@ -52,6 +52,10 @@ typedef struct cf_config {
     char *payload_dir;      /* payload_dir: NULL = $TMPDIR/weft-payloads */
     int64_t payload_soft;   /* payload_soft: "128KiB" */
     int64_t payload_hard;   /* payload_hard: "16MiB" */
+    int64_t lua_memory;     /* lua_memory: "32MiB" (per script evaluation) */
+    int lua_instructions;   /* lua_instructions: 10000000 */
+    int64_t lua_time_ms;    /* lua_time: "5s" */
+    int64_t lua_result;     /* lua_result: "16MiB" (a result as JSON) */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */

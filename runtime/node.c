@@ -841,6 +841,7 @@ static void *keeper_main(void *arg)
 static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
 {
     rs_opts o = {0};
+    sbx_limits lim;
     int rc;
     w->n = n;
     w->idx = idx;
@@ -853,7 +854,11 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
         return rc;
     if (rc)
         nd_log(n, WEFT_LOG_WARN, "%s (will retry)", err->msg);
-    if (!(w->sandbox = sbx_new(NULL, err)))
+    lim.mem_bytes = (size_t)n->cfg->lua_memory;
+    lim.instructions = (uint64_t)n->cfg->lua_instructions;
+    lim.time_ms = (uint64_t)n->cfg->lua_time_ms;
+    lim.result_bytes = (size_t)n->cfg->lua_result;
+    if (!(w->sandbox = sbx_new(&lim, err)))
         return err->code ? err->code : WEFT_ENOMEM;
     w->svc.ud = w;
     w->svc.sandbox = svc_sandbox;

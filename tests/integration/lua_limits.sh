@@ -10,7 +10,7 @@
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 77; }
 command -v jq >/dev/null 2>&1 || { echo "jq not installed: skipping"; exit 77; }
 start_redis
-start_weftd d1 --workers 2 --api 127.0.0.1:0
+start_weftd d1 --workers 2 --api 127.0.0.1:0 --set lua_instructions=3000000 --set lua_result=1MiB
 wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "weftd did not start"; cat "$TMP/d1.log"; exit 1; }
 API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
 
@@ -49,10 +49,19 @@ for entry in "${ids[@]}"; do
     while [ "$(status_of "$id")" = RUNNING ] && [ "$(date +%s)" -lt "$end" ]; do sleep 0.2; done
     st=$(status_of "$id") reason=$(reason_of "$id")
     case "$st|$reason" in
-        FAILED*"limit ("*"exceeded"*) ok "$name: FAILED with a limit ($reason)" ;;
+        FAILED*"instruction limit (3000000) exceeded"*) ok "$name: FAILED with the configured limit ($reason)" ;;
         *) not_ok "$name: $st, reason '$reason'" ;;
     esac
 done
+
+# lua_result: 1,000 references to one 1 MiB string stop at the first
+start big_result "local w = require 'weft' return w.workflow { name = 'big_result', w.lambda { ref = 'a', script = [[ local s = ('x'):rep(1 << 20) local t = {} for i = 1, 1000 do t[i] = s end return t ]] } }"
+id=$(printf '%s' "$body" | tr -d '"')
+wait_for 30 sh -c "[ \"\$(curl -s '$API/api/workflow/$id?includeTasks=false' | jq -r .status)\" = FAILED ]"
+case "$(reason_of "$id")" in
+    *"result[1]: over the result size limit (1048576 bytes as JSON)"*) ok "a result over lua_result fails the task, naming the limit" ;;
+    *) not_ok "big result: $(status_of "$id"): $(reason_of "$id")" ;;
+esac
 
 # the threads are usable afterwards
 start ok_after "local w = require 'weft' return w.workflow { name = 'ok_after', w.lambda { ref = 'a', script = 'return 41 + 1' } }"

@@ -78,6 +78,10 @@ static void assert_defaults(const cf_config *c)
     assert_int_equal(c->grace_ms, 10000);
     assert_int_equal(c->poll_ms, 50);
     assert_int_equal(c->max_reaps, 3);
+    assert_int_equal(c->lua_memory, 32 << 20);
+    assert_int_equal(c->lua_instructions, 10000000);
+    assert_int_equal(c->lua_time_ms, 5000);
+    assert_int_equal(c->lua_result, 16 << 20);
     assert_string_equal(c->log_level, "info");
     assert_null(c->types);
     assert_int_equal(c->ntypes, 0);
@@ -410,6 +414,10 @@ static void test_set_bad_values(void **state)
         {"workers", "-1", "workers: must be between 1"},
         {"workers", "99999999999", "workers: must be between"},
         {"max_reaps", "-1", "max_reaps: must be between 0"},
+        {"lua_instructions", "10", "lua_instructions: must be between 1000"},
+        {"lua_memory", "1KiB", "lua_memory: must be"},
+        {"lua_result", "0", "lua_result: must be"},
+        {"lua_time", "0", "lua_time: must be at least 1 ms"},
         {"fencing", "maybe", "fencing: expected a boolean"},
         {"lease", "soon", "lease: expected a duration: bad duration 'soon'"},
         {"lease", "0", "lease: must be at least 1 ms"},
