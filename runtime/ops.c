@@ -99,24 +99,25 @@ static int exec_def(op_env *env, const char *id, const char *defkey, def_workflo
 }
 
 /* Payloads kept outside come back in. */
-static int load_one(op_env *env, const char *ref, json_object **slot, weft_error *err)
+static int load_one(op_env *env, const xc_exec *x, const char *ref, json_object **slot,
+                    weft_error *err)
 {
     if (!ref || *slot)
         return 0;
-    return ps_load(env->ps, ref, slot, err);
+    return ps_load(env->ps, x->id, ref, slot, err);
 }
 
 static int load_payloads(op_env *env, xc_exec *x, weft_error *err)
 {
     size_t i;
     int rc;
-    if ((rc = load_one(env, x->input_ref, &x->input, err)) ||
-        (rc = load_one(env, x->output_ref, &x->output, err)))
+    if ((rc = load_one(env, x, x->input_ref, &x->input, err)) ||
+        (rc = load_one(env, x, x->output_ref, &x->output, err)))
         return rc;
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
-        if ((rc = load_one(env, t->input_ref, &t->input, err)) ||
-            (rc = load_one(env, t->output_ref, &t->output, err)))
+        if ((rc = load_one(env, x, t->input_ref, &t->input, err)) ||
+            (rc = load_one(env, x, t->output_ref, &t->output, err)))
             return rc;
     }
     return 0;
