@@ -52,6 +52,8 @@ typedef struct cf_config {
     char *payload_dir;      /* payload_dir: NULL = $TMPDIR/weft-payloads */
     int64_t payload_soft;   /* payload_soft: "128KiB" */
     int64_t payload_hard;   /* payload_hard: "16MiB" */
+    int64_t payload_sweep_ms; /* payload_sweep: "10m" (0 = never) */
+    int64_t payload_grace_ms; /* payload_grace: "1h" (files younger are never removed) */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */
