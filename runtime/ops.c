@@ -135,11 +135,12 @@ static void keep_payloads(op_env *env, xc_exec *x)
         xc_task *t = x->tasks.items[i];
         if (t->sized)
             continue;
-        free(t->input_ref);
         free(t->output_ref);
-        t->input_ref = t->output_ref = NULL;
+        t->output_ref = NULL;
+        /* an input is resolved once, when its task is made: one kept
+         * outside already need not be hashed again on each status change */
         snprintf(what, sizeof what, "input of task '%s'", t->ref);
-        if (ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
+        if (!t->input_ref && ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
             fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
         snprintf(what, sizeof what, "output of task '%s'", t->ref);
         if (ps_keep(env->ps, x->id, what, t->output, &t->output_ref, &err))
