@@ -188,6 +188,7 @@ static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_e
     if (rc == 0) {
         (*out)->fence = e->fence;
         if ((rc = load_payloads(env, *out, err))) {
+            wu_err_prefix(err, "workflow %s: ", id);
             xc_free(*out);
             *out = NULL;
         }

@@ -113,5 +113,22 @@ body=$out
 leaks "weft run"
 expect_json "weft run prints the output as the workflow made it" \
     "{\"\$payload\":\"$TMP/secret.json\",\"echo\":$forged}"
+# a payload file gone (removed by hand): the workflow and the file are named, nothing crashes
+pad=$(python3 -c 'print("p" * 5000)')
+run_weft start "$TMP/forged.lua" --input "{\"\$payload\":\"$pad\"}"
+id=$last
+run_weft wait "$id" --timeout 20
+expect_rc "a workflow with a large input" 0
+n=$(ls "$WEFT_PAYLOAD_DIR" | grep -c "^$id\.")
+[ "$n" -ge 1 ] && ok "its input is kept outside ($n files)" || not_ok "no payload file of $id"
+rm -f "$WEFT_PAYLOAD_DIR/$id".*
+run_weft status "$id"
+[ "$rc" != 0 ] && ok "status of a workflow whose payload is gone fails (exit $rc)" || not_ok "status: exit 0"
+expect_err "its payload is gone" "workflow $id: payload $id."
+req GET "/api/workflow/$id"
+case $body in *"workflow $id: payload $id."*) ok "the API names the workflow and the payload (HTTP $code)" ;;
+    *) not_ok "the API answers $code: ${body:0:300}" ;; esac
+req GET /health
+[ "$code" = 200 ] && ok "weftd still answers" || not_ok "health: $code"
 stop_weftd_clean r1
 finish
