@@ -281,13 +281,14 @@ static int cmd_wait(client *k)
             return fail(&err);
         }
         if (e.status && xc_wf_status_parse(e.status, &st) == 0 && xc_wf_terminal(st)) {
-            json_object *doc = NULL, *out = NULL;
+            json_object *doc = NULL, *out = NULL, *ref = NULL;
             json_object *loaded = NULL;
-            if (wu_parse_json("workflow", e.doc, &doc, &err) == 0)
+            if (wu_parse_json("workflow", e.doc, &doc, &err) == 0 &&
+                !json_object_object_get_ex(doc, "outputRef", &ref))
                 json_object_object_get_ex(doc, "output", &out);
-            if (ps_ref_of(out)) {
-                /* a large output kept outside */
-                if (ps_load(k->op.ps, ps_ref_of(out), &loaded, &err))
+            if (ref) {
+                /* a large output kept outside (codec.c) */
+                if (ps_load(k->op.ps, k->c->args[0], json_object_get_string(ref), &loaded, &err))
                     fprintf(stderr, "weft: %s\n", err.msg);
                 out = loaded;
             }

@@ -1,5 +1,4 @@
 #include "codec.h"
-#include "payload.h"
 #include "util.h"
 
 #include <stdint.h>
@@ -7,17 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The other way round: a reference is kept in *ref, the value left NULL. */
-static json_object *get_payload(json_object *o, const char *k, char **ref)
+/*
+ * A value kept outside has its reference in a field of its own, "<k>Ref",
+ * which only w_payload writes: whatever a client sends is a value in "<k>"
+ * and stays data, however it is shaped (payload.h). The reference goes to
+ * *ref, the value is left NULL.
+ */
+static json_object *get_payload(json_object *o, const char *k, const char *kref, char **ref)
 {
     json_object *v;
-    const char *r;
-    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
-        return NULL;
-    if ((r = ps_ref_of(v))) {
-        *ref = strdup(r);
+    if (json_object_object_get_ex(o, kref, &v) && json_object_is_type(v, json_type_string)) {
+        *ref = strdup(json_object_get_string(v));
         return NULL;
     }
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
+        return NULL;
     return json_object_get(v);
 }
 
@@ -169,16 +172,12 @@ static void w_obj(jw *w, const char *k, json_object *v)
     }
 }
 
-static void w_payload(jw *w, const char *k, json_object *v, const char *ref)
+static void w_payload(jw *w, const char *k, const char *kref, json_object *v, const char *ref)
 {
-    if (ref) {
-        jw_key(w, k);
-        jw_open(w, '{');
-        w_str(w, "$payload", ref);
-        jw_close(w, '}');
-    } else {
+    if (ref)
+        w_str(w, kref, ref);
+    else
         w_obj(w, k, v);
-    }
 }
 
 static void w_task(jw *w, const xc_task *t)
@@ -196,8 +195,8 @@ static void w_task(jw *w, const xc_task *t)
         w_str(w, "owner", t->def->list->owner->ref);
     }
     w_str(w, "status", weft_task_status_name(t->status));
-    w_payload(w, "input", t->input, t->input_ref);
-    w_payload(w, "output", t->output, t->output_ref);
+    w_payload(w, "input", "inputRef", t->input, t->input_ref);
+    w_payload(w, "output", "outputRef", t->output, t->output_ref);
     w_str(w, "reason", t->reason);
     w_int(w, "retryCount", t->retry_count);
     w_int(w, "pollCount", t->poll_count);
@@ -221,8 +220,8 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     jw_open(&w, '{');
     w_str(&w, "id", x->id);
     w_str(&w, "status", weft_wf_status_name(x->status));
-    w_payload(&w, "input", x->input, x->input_ref);
-    w_payload(&w, "output", x->output, x->output_ref);
+    w_payload(&w, "input", "inputRef", x->input, x->input_ref);
+    w_payload(&w, "output", "outputRef", x->output, x->output_ref);
     w_obj(&w, "variables", x->variables);
     w_str(&w, "reason", x->reason);
     w_str(&w, "correlationId", x->correlation_id);
@@ -416,8 +415,8 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->status = st;
     if (xc_task_terminal(st))
         x->active--;
-    t->input = get_payload(td, "input", &t->input_ref);
-    t->output = get_payload(td, "output", &t->output_ref);
+    t->input = get_payload(td, "input", "inputRef", &t->input_ref);
+    t->output = get_payload(td, "output", "outputRef", &t->output_ref);
     t->reason = dup_or_null(get_str(td, "reason"));
     t->retry_count = (int)get_int(td, "retryCount");
     t->poll_count = (int)get_int(td, "pollCount");
@@ -461,10 +460,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         goto fail;
     }
     json_object_put(x->input);
-    x->input = get_payload(doc, "input", &x->input_ref);
+    x->input = get_payload(doc, "input", "inputRef", &x->input_ref);
     if (!x->input && !x->input_ref)
         x->input = json_object_new_object();
-    x->output = get_payload(doc, "output", &x->output_ref);
+    x->output = get_payload(doc, "output", "outputRef", &x->output_ref);
     if ((v = get_obj(doc, "variables"))) {
         json_object_put(x->variables);
         x->variables = v;

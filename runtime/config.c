@@ -103,6 +103,10 @@ static const cf_field fields[] = {
      "size of what a LAMBDA returns, counted as JSON while it is converted"},
     {"payload_hard", CF_BYTES, F(payload_hard), 0, "16MiB", 0, NULL, "WEFT_PAYLOAD_HARD",
      "inputs/outputs larger than this are refused (0 = no limit)"},
+    {"payload_sweep", CF_DURATION, F(payload_sweep_ms), 0, "10m", 0, NULL, NULL,
+     "how often this daemon removes payload files of executions that no longer exist (0 = never)"},
+    {"payload_grace", CF_DURATION, F(payload_grace_ms), 0, "1h", 1000, NULL, NULL,
+     "payload files younger than this are never removed (a start writes them before it creates the execution)"},
 };
 
 #define NFIELDS (sizeof fields / sizeof fields[0])

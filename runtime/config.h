@@ -56,6 +56,8 @@ typedef struct cf_config {
     int lua_instructions;   /* lua_instructions: 10000000 */
     int64_t lua_time_ms;    /* lua_time: "5s" */
     int64_t lua_result;     /* lua_result: "16MiB" (a result as JSON) */
+    int64_t payload_sweep_ms; /* payload_sweep: "10m" (0 = never) */
+    int64_t payload_grace_ms; /* payload_grace: "1h" (files younger are never removed) */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */

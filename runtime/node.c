@@ -23,6 +23,7 @@
 #define ND_DUE_BATCH 8     /* executions a worker takes off the decider queue per round */
 #define ND_BUSY_POLL_MS 2  /* while busy with held work, look at the queues this often */
 #define ND_ROUND_MS 20     /* run held tasks for this long, then save what is done */
+#define ND_PS_BATCH 512   /* payload directory entries a keeper round looks at */
 
 /* A task leased to a worker, and the execution it holds for it (or NULL). */
 typedef struct held {
@@ -72,6 +73,9 @@ struct nd_node {
     worker keeper;
     int running; /* worker threads still in their loop */
     mt_metrics *metrics;
+    int64_t ps_next;    /* the keeper: when the next payload sweep starts (monotonic ms) */
+    int ps_pass;        /* a payload sweep is under way */
+    size_t ps_removed;  /* files it removed so far */
     ap_config api_cfg; /* must outlive api */
     ap_server *api;    /* NULL when the REST API is off */
 };
@@ -748,6 +752,41 @@ static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
     nd_log(ud, WEFT_LOG_WARN, "workflow %s: %s", workflow_id, msg);
 }
 
+/* ---- the keeper: leases, reaping, heartbeat, payload sweep ---- */
+
+static int execs_alive(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err)
+{
+    return rs_exec_exists_many(ud, ids, n, alive, err);
+}
+
+/*
+ * Payload files of executions that no longer exist (ended and expired, or
+ * never created) go, a batch of directory entries per keeper round so that
+ * leases are still renewed on time; every payload_sweep a new pass starts.
+ * Every daemon sweeps: they only race to remove the same files.
+ */
+static void sweep_payloads(worker *k)
+{
+    nd_node *n = k->n;
+    weft_error err = {0};
+    int rc;
+    if (!n->payloads || !n->cfg->payload_sweep_ms || (!n->ps_pass && wu_mono_ms() < n->ps_next))
+        return;
+    n->ps_pass = 1;
+    rc = ps_sweep(n->payloads, n->cfg->payload_grace_ms, ND_PS_BATCH, execs_alive, k->r,
+                  &n->ps_removed, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0 && !rs_broken(k->r))
+        nd_log(n, WEFT_LOG_WARN, "payload sweep: %s (again in %llds)", err.msg,
+               (long long)(n->cfg->payload_sweep_ms / 1000));
+    if (n->ps_removed)
+        nd_log(n, WEFT_LOG_INFO, "%zu payload file(s) of ended workflows removed", n->ps_removed);
+    n->ps_pass = 0;
+    n->ps_removed = 0;
+    n->ps_next = wu_mono_ms() + n->cfg->payload_sweep_ms;
+}
+
 static void keep(worker *k)
 {
     nd_node *n = k->n;
@@ -814,6 +853,7 @@ static void keep(worker *k)
     json_object_put(j);
     if (rs_daemon_beat(k->r, n->id, info, &err) == 0)
         redis_fine(k);
+    sweep_payloads(k);
 }
 
 static void *keeper_main(void *arg)

@@ -99,24 +99,25 @@ static int exec_def(op_env *env, const char *id, const char *defkey, def_workflo
 }
 
 /* Payloads kept outside come back in. */
-static int load_one(op_env *env, const char *ref, json_object **slot, weft_error *err)
+static int load_one(op_env *env, const xc_exec *x, const char *ref, json_object **slot,
+                    weft_error *err)
 {
     if (!ref || *slot)
         return 0;
-    return ps_load(env->ps, ref, slot, err);
+    return ps_load(env->ps, x->id, ref, slot, err);
 }
 
 static int load_payloads(op_env *env, xc_exec *x, weft_error *err)
 {
     size_t i;
     int rc;
-    if ((rc = load_one(env, x->input_ref, &x->input, err)) ||
-        (rc = load_one(env, x->output_ref, &x->output, err)))
+    if ((rc = load_one(env, x, x->input_ref, &x->input, err)) ||
+        (rc = load_one(env, x, x->output_ref, &x->output, err)))
         return rc;
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
-        if ((rc = load_one(env, t->input_ref, &t->input, err)) ||
-            (rc = load_one(env, t->output_ref, &t->output, err)))
+        if ((rc = load_one(env, x, t->input_ref, &t->input, err)) ||
+            (rc = load_one(env, x, t->output_ref, &t->output, err)))
             return rc;
     }
     return 0;
@@ -134,11 +135,12 @@ static void keep_payloads(op_env *env, xc_exec *x)
         xc_task *t = x->tasks.items[i];
         if (t->sized)
             continue;
-        free(t->input_ref);
         free(t->output_ref);
-        t->input_ref = t->output_ref = NULL;
+        t->output_ref = NULL;
+        /* an input is resolved once, when its task is made: one kept
+         * outside already need not be hashed again on each status change */
         snprintf(what, sizeof what, "input of task '%s'", t->ref);
-        if (ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
+        if (!t->input_ref && ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
             fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
         snprintf(what, sizeof what, "output of task '%s'", t->ref);
         if (ps_keep(env->ps, x->id, what, t->output, &t->output_ref, &err))
@@ -186,6 +188,7 @@ static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_e
     if (rc == 0) {
         (*out)->fence = e->fence;
         if ((rc = load_payloads(env, *out, err))) {
+            wu_err_prefix(err, "workflow %s: ", id);
             xc_free(*out);
             *out = NULL;
         }

@@ -2042,31 +2042,55 @@ int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const c
     return 0;
 }
 
-/* One round trip: an HMGET per execution, pipelined. */
-int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
-                      weft_error *err)
+/*
+ * One command per execution, pipelined (one round trip): `cmd`, the
+ * execution's key, then the words of tail (NULL-terminated, may be NULL).
+ * *rep gets the n replies; free them with each_exec_free, also on failure.
+ */
+static int each_exec(rs *r, const char *cmd, const char *const *ids, size_t n,
+                     const char *const *tail, const char *what, redisReply ***rep,
+                     weft_error *err)
 {
     rs_cmd *c = calloc(n + 1, sizeof *c);
-    redisReply **x = calloc(n + 1, sizeof *x);
     size_t i;
-    int rc = 0;
-    if (!c || !x) {
+    int rc;
+    *rep = calloc(n + 1, sizeof **rep);
+    if (!c || !*rep) {
         free(c);
-        free(x);
         return oom(err);
     }
     for (i = 0; i < n; i++) {
         char h[KEY_MAX];
-        memset(&out[i], 0, sizeof out[i]);
+        const char *const *t;
         k_exec(r, ids[i] ? ids[i] : "", "", h);
-        cmd_add(&c[i], "HMGET");
+        cmd_add(&c[i], cmd);
         cmd_dup(&c[i], h);
-        cmd_add(&c[i], "doc");
-        cmd_add(&c[i], "defkey");
-        cmd_add(&c[i], "status");
-        cmd_add(&c[i], "fence");
+        for (t = tail; t && *t; t++)
+            cmd_add(&c[i], *t);
     }
-    if ((rc = rs_pipe(r, c, n, x, "load", err)) != 0)
+    rc = rs_pipe(r, c, n, *rep, what, err);
+    cmds_free(c, n);
+    free(c);
+    return rc;
+}
+
+static void each_exec_free(redisReply **rep, size_t n)
+{
+    if (rep)
+        replies_free(rep, n);
+    free(rep);
+}
+
+/* One round trip: an HMGET per execution, pipelined. */
+int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
+                      weft_error *err)
+{
+    static const char *const fields[] = {"doc", "defkey", "status", "fence", NULL};
+    redisReply **x = NULL;
+    size_t i;
+    int rc;
+    memset(out, 0, n * sizeof *out);
+    if ((rc = each_exec(r, "HMGET", ids, n, fields, "load", &x, err)) != 0)
         for (i = 0; i < n; i++)
             rcs[i] = rc;
     else
@@ -2075,10 +2099,26 @@ int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int
             rcs[i] = check_id(ids[i], &e);
             if (!rcs[i]) rcs[i] = exec_reply(r, ids[i], x[i], 0, &out[i], &e);
         }
-    replies_free(x, n);
-    cmds_free(c, n);
-    free(c);
-    free(x);
+    each_exec_free(x, n);
+    return rc;
+}
+
+int rs_exec_exists_many(rs *r, const char *const *ids, size_t n, int *exists, weft_error *err)
+{
+    redisReply **x = NULL;
+    size_t i;
+    int rc = each_exec(r, "EXISTS", ids, n, NULL, "exists", &x, err);
+    for (i = 0; !rc && i < n; i++) {
+        weft_error e = {0};
+        /* a reply that is not a count removes nothing: files go only when
+         * Redis said their execution is not there */
+        if (!x[i] || x[i]->type != REDIS_REPLY_INTEGER)
+            rc = wu_err(err, WEFT_EIO, "EXISTS %s: %s", ids[i],
+                        x[i] && x[i]->type == REDIS_REPLY_ERROR ? x[i]->str : "unexpected reply");
+        else
+            exists[i] = check_id(ids[i], &e) == 0 && x[i]->integer > 0;
+    }
+    each_exec_free(x, n);
     return rc;
 }
 

@@ -186,6 +186,11 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err);
 int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
                       weft_error *err);
 
+/* Which of ids[0..n) have an execution stored (EXISTS, one round trip):
+ * exists[i] = 1 or 0. An id that cannot be one is 0. Returns an error only
+ * when the round trip failed. (The payload sweep: payload.h.) */
+int rs_exec_exists_many(rs *r, const char *const *ids, size_t n, int *exists, weft_error *err);
+
 /* Apply and trim whatever is left in an execution's outbox (sweeper).
  * Returns the number of entries applied (at most 1000 per call), or a
  * WEFT_E* code (entries Redis refused stay in the outbox). Replaying a push

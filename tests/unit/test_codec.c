@@ -419,6 +419,54 @@ static void test_variables_kept(void **state)
     assert_json(y->variables, "{'n':7}");
 }
 
+/*
+ * Client data shaped like a payload reference ({"$payload": path}) is data:
+ * it reads back as it was, never as a reference. The runtime's own
+ * references travel in fields of their own, inputRef/outputRef.
+ */
+static void test_payload_refs(void **state)
+{
+    static const char *const ref = "wf-1.0123456789abcdef0123456789abcdef0123456789abcdef"
+                                   "0123456789abcdef.json";
+    weft_error err = {0};
+    json_object *doc, *v;
+    xc_exec *y = NULL;
+    xc_task *a;
+    start("{'name':'w','tasks':[" T_("a", ",'inputParameters':{'$payload':'/etc/shadow'}") "]}",
+          "{'$payload':'/etc/passwd'}");
+    decide();
+    complete("a", "{'$payload':'../../etc/hostname'}");
+    y = reload();
+    assert_null(y->input_ref);
+    assert_json(y->input, "{'$payload':'/etc/passwd'}");
+    a = task("a");
+    assert_null(a->input_ref);
+    assert_null(a->output_ref);
+    assert_json(a->input, "{'$payload':'/etc/shadow'}");
+    assert_json(a->output, "{'$payload':'../../etc/hostname'}");
+    assert_json(y->output, "{'$payload':'../../etc/hostname'}");
+    assert_null(y->output_ref);
+
+    /* a value kept outside: its reference, not the value, in "<k>Ref" */
+    F.x->input_ref = strdup(ref);
+    a->output_ref = strdup(ref);
+    doc = keep(doc_of(F.x));
+    assert_false(json_object_object_get_ex(doc, "input", NULL));
+    assert_true(json_object_object_get_ex(doc, "inputRef", &v));
+    assert_string_equal(json_object_get_string(v), ref);
+    v = json_object_array_get_idx(json_object_object_get(doc, "tasks"), 0);
+    assert_false(json_object_object_get_ex(v, "output", NULL));
+    assert_string_equal(json_object_get_string(json_object_object_get(v, "outputRef")), ref);
+    assert_int_equal(cd_from_doc(doc, F.wf, &DEFS, &y, &err), 0);
+    assert_null(y->input);
+    assert_string_equal(y->input_ref, ref);
+    a = xc_find_ref(y, "a");
+    assert_null(a->output);
+    assert_string_equal(a->output_ref, ref);
+    assert_json(a->input, "{'$payload':'/etc/shadow'}");
+    xc_free(y);
+}
+
 #define CHAIN_A T_("a", ",'inputParameters':{'x':'${workflow.input.x}'}")
 #define CHAIN_B                                                                                    \
     T_("b", ",'taskDefinition':{'retryCount':1,'retryDelaySeconds':2},"                            \
@@ -1063,6 +1111,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_fresh, teardown),
         cmocka_unit_test_teardown(test_variables_kept, teardown),
+        cmocka_unit_test_teardown(test_payload_refs, teardown),
         cmocka_unit_test_teardown(test_chain, teardown),
         cmocka_unit_test_teardown(test_failed, teardown),
         cmocka_unit_test_teardown(test_nested_loops, teardown),

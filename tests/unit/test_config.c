@@ -82,6 +82,8 @@ static void assert_defaults(const cf_config *c)
     assert_int_equal(c->lua_instructions, 10000000);
     assert_int_equal(c->lua_time_ms, 5000);
     assert_int_equal(c->lua_result, 16 << 20);
+    assert_int_equal(c->payload_sweep_ms, 600000);
+    assert_int_equal(c->payload_grace_ms, 3600000);
     assert_string_equal(c->log_level, "info");
     assert_null(c->types);
     assert_int_equal(c->ntypes, 0);
@@ -422,6 +424,8 @@ static void test_set_bad_values(void **state)
         {"lease", "soon", "lease: expected a duration: bad duration 'soon'"},
         {"lease", "0", "lease: must be at least 1 ms"},
         {"types", "a,,b", "types: empty item"},
+        {"payload_grace", "10ms", "payload_grace: must be at least 1000 ms"},
+        {"payload_sweep", "-1s", "payload_sweep"},
         {"plugins", "{nope", "plugins"},
         {"plugins", "[1]", "plugins: expected a JSON object"},
         {"log_level", "verbose", "log_level: expected one of"},

@@ -1319,6 +1319,34 @@ static void test_load_many(void **state)
     assert_int_equal(rs_exec_load_many(r, ids, 0, out, rcs, &err), 0);
 }
 
+/* The payload sweep's question: which executions are still stored. */
+static void test_exists_many(void **state)
+{
+    weft_error err = {0};
+    const char *ids[] = {"wf1", "nope", "wf2", "bad|id"};
+    int exists[4] = {7, 7, 7, 7};
+    char url[64];
+    rs *x;
+    create("wf1", 0);
+    create("wf2", 0);
+    freeReplyObject(qc("SET weft:{bad|id} x"));
+    assert_int_equal(rs_exec_exists_many(r, ids, 4, exists, &err), 0);
+    assert_int_equal(exists[0], 1);
+    assert_int_equal(exists[1], 0);
+    assert_int_equal(exists[2], 1);
+    assert_int_equal(exists[3], 0); /* cannot be an execution's id */
+    freeReplyObject(qc("DEL weft:{wf2}"));
+    assert_int_equal(rs_exec_exists_many(r, ids, 3, exists, &err), 0);
+    assert_int_equal(exists[2], 0);
+    assert_int_equal(rs_exec_exists_many(r, ids, 0, exists, &err), 0);
+    /* no answer: an error, never "gone" */
+    x = open_unreachable(url, &err);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(rs_exec_exists_many(x, ids, 2, exists, &err), WEFT_EIO);
+    assert_has(err.msg, "refused");
+    rs_free(x);
+}
+
 /* Redis not there: the call fails with WEFT_EIO, and so does every save in it. */
 static void test_many_unreachable(void **state)
 {
@@ -1656,6 +1684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_taken_outbox, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_after_end_expires, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exists_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
