@@ -42,6 +42,20 @@ struct eng {
     uint64_t seq;
     eng_ended_fn on_ended; /* set during eng_run_all */
     void *on_ended_ud;
+    /* Cascades between executions (a child's end to its parent, a canceled
+     * task to its child) wait here and the outermost apply runs them one
+     * after the other: a tree thousands of levels deep costs no C stack
+     * per level. */
+    struct later *later;
+    size_t nlater, hlater, caplater;
+    int draining;
+};
+
+typedef enum later_kind { LATER_ENDED, LATER_TERMINATE } later_kind;
+
+struct later {
+    later_kind kind;
+    xc_exec *x;
 };
 
 /*
@@ -388,15 +402,49 @@ static void ended(eng *e, xc_exec *x)
     }
 }
 
+static void later_push(eng *e, later_kind kind, xc_exec *x)
+{
+    if (e->nlater == e->caplater) {
+        size_t cap = e->caplater ? e->caplater * 2 : 16;
+        struct later *l = realloc(e->later, cap * sizeof *l);
+        if (!l) {
+            fprintf(stderr, "weft: out of memory: workflow %s: its %s is lost\n", x->id,
+                    kind == LATER_ENDED ? "end (its parent waits)" : "termination");
+            return;
+        }
+        e->later = l;
+        e->caplater = cap;
+    }
+    e->later[e->nlater].kind = kind;
+    e->later[e->nlater].x = x;
+    e->nlater++;
+}
+
+/* Run the queued cascade steps in order; the applies they make queue
+ * their own steps here instead of recursing. */
+static void later_drain(eng *e)
+{
+    e->draining = 1;
+    while (e->hlater < e->nlater) {
+        struct later l = e->later[e->hlater++];
+        if (l.kind == LATER_ENDED) {
+            ended(e, l.x);
+        } else if (!xc_wf_terminal(l.x->status)) {
+            dec_out o = {0};
+            dec_end(&e->dec, l.x, WEFT_WF_TERMINATED, "parent task canceled", &o);
+            apply(e, l.x, &o);
+            dec_out_free(&o);
+        }
+    }
+    e->nlater = e->hlater = 0;
+    e->draining = 0;
+}
+
 static void cancel_task(eng *e, xc_exec *x, xc_task *t)
 {
     xc_exec *cx;
-    if (t->child_id && (cx = wu_map_get(e->execs, t->child_id)) && !xc_wf_terminal(cx->status)) {
-        dec_out o = {0};
-        dec_end(&e->dec, cx, WEFT_WF_TERMINATED, "parent task canceled", &o);
-        apply(e, cx, &o);
-        dec_out_free(&o);
-    }
+    if (t->child_id && (cx = wu_map_get(e->execs, t->child_id)) && !xc_wf_terminal(cx->status))
+        later_push(e, LATER_TERMINATE, cx);
     if (t->def->type->cancel) {
         weft_ctx c;
         host_ctx_init(&c, &e->svc, x, t);
@@ -424,7 +472,7 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
             cancel_task(e, x, a->task);
             break;
         case DEC_WF_ENDED:
-            ended(e, x);
+            later_push(e, LATER_ENDED, x);
             break;
         }
     }
@@ -441,6 +489,8 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
         }
         dec_out_free(&to);
     }
+    if (!e->draining && e->nlater)
+        later_drain(e);
 }
 
 static void run_task(eng *e, xc_exec *x, xc_task *t)
@@ -646,6 +696,7 @@ void eng_free(eng *e)
     free(e->def_path);
     free(e->heap);
     free(e->fifo);
+    free(e->later);
     free(e->searched);
     free(e);
 }

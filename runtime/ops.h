@@ -57,6 +57,13 @@ struct op_env {
     int64_t lease_ms;
     char lease_seed[25]; /* lease tokens: seed:e<n> (set on first use) */
     unsigned long lease_n;
+    /* Cascades between executions (a canceled task's child terminated, an
+     * ended child told to its parent) wait here and are run one after the
+     * other by the outermost update, so a tree thousands of levels deep
+     * costs no C stack per level. Zero-initialized; private to ops.c. */
+    struct op_later *later;
+    size_t nlater, hlater, caplater;
+    int nest; /* > 0 while a cascade runs: updates defer theirs */
 };
 
 /* Return this from an op_fn when it changed nothing: no save. */

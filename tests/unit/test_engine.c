@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -612,6 +613,120 @@ static void test_start_bad_input(void **state)
     assert_has(err.msg, "input must be a JSON object");
 }
 
+/*
+ * A chain of sub-workflows `levels` deep, each level a workflow "deep" that
+ * starts the next until n reaches 0 (the leaf completes). Written to a
+ * temporary directory that the engine finds workflows by name in.
+ */
+#define DEEP_DEF(name, leaf)                                                                       \
+    "{\"name\":\"" name "\",\"tasks\":["                                                           \
+    "{\"name\":\"dec\",\"taskReferenceName\":\"dec\",\"type\":\"LAMBDA\",\"inputParameters\":{"    \
+    "\"n\":\"${workflow.input.n}\",\"scriptExpression\":\"return input.n - 1\"}},"                 \
+    "{\"name\":\"d\",\"taskReferenceName\":\"d\",\"type\":\"DECISION\","                           \
+    "\"caseExpression\":\"if input.n >= 0 then return 'more' end return 'leaf'\","                 \
+    "\"inputParameters\":{\"n\":\"${dec.output.result}\"},\"defaultCase\":[" leaf "],"             \
+    "\"decisionCases\":{\"more\":[{\"name\":\"next\",\"taskReferenceName\":\"next\","              \
+    "\"type\":\"SUB_WORKFLOW\",\"subWorkflowParam\":{\"name\":\"" name "\"},"                      \
+    "\"inputParameters\":{\"n\":\"${dec.output.result}\"}}]}}]}"
+
+static char deep_dir[64];
+
+static void deep_write(const char *name, const char *text)
+{
+    char path[128];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.json", deep_dir, name);
+    assert_non_null(f = fopen(path, "w"));
+    fputs(text, f);
+    fclose(f);
+}
+
+/* "deep" ends at its leaf; "deepw" waits there for a signal. */
+static eng *deep_engine(void)
+{
+    eng_opts o = {plugin_path, NULL, NULL};
+    eng *e = NULL;
+    weft_error err = {0};
+    snprintf(deep_dir, sizeof deep_dir, "/tmp/weft-deep-XXXXXX");
+    assert_non_null(mkdtemp(deep_dir));
+    deep_write("deep", DEEP_DEF("deep", ""));
+    deep_write("deepw", DEEP_DEF("deepw", "{\"name\":\"hold\",\"taskReferenceName\":\"hold\","
+                                          "\"type\":\"WAIT\"}"));
+    o.def_path = deep_dir;
+    o.trace = F.trace;
+    if (eng_new(&o, &e, &err)) fail_msg("eng_new: %s", err.msg);
+    return e;
+}
+
+static void deep_cleanup(eng *e)
+{
+    char path[128];
+    eng_free(e);
+    snprintf(path, sizeof path, "%s/deep.json", deep_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/deepw.json", deep_dir);
+    unlink(path);
+    rmdir(deep_dir);
+}
+
+static size_t count_in(const char *text, const char *part)
+{
+    size_t n = 0;
+    for (; text && (text = strstr(text, part)); text += strlen(part))
+        n++;
+    return n;
+}
+
+/* 3,000 levels waiting at the leaf; the root ends (a TERMINATE in a fork's
+ * other branch, after a signal): every level is terminated, deepest too. */
+static void test_deep_sub_workflow_terminate(void **state)
+{
+    eng *e = deep_engine();
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    const char *root =
+        "{'name':'root','tasks':[{'name':'f','taskReferenceName':'f','type':'FORK_JOIN',"
+        "'forkTasks':[[{'name':'sub','taskReferenceName':'sub','type':'SUB_WORKFLOW',"
+        "'subWorkflowParam':{'name':'deepw'},'inputParameters':{'n':3000}}],"
+        "[{'name':'gate','taskReferenceName':'gate','type':'WAIT'},"
+        "{'name':'stop','taskReferenceName':'stop','type':'TERMINATE','inputParameters':{"
+        "'terminationStatus':'TERMINATED','terminationReason':'enough'}}]]},"
+        "{'name':'j','taskReferenceName':'j','type':'JOIN','joinOn':['sub','stop']}]}";
+    if (eng_load_json(e, J(root), "root.json", &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, NULL, &x, &err)) fail_msg("start: %s", err.msg);
+    assert_int_equal(eng_run(e, x, &err), WEFT_ESTATE); /* all wait: gate and the leaf */
+    fflush(F.trace);
+    assert_int_equal(count_in(F.trace_buf, "hold (WAIT) IN_PROGRESS"), 1);
+    if (eng_complete_task(e, x->id, "gate", WEFT_TASK_COMPLETED, NULL, &err))
+        fail_msg("signal: %s", err.msg);
+    assert_int_equal(x->status, WEFT_WF_TERMINATED);
+    fflush(F.trace);
+    assert_int_equal(count_in(F.trace_buf, "TERMINATED: parent task canceled"), 3001);
+    assert_int_equal(count_in(F.trace_buf, "hold (WAIT) CANCELED"), 1);
+    def_unref(d);
+    deep_cleanup(e);
+}
+
+/* 3,000 levels complete (the child's end completes the parent task, whose
+ * end completes its workflow ... up to the root): no C recursion per level. */
+static void test_deep_sub_workflow_chain(void **state)
+{
+    eng *e = deep_engine();
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    char path[128];
+    snprintf(path, sizeof path, "%s/deep.json", deep_dir);
+    if (eng_load_file(e, path, &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, J("{'n':3000}"), &x, &err)) fail_msg("start: %s", err.msg);
+    if (eng_run(e, x, &err)) fail_msg("eng_run: %s", err.msg);
+    if (x->status != WEFT_WF_COMPLETED)
+        fail_msg("ended %s: %s", weft_wf_status_name(x->status), x->reason ? x->reason : "");
+    def_unref(d);
+    deep_cleanup(e);
+}
+
 int main(void)
 {
     const char *top = getenv("WEFT_TOP_BUILDDIR");
@@ -642,6 +757,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_checks_definition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_sub_workflow_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_sub_workflow_terminate, setup, teardown),
     };
     if (!top || !*top) {
         fprintf(stderr, "test_engine: WEFT_TOP_BUILDDIR is not set: skipped\n");
