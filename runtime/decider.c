@@ -283,6 +283,29 @@ static void take_end(const dec_env *e, xc_exec *x, weft_result *r, dec_out *o)
     dec_end(e, x, r->end_workflow, r->reason[0] ? r->reason : NULL, o);
 }
 
+/* A map's result within the limits (def_limits): tasks scheduled at once
+ * (a dynamic fork's width), loop iterations when the loop sets no cap of
+ * its own. 0, or WEFT_ELIMIT with the reason in r. */
+static int check_map(const dec_env *e, const xc_task *t, weft_result *r, size_t n)
+{
+    const def_limits *lim = def_limits_of(e->defs);
+    if (n > (size_t)lim->max_fork_width) {
+        snprintf(r->reason, sizeof r->reason,
+                 "'%s' would start %zu tasks at once, over the limit of %d (max_fork_width)",
+                 t->ref, n, lim->max_fork_width);
+        return WEFT_ELIMIT;
+    }
+    if (r->iteration > lim->max_loop_iterations &&
+        !json_object_object_get_ex(t->def->json, "maxIterations", NULL)) {
+        snprintf(r->reason, sizeof r->reason,
+                 "'%s' would run iteration %d, over the limit of %d (max_loop_iterations; "
+                 "set maxIterations to allow more)",
+                 t->ref, r->iteration, lim->max_loop_iterations);
+        return WEFT_ELIMIT;
+    }
+    return 0;
+}
+
 static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
 {
     json_object *out_tasks;
@@ -311,6 +334,8 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         snprintf(r.reason, sizeof r.reason, "%s map reported no valid status",
                  t->def->type_name);
     }
+    if (rc == 0)
+        rc = check_map(e, t, &r, json_object_array_length(out_tasks));
     if (rc == 0 && r.iteration > 0) {
         child_scope = xc_new_scope(x, t->scope, r.iteration);
         if (child_scope < 0) {
@@ -437,7 +462,7 @@ static void next_after(const dec_env *e, xc_exec *x, def_task *d, int scope, dec
 
 static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
 {
-    char reason[WEFT_ERROR_MAX];
+    char reason[WEFT_ERROR_MAX], head[WEFT_ERROR_MAX / 2];
     switch (t->status) {
     case WEFT_TASK_COMPLETED:
     case WEFT_TASK_COMPLETED_WITH_ERRORS:
@@ -466,9 +491,9 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         }
         free(x->failed_task_id);
         x->failed_task_id = strdup(t->id);
-        snprintf(reason, sizeof reason, "task '%s' (%s) %s: %s", t->ref, t->def->type_name,
-                 t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed",
-                 t->reason ? t->reason : "no reason given");
+        snprintf(head, sizeof head, "task '%s' (%s) %s: ", t->ref, t->def->type_name,
+                 t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed");
+        wu_join_tail(reason, sizeof reason, head, t->reason ? t->reason : "no reason given");
         dec_end(e, x, t->status == WEFT_TASK_TIMED_OUT ? WEFT_WF_TIMED_OUT : WEFT_WF_FAILED,
                 reason, o);
         return;

@@ -32,6 +32,7 @@ struct eng {
     wu_map *named;    /* "name" -> def_workflow (sub-workflows by name) */
     wu_vec all_defs;
     char *def_path;
+    def_limits limits;
     FILE *trace;
     int64_t t0;
     item *heap;
@@ -325,6 +326,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
         return rc;
     cx->parent_id = strdup(x->id);
     cx->parent_task_id = strdup(t->id);
+    cx->depth = x->depth + 1;
     free(t->child_id);
     t->child_id = strdup(cx->id);
     snprintf(id_out, id_size, "%s", cx->id);
@@ -660,6 +662,9 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->defs.ud = e->plugins;
     e->defs.searched = pl_searched(e->plugins);
     e->defs.host = host_table();
+    e->limits = opts->limits ? *opts->limits : def_limits_default;
+    e->defs.limits = &e->limits;
+    e->svc.limits = &e->limits;
     e->svc.ud = e;
     e->svc.sandbox = svc_sandbox;
     e->svc.start_child = svc_start_child;

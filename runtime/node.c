@@ -58,6 +58,7 @@ struct nd_node {
     pl_registry *plugins;
     ps_store *payloads; /* large inputs/outputs, shared by the threads */
     def_env defs;
+    def_limits limits;
     const weft_lock_provider *lock;
     void *lock_handle;
     char **types;
@@ -178,6 +179,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     a.input = input;
     a.parent_id = x->id;
     a.parent_task_id = t->id;
+    a.depth = x->depth + 1;
     a.idempotency_key = key;
     rc = op_start(&w->op, &a, id, err);
     def_unref(d);
@@ -352,12 +354,18 @@ static void job_clear(job *j)
 
 /* Apply one result to x (a fresh load too: a fenced save may run this twice,
  * so the decider gets its own references). 1 when it changed x. */
-static int apply_one(const dec_env *dec, xc_exec *x, const result *a, dec_out *o)
+static int apply_one(op_env *env, const dec_env *dec, xc_exec *x, const result *a, dec_out *o)
 {
     xc_task *t = xc_find_id(x, a->task_id);
     weft_result r;
-    if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status))
-        return 0; /* canceled or already done: the late result is dropped */
+    if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status)) {
+        /* canceled or already done: the late result is dropped. A child it
+         * started that the execution never learned of (terminated between
+         * the start and this save) is terminated too: nobody else knows it */
+        if (a->child_id[0] && !(t && t->child_id && !strcmp(t->child_id, a->child_id)))
+            op_terminate_later(env, a->child_id);
+        return 0;
+    }
     if (!t->started_ms)
         t->started_ms = a->started_ms;
     /* started already in the worker's copy; a fresh load has not seen it */
@@ -380,7 +388,7 @@ static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
     size_t i;
     int changed = 0;
     for (i = 0; i < j->nres; i++)
-        changed |= apply_one(dec, x, &j->res[i], o);
+        changed |= apply_one(env, dec, x, &j->res[i], o);
     if (!changed)
         return OP_NOCHANGE;
     dec_decide(dec, x, o);
@@ -859,6 +867,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->svc.sandbox = svc_sandbox;
     w->svc.start_child = svc_start_child;
     w->svc.secret = svc_secret;
+    w->svc.limits = &n->limits;
     w->dec.defs = &n->defs;
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;
@@ -981,6 +990,8 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     n->defs.searched = pl_searched(n->plugins);
     n->defs.host = host_table();
     n->defs.allow_unknown = 1;
+    cf_limits(cfg, &n->limits);
+    n->defs.limits = &n->limits;
     {
         char dir[4096];
         const char *tmp = getenv("TMPDIR");

@@ -430,6 +430,13 @@ static void later_drain(op_env *env)
     env->nlater = env->hlater = env->caplater = 0;
 }
 
+void op_terminate_later(op_env *env, const char *id)
+{
+    char *copy = strdup(id);
+    if (copy)
+        later_push(env, LATER_TERMINATE, copy, NULL);
+}
+
 /*
  * After a save: children of canceled tasks are terminated, an ended
  * workflow tells its parent. Losing these to a crash is repaired by the
@@ -620,6 +627,8 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         weft_error e = {0};
         env->lock->release(env->lock_handle, id, token, &e);
     }
+    if (!env->nest && env->nlater)
+        later_drain(env); /* an op_fn's op_terminate_later, when nothing was saved */
     return rc;
 }
 
@@ -758,6 +767,8 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         prep_clear(pp);
     }
 out:
+    if (!env->nest && env->nlater)
+        later_drain(env);
     if (p)
         for (i = 0; i < n; i++)
             prep_clear(&p[i]);
@@ -780,6 +791,7 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
     if (a->parent_id) {
         x->parent_id = strdup(a->parent_id);
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
+        x->depth = a->depth;
     }
     return 0;
 }

@@ -111,6 +111,11 @@ typedef struct op_item {
  * none (every task is queued). */
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room);
 
+/* Terminate execution id ("parent task canceled") once the update under way
+ * is saved, as a cascade step (an op_fn may call this; a child whose parent
+ * ended before it learned of the child). */
+void op_terminate_later(op_env *env, const char *id);
+
 /* Load several executions in one round trip: out[i] (caller frees) or rcs[i]. */
 int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
                  weft_error *err);
@@ -128,6 +133,7 @@ typedef struct op_start_args {
     const char *correlation_id;  /* may be NULL */
     const char *idempotency_key; /* may be NULL: the same key returns the same id */
     const char *parent_id, *parent_task_id; /* sub-workflows */
+    int depth;                   /* sub-workflows: the parent's depth + 1 */
     const char *id;              /* NULL = a fresh UUID */
 } op_start_args;
 

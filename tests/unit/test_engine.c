@@ -30,7 +30,7 @@ static struct {
 
 static int setup(void **state)
 {
-    eng_opts o = {plugin_path, NULL, NULL};
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
     weft_error err = {0};
     memset(&F, 0, sizeof F);
     F.trace = open_memstream(&F.trace_buf, &F.trace_len);
@@ -642,9 +642,9 @@ static void deep_write(const char *name, const char *text)
 }
 
 /* "deep" ends at its leaf; "deepw" waits there for a signal. */
-static eng *deep_engine(void)
+static eng *deep_engine_with(const def_limits *lim)
 {
-    eng_opts o = {plugin_path, NULL, NULL};
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
     eng *e = NULL;
     weft_error err = {0};
     snprintf(deep_dir, sizeof deep_dir, "/tmp/weft-deep-XXXXXX");
@@ -654,8 +654,17 @@ static eng *deep_engine(void)
                                           "\"type\":\"WAIT\"}"));
     o.def_path = deep_dir;
     o.trace = F.trace;
+    o.limits = lim;
     if (eng_new(&o, &e, &err)) fail_msg("eng_new: %s", err.msg);
     return e;
+}
+
+/* deep(3000) is 3,001 levels: the depth limit is raised to admit them. */
+static eng *deep_engine(void)
+{
+    def_limits lim = def_limits_default;
+    lim.max_depth = 5000;
+    return deep_engine_with(&lim);
 }
 
 static void deep_cleanup(eng *e)
@@ -727,6 +736,109 @@ static void test_deep_sub_workflow_chain(void **state)
     deep_cleanup(e);
 }
 
+/* The engine of F with these limits instead of the defaults. */
+static void with_limits(const def_limits *lim)
+{
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
+    weft_error err = {0};
+    o.trace = F.trace;
+    o.limits = lim;
+    eng_free(F.e);
+    F.e = NULL;
+    if (eng_new(&o, &F.e, &err)) fail_msg("eng_new: %s", err.msg);
+}
+
+/* A workflow that starts itself stops at the depth limit: the deepest one
+ * fails its SUB_WORKFLOW task naming the ref and the limit, and the failure
+ * goes up to the root. */
+static void test_depth_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    eng *e;
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    char path[128];
+    lim.max_depth = 20;
+    e = deep_engine_with(&lim);
+    deep_write("selfy", "{\"name\":\"selfy\",\"tasks\":[{\"name\":\"again\",\"taskReferenceName\":"
+                        "\"again\",\"type\":\"SUB_WORKFLOW\",\"subWorkflowParam\":{\"name\":"
+                        "\"selfy\"}}]}");
+    snprintf(path, sizeof path, "%s/selfy.json", deep_dir);
+    if (eng_load_file(e, path, &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, NULL, &x, &err)) fail_msg("start: %s", err.msg);
+    if (eng_run(e, x, &err)) fail_msg("eng_run: %s", err.msg);
+    assert_int_equal(x->status, WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'again'");
+    assert_has(x->reason, "over the limit of 20 (max_subworkflow_depth)");
+    fflush(F.trace);
+    /* the root and 20 levels below it, each FAILED */
+    assert_int_equal(count_in(F.trace_buf, "selfy: workflow "), 21);
+    def_unref(d);
+    unlink(path);
+    deep_cleanup(e);
+}
+
+/* DO_WHILE without maxIterations stops at max_loop_iterations; with its own
+ * maxIterations it may go past it. */
+static void test_loop_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_loop_iterations = 5;
+    with_limits(&lim);
+    x = run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return true','loopOver':[" LAMBDA("step", "return 1", "") "]}]}",
+            NULL, WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'loop'");
+    assert_has(x->reason, "'loop' would run iteration 6, over the limit of 5 (max_loop_iterations");
+    assert_non_null(xc_find_ref(x, "step__5"));
+    assert_null(xc_find_ref(x, "step__6"));
+    x = run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return true','maxIterations':8,"
+            "'loopOver':[" LAMBDA("step", "return 1", "") "]}]}",
+            NULL, WEFT_WF_COMPLETED);
+    assert_non_null(xc_find_ref(x, "step__8"));
+}
+
+/* A dynamic fork wider than max_fork_width fails before any branch starts. */
+static void test_dynamic_fork_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_fork_width = 3;
+    with_limits(&lim);
+    x = run("{'name':'dyn','tasks':[" LAMBDA(
+                "gen",
+                "local t = {} for i = 1, 4 do t[i] = { ref = [[d]] .. i, type = [[LAMBDA]],"
+                " script = [[return 1]] } end return t",
+                "") ",{'name':'fan','taskReferenceName':'fan','type':'FORK_JOIN_DYNAMIC',"
+                    "'dynamicForkTasksParam':'dynamicTasks',"
+                    "'inputParameters':{'dynamicTasks':'${gen.output.result}'}},"
+                    "{'name':'join','taskReferenceName':'join','type':'JOIN','joinOn':[]}]}",
+            NULL, WEFT_WF_FAILED);
+    assert_has(x->reason, "'fan' would start 4 tasks at once, over the limit of 3 (max_fork_width)");
+    assert_null(xc_find_ref(x, "d1"));
+}
+
+/* SET_VARIABLE over max_variables_size fails its task; the variables stay. */
+static void test_variables_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_variables = 64;
+    with_limits(&lim);
+    x = run("{'name':'vars','tasks':["
+            "{'name':'a','taskReferenceName':'a','type':'SET_VARIABLE','inputParameters':{'k':1}},"
+            "{'name':'b','taskReferenceName':'b','type':'SET_VARIABLE',"
+            "'inputParameters':{'big':'${workflow.input.big}'}}]}",
+            "{'big':'0123456789012345678901234567890123456789012345678901234567890123456789'}",
+            WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'b'");
+    assert_has(x->reason, "over the limit of 64 (max_variables_size)");
+    assert_json(x->variables, "{'k':1}");
+}
+
 int main(void)
 {
     const char *top = getenv("WEFT_TOP_BUILDDIR");
@@ -759,6 +871,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_start_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_sub_workflow_chain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_sub_workflow_terminate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loop_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_fork_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_variables_limit, setup, teardown),
     };
     if (!top || !*top) {
         fprintf(stderr, "test_engine: WEFT_TOP_BUILDDIR is not set: skipped\n");
