@@ -9,12 +9,15 @@
 typedef struct lk {
     const xc_exec *x;
     wu_vec scratch; /* values made for this evaluation */
+    int oom;        /* a value could not be made: the result is not to be used */
 } lk;
 
+/* o (made for this evaluation; NULL = it could not be made) kept until the end. */
 static json_object *keep(lk *l, json_object *o)
 {
-    if (o && wu_vec_push(&l->scratch, o)) {
+    if (!o || wu_vec_push(&l->scratch, o)) {
         json_object_put(o);
+        l->oom = 1;
         return NULL;
     }
     return o;
@@ -117,17 +120,31 @@ static json_object *lookup(void *ud, const char *root, const char *field)
     return t ? lookup_task(l, t, field) : NULL;
 }
 
-json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t)
+int dec_resolve_checked(const xc_exec *x, const ex_tmpl *t, json_object **out)
 {
-    lk l = {x, {0}};
-    json_object *r;
+    lk l = {x, {0}, 0};
     size_t i;
+    int rc;
+    *out = NULL;
     if (!t)
-        return NULL;
-    r = ex_eval(t, lookup, &l);
+        return 0;
+    rc = ex_eval_checked(t, lookup, &l, out);
     for (i = 0; i < l.scratch.len; i++)
         json_object_put(l.scratch.items[i]);
     wu_vec_free(&l.scratch);
+    if (rc == 0 && l.oom) {
+        /* a lookup could not make its value: it read as missing (null) */
+        json_object_put(*out);
+        *out = NULL;
+        rc = WEFT_ENOMEM;
+    }
+    return rc;
+}
+
+json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t)
+{
+    json_object *r = NULL;
+    dec_resolve_checked(x, t, &r);
     return r;
 }
 
@@ -229,7 +246,15 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
     t->retry_count = retry_count;
     if (dyn)
         t->dyn_json = json_object_get(dyn);
-    t->input = dec_resolve(x, d->input);
+    if (dec_resolve_checked(x, d->input, &t->input)) {
+        /* never run with a null where a value should be: failed, followed
+         * (retried, or the workflow fails) like any failed task */
+        t->input = json_object_new_object();
+        xc_set_reason(&t->reason, "its input could not be built: out of memory while "
+                                  "resolving its expressions");
+        set_status(e, x, t, WEFT_TASK_FAILED);
+        return t;
+    }
     if (!json_object_is_type(t->input, json_type_object)) {
         json_object_put(t->input);
         t->input = json_object_new_object();
@@ -265,7 +290,7 @@ static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, j
                          int retry_count, int64_t delay, dec_out *o)
 {
     xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
-    if (t)
+    if (t && !xc_task_terminal(t->status))
         dispatch(e, x, t, delay, o);
     return t;
 }
@@ -506,7 +531,12 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
 {
     json_object *out;
     if (x->def->output) {
-        out = dec_resolve(x, x->def->output);
+        if (dec_resolve_checked(x, x->def->output, &out)) {
+            dec_end(e, x, WEFT_WF_FAILED,
+                    "the workflow's output could not be built: out of memory while resolving "
+                    "its expressions", o);
+            return;
+        }
     } else {
         def_task *last = x->def->root.tasks[x->def->root.n - 1];
         xc_task *lt = xc_latest(x, last);

@@ -63,6 +63,24 @@ wait_for 600 has_status RUNNING=3001 && ok "3,001 levels running" || not_ok "sta
 run_weft terminate "$root" --reason "enough"
 expect_rc "terminate the root" 0
 wait_for 300 has_status TERMINATED=3001 && ok "all 3,001 levels TERMINATED" || not_ok "statuses: $(by_status)"
+# 3. a workflow that starts itself, terminated at its root while it spawns:
+# the whole tree ends (also a child started just before its parent's end)
+cat >"$TMP/selfy.json" <<J
+{"name":"selfy","tasks":[{"name":"again","taskReferenceName":"again","type":"SUB_WORKFLOW",
+ "subWorkflowParam":{"name":"selfy"}}]}
+J
+rcli FLUSHDB >/dev/null
+run_weft register "$TMP/selfy.json"
+run_weft start selfy; root=$last
+running_at_least() { n=$(by_status | grep -o 'RUNNING=[0-9]*' | cut -d= -f2); [ "${n:-0}" -ge "$1" ]; }
+wait_for 60 running_at_least 20 || not_ok "it does not spawn: $(by_status)"
+run_weft terminate "$root"
+expect_rc "terminate the root of a self-starting workflow" 0
+no_running() { case " $(by_status) " in *" RUNNING="*) return 1 ;; esac; return 0; }
+wait_for 60 no_running && ok "no level is left running" || not_ok "statuses: $(by_status)"
+s1=$(by_status); sleep 2; s2=$(by_status)
+[ "$s1" = "$s2" ] && ok "nothing new is started ($s2)" || not_ok "still spawning: $s1 then $s2"
+
 for n in d1 d1b; do
     pid=$(eval "echo \${WEFTD_PID_$n:-}")
     [ -n "$pid" ] || continue
@@ -70,4 +88,19 @@ for n in d1 d1b; do
         || { not_ok "weftd $n died"; tail -n 30 "$TMP/$n.log" | sed 's/^/# /'; }
 done
 stop_weftd_clean d1
+
+# 4. the same workflow under max_subworkflow_depth=10 fails at depth 11,
+# naming the ref and the limit, and the failure goes up to the root
+rcli FLUSHDB >/dev/null
+run_weft register "$TMP/selfy.json"
+start_weftd d2 --workers 2 ${DEPTH_FLAGS2---set max_subworkflow_depth=10}
+run_weft start selfy; root=$last
+run_weft wait "$root" --timeout 60
+expect_rc "a self-starting workflow fails at the depth limit" 1
+run_weft status "$root"
+case $out in *"over the limit of 10 (max_subworkflow_depth)"*) ok "its reason names the limit" ;;
+    *) not_ok "reason: $(printf '%s' "$out" | grep -o '"reasonForIncompletion":"[^"]*"' | head -1)" ;; esac
+s=$(by_status)
+[ "$s" = "FAILED=11 " ] && ok "the root and 10 levels below it FAILED" || not_ok "statuses: $s"
+stop_weftd_clean d2
 finish
