@@ -41,6 +41,26 @@ return r" 0 "${WEFT_KEY_PREFIX}{*}" | tr '\n' ' '
 }
 has_status() { case " $(by_status) " in *" $1 "*) return 0 ;; esac; return 1; }
 
+# 0. weft run reads the same limits from the environment
+cat >"$TMP/retry.json" <<J
+{"name":"retry","tasks":[{"name":"a","taskReferenceName":"a","type":"LAMBDA","retryCount":5,
+ "inputParameters":{"scriptExpression":"return 1"}}]}
+J
+WEFT_MAX_RETRY_COUNT=2 run_weft run "$TMP/retry.json"
+expect_rc "weft run: retryCount over WEFT_MAX_RETRY_COUNT" 2
+expect_err "weft run: it names file, ref and limit" "retry.json: task 'a': retryCount 5 is over the limit of 2 (max_retry_count)"
+cat >"$TMP/loop.json" <<J
+{"name":"loop","tasks":[{"name":"loop","taskReferenceName":"loop","type":"DO_WHILE",
+ "loopCondition":"return true","loopOver":[{"name":"s","taskReferenceName":"s","type":"LAMBDA",
+ "inputParameters":{"scriptExpression":"return 1"}}]}]}
+J
+WEFT_MAX_LOOP_ITERATIONS=5 run_weft run "$TMP/loop.json" --quiet
+expect_rc "weft run: an endless DO_WHILE stops" 1
+expect_err "weft run: at WEFT_MAX_LOOP_ITERATIONS" "'loop' would run iteration 6, over the limit of 5 (max_loop_iterations"
+WEFT_MAX_TASKS=many run_weft run "$TMP/loop.json"
+expect_rc "weft run: a bad limit in the environment" 2
+expect_err "weft run: names the key" "max_tasks"
+
 for f in deep deepw; do
     run_weft register "$TMP/$f.json"; expect_rc "register $f" 0
 done
