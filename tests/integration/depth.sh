@@ -113,7 +113,8 @@ stop_weftd_clean d1
 # naming the ref and the limit, and the failure goes up to the root
 rcli FLUSHDB >/dev/null
 run_weft register "$TMP/selfy.json"
-start_weftd d2 --workers 2 ${DEPTH_FLAGS2---set max_subworkflow_depth=10}
+start_weftd d2 --workers 2 --api 127.0.0.1:0 --set max_retry_count=3 \
+    ${DEPTH_FLAGS2---set max_subworkflow_depth=10}
 run_weft start selfy; root=$last
 run_weft wait "$root" --timeout 60
 expect_rc "a self-starting workflow fails at the depth limit" 1
@@ -122,5 +123,14 @@ case $out in *"over the limit of 10 (max_subworkflow_depth)"*) ok "its reason na
     *) not_ok "reason: $(printf '%s' "$out" | grep -o '"reasonForIncompletion":"[^"]*"' | head -1)" ;; esac
 s=$(by_status)
 [ "$s" = "FAILED=11 " ] && ok "the root and 10 levels below it FAILED" || not_ok "statuses: $s"
+
+# 5. the daemon's limits hold for inline definitions through the REST API: 400
+wait_for 20 grep -q 'msg="started:' "$TMP/d2.log"
+api=$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d2.log" | head -n 1 | cut -d= -f2)
+body=$(curl -s -w '\n%{http_code}' -X POST "http://$api/api/workflow" -H 'Content-Type: application/json' \
+    -d '{"name":"r","workflowDef":{"name":"r","tasks":[{"name":"a","taskReferenceName":"a","type":"LAMBDA",
+         "retryCount":4,"inputParameters":{"scriptExpression":"return 1"}}]}}')
+case $body in *"retryCount 4 is over the limit of 3 (max_retry_count)"*400) ok "API: 400 naming the limit" ;;
+    *) not_ok "API answered: $body" ;; esac
 stop_weftd_clean d2
 finish
