@@ -440,8 +440,9 @@ void op_terminate_later(op_env *env, const char *id)
 /*
  * After a save: children of canceled tasks are terminated, an ended
  * workflow tells its parent. Losing these to a crash is repaired by the
- * sweeper (op users), so they are best effort here. Inside a cascade they
- * are queued (taking *xp when own) for the outermost update to run.
+ * sweeper (op users), so they are best effort here. The children are
+ * terminated after the update (its lock released); inside a cascade the
+ * end is queued too (taking *xp when own), for the outermost update.
  */
 static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own)
 {
@@ -461,8 +462,6 @@ static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own)
             ended_hook(env, x);
         }
     }
-    if (!env->nest && env->nlater)
-        later_drain(env);
 }
 
 /* A document that cannot be read fails its workflow, so nothing waits on it forever. */
@@ -628,7 +627,7 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         env->lock->release(env->lock_handle, id, token, &e);
     }
     if (!env->nest && env->nlater)
-        later_drain(env); /* an op_fn's op_terminate_later, when nothing was saved */
+        later_drain(env); /* the cascade steps this update queued */
     return rc;
 }
 
