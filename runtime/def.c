@@ -470,6 +470,19 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
         wf_free(wf);
         return rc;
     }
+    if (json_object_object_get_ex(wf->json, "variables", &v) &&
+        json_object_is_type(v, json_type_object)) {
+        /* the initial workflow.variables: the same bound as SET_VARIABLE's */
+        size_t len = 0;
+        json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len);
+        if ((int64_t)len > def_limits_of(env)->max_variables) {
+            wf_free(wf);
+            return wu_err(err, WEFT_EINVAL,
+                          "%s: variables take %zu bytes, over the limit of %lld "
+                          "(max_variables_size)",
+                          src, len, (long long)def_limits_of(env)->max_variables);
+        }
+    }
     wf->timeout_fails = 1;
     if (json_object_object_get_ex(wf->json, "timeoutPolicy", &v))
         wf->timeout_fails = strcmp(str_or(v, "TIME_OUT_WF"), "ALERT_ONLY") != 0;

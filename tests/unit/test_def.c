@@ -945,6 +945,14 @@ static void test_limits(void **state)
                 "[{'taskReferenceName':'c','type':'T'}]]}]}",
                 "w.json", NULL, "w.json: task 'f': 3 branches (nested task lists) is over the limit of 2",
                 "(max_fork_width)");
+    /* the definition's initial variables */
+    lim = def_limits_default;
+    lim.max_variables = 16;
+    compile_ok("{'name':'w','variables':{'a':1},'tasks':[{'taskReferenceName':'a','type':'T'}]}");
+    compile_bad("{'name':'w','variables':{'a':'0123456789'},'tasks':[{'taskReferenceName':'a',"
+                "'type':'T'}]}",
+                "w.json", NULL, "w.json: variables take 18 bytes, over the limit of 16",
+                "(max_variables_size)");
     env.limits = NULL;
 }
 
