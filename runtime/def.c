@@ -20,6 +20,15 @@ const def_limits *def_limits_of(const def_env *env)
     return env && env->limits ? env->limits : &def_limits_default;
 }
 
+int def_check_depth(const def_limits *lim, int depth, const char *what, weft_error *err)
+{
+    if (depth >= lim->max_depth)
+        return wu_err(err, WEFT_ELIMIT,
+                      "%s would be nested %d deep, over the limit of %d (max_subworkflow_depth)",
+                      what, depth + 1, lim->max_depth);
+    return 0;
+}
+
 /* No callbacks: the task is queued under its type name for a worker elsewhere. */
 const weft_task_type def_remote_type = {.name = "(served elsewhere)"};
 

@@ -104,6 +104,10 @@ typedef struct def_env {
 /* env's limits (the defaults when it has none). */
 const def_limits *def_limits_of(const def_env *env);
 
+/* Whether `what` (a sub-workflow, a failure workflow) of an execution at
+ * depth may start: 0, or WEFT_ELIMIT naming it and max_depth. */
+int def_check_depth(const def_limits *lim, int depth, const char *what, weft_error *err);
+
 /* The type given to tasks of unknown types under allow_unknown: queued. */
 extern const weft_task_type def_remote_type;
 

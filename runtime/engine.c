@@ -365,13 +365,17 @@ static void start_failure_workflow(eng *e, xc_exec *x)
     json_object *in;
     xc_exec *fx;
     const char *name = json_object_get_string(x->def->failure_workflow);
-    if (find_named(e, name, 0, &d, &err)) {
+    char what[WEFT_ERROR_MAX / 2];
+    snprintf(what, sizeof what, "failure workflow '%s'", name);
+    if (def_check_depth(&e->limits, x->depth, what, &err) || find_named(e, name, 0, &d, &err)) {
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
         return;
     }
     in = xc_failure_input(x);
     if (add_exec(e, d, in, &fx, &err))
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
+    else
+        fx->depth = x->depth + 1;
     json_object_put(in);
 }
 

@@ -152,13 +152,12 @@ static int host_start_child(weft_ctx *c, json_object *def, const char *name, int
                             json_object *input, char *id_out, size_t id_size, weft_error *err)
 {
     const def_limits *lim = c->svc && c->svc->limits ? c->svc->limits : &def_limits_default;
+    char what[WEFT_ERROR_MAX / 2];
     /* checked here, before the child exists: a workflow that starts itself
      * stops at the limit instead of spawning without end */
-    if (c->x->depth >= lim->max_depth)
-        return wu_err(err, WEFT_EINVAL,
-                      "sub-workflow '%s' would be nested %d deep, over the limit of %d "
-                      "(max_subworkflow_depth)",
-                      c->t->ref, c->x->depth + 1, lim->max_depth);
+    snprintf(what, sizeof what, "sub-workflow '%s'", c->t->ref);
+    if (def_check_depth(lim, c->x->depth, what, err))
+        return err->code;
     if (!c->svc || !c->svc->start_child)
         return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
     return c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, input, id_out, id_size,

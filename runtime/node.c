@@ -221,11 +221,18 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
     if ((x->status == WEFT_WF_FAILED || x->status == WEFT_WF_TIMED_OUT) &&
         x->def->failure_workflow) {
         const char *name = json_object_get_string(x->def->failure_workflow);
-        char *json = NULL, id[64], key[128];
+        char *json = NULL, id[64], key[128], what[WEFT_ERROR_MAX / 2];
         def_workflow *d = NULL;
         op_start_args a = {0};
         json_object *in;
         int v = 0;
+        /* a failure workflow that fails and starts itself again is a
+         * recursion too: bounded like sub-workflows */
+        snprintf(what, sizeof what, "failure workflow '%s'", name);
+        if (def_check_depth(&w->n->limits, x->depth, what, &err)) {
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: not started: %s", x->id, err.msg);
+            return;
+        }
         if (rs_def_get(w->r, name, 0, &json, &v, &err) || op_def(env, json, name, &d, &err)) {
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
                    err.msg);
@@ -238,6 +245,7 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
         a.def = d;
         a.input = in;
         a.idempotency_key = key;
+        a.depth = x->depth + 1;
         if (op_start(env, &a, id, &err))
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
                    err.msg);

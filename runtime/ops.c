@@ -790,8 +790,8 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
     if (a->parent_id) {
         x->parent_id = strdup(a->parent_id);
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
-        x->depth = a->depth;
     }
+    x->depth = a->depth;
     return 0;
 }
 

@@ -133,7 +133,8 @@ typedef struct op_start_args {
     const char *correlation_id;  /* may be NULL */
     const char *idempotency_key; /* may be NULL: the same key returns the same id */
     const char *parent_id, *parent_task_id; /* sub-workflows */
-    int depth;                   /* sub-workflows: the parent's depth + 1 */
+    int depth;                   /* sub-workflows and failure workflows: the
+                                  * depth of the one that started it + 1 */
     const char *id;              /* NULL = a fresh UUID */
 } op_start_args;
 

@@ -132,5 +132,21 @@ body=$(curl -s -w '\n%{http_code}' -X POST "http://$api/api/workflow" -H 'Conten
          "retryCount":4,"inputParameters":{"scriptExpression":"return 1"}}]}}')
 case $body in *"retryCount 4 is over the limit of 3 (max_retry_count)"*400) ok "API: 400 naming the limit" ;;
     *) not_ok "API answered: $body" ;; esac
+
+# 6. a workflow whose failure workflow is itself: bounded by the same limit
+cat >"$TMP/fails.json" <<J
+{"name":"fails","failureWorkflow":"fails","tasks":[{"name":"boom","taskReferenceName":"boom",
+ "type":"LAMBDA","inputParameters":{"scriptExpression":"error('boom')"}}]}
+J
+rcli FLUSHDB >/dev/null
+run_weft register "$TMP/fails.json"
+run_weft start fails
+wait_for 60 has_status FAILED=11 && ok "a self-starting failure workflow stops at 10 levels" \
+    || not_ok "statuses: $(by_status)"
+sleep 2
+s=$(by_status)
+[ "$s" = "FAILED=11 " ] && ok "and starts no more" || not_ok "statuses: $s"
+grep -q "failure workflow 'fails' would be nested 11 deep, over the limit of 10 (max_subworkflow_depth)" "$TMP/d2.log" \
+    && ok "weftd logs why the last one was not started" || not_ok "no log line"
 stop_weftd_clean d2
 finish
