@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "codec.h"
+#include "config.h"
 #include "dsl.h"
 #include "host.h"
 #include "ops.h"
@@ -24,6 +25,7 @@ typedef struct client {
     rs *r;
     pl_registry *plugins;
     def_env defs;
+    def_limits limits;
     dec_env dec;
     op_env op;
 } client;
@@ -73,6 +75,13 @@ static int client_open(client *k, const cli *c)
     k->defs.searched = k->plugins ? pl_searched(k->plugins) : "";
     k->defs.host = host_table();
     k->defs.allow_unknown = 1;
+    if (cf_env_limits(&k->limits, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rs_free(k->r);
+        pl_free(k->plugins);
+        return EXIT_USAGE;
+    }
+    k->defs.limits = &k->limits;
     k->dec.defs = &k->defs;
     k->dec.now = wu_now_ms;
     k->op.r = k->r;

@@ -227,6 +227,7 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     w_str(&w, "correlationId", x->correlation_id);
     w_str(&w, "parentWorkflowId", x->parent_id);
     w_str(&w, "parentWorkflowTaskId", x->parent_task_id);
+    w_int(&w, "depth", x->depth);
     w_str(&w, "failedTaskId", x->failed_task_id);
     w_int(&w, "createTime", x->created_ms);
     w_int(&w, "updateTime", x->updated_ms);
@@ -472,6 +473,7 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     x->correlation_id = dup_or_null(get_str(doc, "correlationId"));
     x->parent_id = dup_or_null(get_str(doc, "parentWorkflowId"));
     x->parent_task_id = dup_or_null(get_str(doc, "parentWorkflowTaskId"));
+    x->depth = (int)get_int(doc, "depth");
     x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
     x->created_ms = get_int(doc, "createTime");
     x->updated_ms = get_int(doc, "updateTime");

@@ -107,11 +107,46 @@ static const cf_field fields[] = {
      "how often this daemon removes payload files of executions that no longer exist (0 = never)"},
     {"payload_grace", CF_DURATION, F(payload_grace_ms), 0, "1h", 1000, NULL, NULL,
      "payload files younger than this are never removed (a start writes them before it creates the execution)"},
+    /* recursion and size limits (def_limits; weft run reads the same variables) */
+    {"max_tasks", CF_INT, F(max_tasks), 0, "1000", 1, NULL, "WEFT_MAX_TASKS",
+     "tasks in one definition, nested ones counted (more fails the definition)"},
+    {"max_retry_count", CF_INT, F(max_retry_count), 0, "100", 0, NULL, "WEFT_MAX_RETRY_COUNT",
+     "largest retryCount a task may declare (more fails the definition)"},
+    {"max_fork_width", CF_INT, F(max_fork_width), 0, "1000", 1, NULL, "WEFT_MAX_FORK_WIDTH",
+     "branches of a fork (or cases of a decision); tasks a dynamic fork starts at once"},
+    {"max_subworkflow_depth", CF_INT, F(max_subworkflow_depth), 0, "1000", 1, NULL,
+     "WEFT_MAX_SUBWORKFLOW_DEPTH", "sub-workflow nesting below the root (deeper fails the task)"},
+    {"max_loop_iterations", CF_INT, F(max_loop_iterations), 0, "1000", 1, NULL,
+     "WEFT_MAX_LOOP_ITERATIONS", "DO_WHILE iterations when the loop sets no maxIterations"},
+    {"max_variables_size", CF_BYTES, F(max_variables_size), 0, "256KiB", 1, NULL,
+     "WEFT_MAX_VARIABLES_SIZE", "workflow.variables as JSON (a SET_VARIABLE beyond fails)"},
 };
 
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
 #define AT(c, f, T) ((T *)(void *)((char *)(c) + (f)->offset))
+
+void cf_limits(const cf_config *c, def_limits *out)
+{
+    out->max_tasks = c->max_tasks;
+    out->max_retry_count = c->max_retry_count;
+    out->max_fork_width = c->max_fork_width;
+    out->max_depth = c->max_subworkflow_depth;
+    out->max_loop_iterations = c->max_loop_iterations;
+    out->max_variables = c->max_variables_size;
+}
+
+int cf_env_limits(def_limits *out, weft_error *err)
+{
+    cf_config c;
+    int rc;
+    cf_defaults(&c);
+    rc = cf_apply_env(&c, err);
+    if (rc == 0)
+        cf_limits(&c, out);
+    cf_free(&c);
+    return rc;
+}
 
 static const cf_field *field_of(const char *key)
 {

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <json-c/json.h>
 #include "weft/plugin.h"
+#include "def.h"
 
 /* Where the REST API listens unless configured (weftd falls back to no API
  * when this default is taken: several daemons on one host). */
@@ -58,7 +59,20 @@ typedef struct cf_config {
     int64_t lua_result;     /* lua_result: "16MiB" (a result as JSON) */
     int64_t payload_sweep_ms; /* payload_sweep: "10m" (0 = never) */
     int64_t payload_grace_ms; /* payload_grace: "1h" (files younger are never removed) */
+    int max_tasks;              /* max_tasks: 1000 (tasks in one definition) */
+    int max_retry_count;        /* max_retry_count: 100 */
+    int max_fork_width;         /* max_fork_width: 1000 */
+    int max_subworkflow_depth;  /* max_subworkflow_depth: 1000 */
+    int max_loop_iterations;    /* max_loop_iterations: 1000 (DO_WHILE without maxIterations) */
+    int64_t max_variables_size; /* max_variables_size: "256KiB" */
 } cf_config;
+
+/* The recursion and size limits of c (def.h). */
+void cf_limits(const cf_config *c, def_limits *out);
+
+/* The limits as the defaults and the environment set them (weft run and the
+ * client, which read no config file): WEFT_MAX_TASKS ... */
+int cf_env_limits(def_limits *out, weft_error *err);
 
 /* Fill with defaults (allocates strings). */
 void cf_defaults(cf_config *c);

@@ -9,12 +9,15 @@
 typedef struct lk {
     const xc_exec *x;
     wu_vec scratch; /* values made for this evaluation */
+    int oom;        /* a value could not be made: the result is not to be used */
 } lk;
 
+/* o (made for this evaluation; NULL = it could not be made) kept until the end. */
 static json_object *keep(lk *l, json_object *o)
 {
-    if (o && wu_vec_push(&l->scratch, o)) {
+    if (!o || wu_vec_push(&l->scratch, o)) {
         json_object_put(o);
+        l->oom = 1;
         return NULL;
     }
     return o;
@@ -117,17 +120,31 @@ static json_object *lookup(void *ud, const char *root, const char *field)
     return t ? lookup_task(l, t, field) : NULL;
 }
 
-json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t)
+int dec_resolve_checked(const xc_exec *x, const ex_tmpl *t, json_object **out)
 {
-    lk l = {x, {0}};
-    json_object *r;
+    lk l = {x, {0}, 0};
     size_t i;
+    int rc;
+    *out = NULL;
     if (!t)
-        return NULL;
-    r = ex_eval(t, lookup, &l);
+        return 0;
+    rc = ex_eval_checked(t, lookup, &l, out);
     for (i = 0; i < l.scratch.len; i++)
         json_object_put(l.scratch.items[i]);
     wu_vec_free(&l.scratch);
+    if (rc == 0 && l.oom) {
+        /* a lookup could not make its value: it read as missing (null) */
+        json_object_put(*out);
+        *out = NULL;
+        rc = WEFT_ENOMEM;
+    }
+    return rc;
+}
+
+json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t)
+{
+    json_object *r = NULL;
+    dec_resolve_checked(x, t, &r);
     return r;
 }
 
@@ -229,7 +246,15 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
     t->retry_count = retry_count;
     if (dyn)
         t->dyn_json = json_object_get(dyn);
-    t->input = dec_resolve(x, d->input);
+    if (dec_resolve_checked(x, d->input, &t->input)) {
+        /* never run with a null where a value should be: failed, followed
+         * (retried, or the workflow fails) like any failed task */
+        t->input = json_object_new_object();
+        xc_set_reason(&t->reason, "its input could not be built: out of memory while "
+                                  "resolving its expressions");
+        set_status(e, x, t, WEFT_TASK_FAILED);
+        return t;
+    }
     if (!json_object_is_type(t->input, json_type_object)) {
         json_object_put(t->input);
         t->input = json_object_new_object();
@@ -265,7 +290,7 @@ static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, j
                          int retry_count, int64_t delay, dec_out *o)
 {
     xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
-    if (t)
+    if (t && !xc_task_terminal(t->status))
         dispatch(e, x, t, delay, o);
     return t;
 }
@@ -281,6 +306,29 @@ static void take_end(const dec_env *e, xc_exec *x, weft_result *r, dec_out *o)
         r->end_output = NULL;
     }
     dec_end(e, x, r->end_workflow, r->reason[0] ? r->reason : NULL, o);
+}
+
+/* A map's result within the limits (def_limits): tasks scheduled at once
+ * (a dynamic fork's width), loop iterations when the loop sets no cap of
+ * its own. 0, or WEFT_ELIMIT with the reason in r. */
+static int check_map(const dec_env *e, const xc_task *t, weft_result *r, size_t n)
+{
+    const def_limits *lim = def_limits_of(e->defs);
+    if (n > (size_t)lim->max_fork_width) {
+        snprintf(r->reason, sizeof r->reason,
+                 "'%s' would start %zu tasks at once, over the limit of %d (max_fork_width)",
+                 t->ref, n, lim->max_fork_width);
+        return WEFT_ELIMIT;
+    }
+    if (r->iteration > lim->max_loop_iterations &&
+        !json_object_object_get_ex(t->def->json, "maxIterations", NULL)) {
+        snprintf(r->reason, sizeof r->reason,
+                 "'%s' would run iteration %d, over the limit of %d (max_loop_iterations; "
+                 "set maxIterations to allow more)",
+                 t->ref, r->iteration, lim->max_loop_iterations);
+        return WEFT_ELIMIT;
+    }
+    return 0;
 }
 
 static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
@@ -311,6 +359,8 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         snprintf(r.reason, sizeof r.reason, "%s map reported no valid status",
                  t->def->type_name);
     }
+    if (rc == 0)
+        rc = check_map(e, t, &r, json_object_array_length(out_tasks));
     if (rc == 0 && r.iteration > 0) {
         child_scope = xc_new_scope(x, t->scope, r.iteration);
         if (child_scope < 0) {
@@ -437,7 +487,7 @@ static void next_after(const dec_env *e, xc_exec *x, def_task *d, int scope, dec
 
 static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
 {
-    char reason[WEFT_ERROR_MAX];
+    char reason[WEFT_ERROR_MAX], head[WEFT_ERROR_MAX / 2];
     switch (t->status) {
     case WEFT_TASK_COMPLETED:
     case WEFT_TASK_COMPLETED_WITH_ERRORS:
@@ -466,9 +516,9 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         }
         free(x->failed_task_id);
         x->failed_task_id = strdup(t->id);
-        snprintf(reason, sizeof reason, "task '%s' (%s) %s: %s", t->ref, t->def->type_name,
-                 t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed",
-                 t->reason ? t->reason : "no reason given");
+        snprintf(head, sizeof head, "task '%s' (%s) %s: ", t->ref, t->def->type_name,
+                 t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed");
+        wu_join_tail(reason, sizeof reason, head, t->reason ? t->reason : "no reason given");
         dec_end(e, x, t->status == WEFT_TASK_TIMED_OUT ? WEFT_WF_TIMED_OUT : WEFT_WF_FAILED,
                 reason, o);
         return;
@@ -481,7 +531,12 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
 {
     json_object *out;
     if (x->def->output) {
-        out = dec_resolve(x, x->def->output);
+        if (dec_resolve_checked(x, x->def->output, &out)) {
+            dec_end(e, x, WEFT_WF_FAILED,
+                    "the workflow's output could not be built: out of memory while resolving "
+                    "its expressions", o);
+            return;
+        }
     } else {
         def_task *last = x->def->root.tasks[x->def->root.n - 1];
         xc_task *lt = xc_latest(x, last);

@@ -88,6 +88,10 @@ int dec_restart(const dec_env *env, xc_exec *x, weft_error *err);
 /* Resolve a template against an execution (caller owns the result). */
 json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t);
 
+/* The same into *out, or WEFT_ENOMEM when a value could not be built (it
+ * must not be taken for null). */
+int dec_resolve_checked(const xc_exec *x, const ex_tmpl *t, json_object **out);
+
 void dec_out_free(dec_out *o);
 
 #endif

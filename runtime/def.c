@@ -6,6 +6,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+const def_limits def_limits_default = {
+    .max_tasks = 1000,
+    .max_retry_count = 100,
+    .max_fork_width = 1000,
+    .max_depth = 1000,
+    .max_loop_iterations = 1000,
+    .max_variables = 256 * 1024,
+};
+
+const def_limits *def_limits_of(const def_env *env)
+{
+    return env && env->limits ? env->limits : &def_limits_default;
+}
+
+int def_check_depth(const def_limits *lim, int depth, const char *what, weft_error *err)
+{
+    if (depth >= lim->max_depth)
+        return wu_err(err, WEFT_ELIMIT,
+                      "%s would be nested %d deep, over the limit of %d (max_subworkflow_depth)",
+                      what, depth + 1, lim->max_depth);
+    return 0;
+}
+
 /* No callbacks: the task is queued under its type name for a worker elsewhere. */
 const weft_task_type def_remote_type = {.name = "(served elsewhere)"};
 
@@ -16,6 +39,7 @@ typedef struct cctx {
     json_object *lines;
     wu_vec *owned; /* where new nodes go (wf->all, or a dynamic vec) */
     wu_map *refs;  /* refs seen so far (wf->by_ref, or a scratch map) */
+    int ntasks;    /* compiled so far (max_tasks) */
 } cctx;
 
 static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, weft_error *err);
@@ -136,7 +160,7 @@ static int get_seconds_ms(json_object *o, const char *key, int64_t *ms, weft_err
     return 0;
 }
 
-static int read_policy(def_task *t, weft_error *err)
+static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
 {
     json_object *td = NULL, *v;
     int rc;
@@ -154,6 +178,9 @@ static int read_policy(def_task *t, weft_error *err)
         if (!json_object_is_type(v, json_type_int) || json_object_get_int(v) < 0)
             return wu_err(err, WEFT_EINVAL, "retryCount must be a whole number >= 0");
         t->retry_count = json_object_get_int(v);
+        if (t->retry_count > lim->max_retry_count)
+            return wu_err(err, WEFT_EINVAL, "retryCount %d is over the limit of %d (max_retry_count)",
+                          t->retry_count, lim->max_retry_count);
     }
     if (td && json_object_object_get_ex(td, "retryLogic", &v)) {
         const char *s = str_or(v, "FIXED");
@@ -193,6 +220,7 @@ static int read_policy(def_task *t, weft_error *err)
 
 static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, weft_error *err)
 {
+    const def_limits *lim = def_limits_of(c->env);
     def_task *t;
     json_object *v, *in = NULL;
     const char *ref;
@@ -216,6 +244,11 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
     t->json = j;
     t->ref = ref;
     t->list = list;
+    if (++c->ntasks > lim->max_tasks) {
+        wu_err(err, WEFT_EINVAL, "the definition has more than %d tasks (max_tasks)",
+               lim->max_tasks);
+        return task_err(c, ref, task_line(c, ref), err);
+    }
     t->index = index;
     t->line = task_line(c, ref);
     list->tasks[index] = t;
@@ -261,11 +294,18 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
         wu_err_prefix(err, "inputParameters: ");
         return task_err(c, ref, t->line, err);
     }
-    if ((rc = read_policy(t, err)))
+    if ((rc = read_policy(lim, t, err)))
         return task_err(c, ref, t->line, err);
     if (t->type->validate && (rc = t->type->validate(c->env->host, j, err)))
         return task_err(c, ref, t->line, err);
-    return find_children(c, t, err);
+    if ((rc = find_children(c, t, err)))
+        return rc;
+    if (t->nchildren > (size_t)lim->max_fork_width) {
+        wu_err(err, WEFT_EINVAL, "%zu branches (nested task lists) is over the limit of %d "
+               "(max_fork_width)", t->nchildren, lim->max_fork_width);
+        return task_err(c, ref, t->line, err);
+    }
+    return 0;
 }
 
 static const char *const wf_fields[] = {
@@ -439,6 +479,19 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
         wf_free(wf);
         return rc;
     }
+    if (json_object_object_get_ex(wf->json, "variables", &v) &&
+        json_object_is_type(v, json_type_object)) {
+        /* the initial workflow.variables: the same bound as SET_VARIABLE's */
+        size_t len = 0;
+        json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len);
+        if ((int64_t)len > def_limits_of(env)->max_variables) {
+            wf_free(wf);
+            return wu_err(err, WEFT_EINVAL,
+                          "%s: variables take %zu bytes, over the limit of %lld "
+                          "(max_variables_size)",
+                          src, len, (long long)def_limits_of(env)->max_variables);
+        }
+    }
     wf->timeout_fails = 1;
     if (json_object_object_get_ex(wf->json, "timeoutPolicy", &v))
         wf->timeout_fails = strcmp(str_or(v, "TIME_OUT_WF"), "ALERT_ONLY") != 0;
@@ -465,6 +518,7 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
     c.lines = lines;
     c.owned = &wf->all;
     c.refs = wf->by_ref;
+    c.ntasks = 0;
     for (i = 0; i < n; i++) {
         if ((rc = compile_task(&c, json_object_array_get_idx(tasks, i), &wf->root, i, err))) {
             wf->root.n = i;
@@ -485,7 +539,7 @@ int def_compile_dynamic(const def_env *env, def_workflow *wf, def_task *owner, j
                         def_dyn *dyn, def_task **out, weft_error *err)
 {
     def_list *l = calloc(1, sizeof *l);
-    cctx c = {env, wf, NULL, &dyn->tasks, NULL};
+    cctx c = {env, wf, NULL, &dyn->tasks, NULL, 0};
     size_t mark = dyn->tasks.len;
     int rc;
 

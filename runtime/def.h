@@ -69,6 +69,24 @@ struct def_workflow {
     int refs;
 };
 
+/*
+ * Recursion and size limits, the same for weft run and weftd (config keys
+ * max_tasks ... in config.c). Definition-time ones fail the definition;
+ * run-time ones fail the task with a reason naming the ref and the limit.
+ */
+typedef struct def_limits {
+    int max_tasks;           /* tasks in one definition, nested ones counted */
+    int max_retry_count;     /* a task's retryCount */
+    int max_fork_width;      /* a task's nested lists (fork branches, cases) and the
+                              * tasks one map schedules at once (dynamic forks) */
+    int max_depth;           /* sub-workflow nesting below the root */
+    int max_loop_iterations; /* DO_WHILE iterations when maxIterations is absent */
+    int64_t max_variables;   /* workflow.variables as JSON text, in bytes */
+} def_limits;
+
+/* The defaults (config.c's table says the same). */
+extern const def_limits def_limits_default;
+
 /* Resolves a type name to a task type; NULL if none provides it. */
 typedef const weft_task_type *(*def_type_fn)(void *ud, const char *name);
 
@@ -80,7 +98,15 @@ typedef struct def_env {
     /* Types no plugin here provides are queued for whoever serves them
      * (daemons, clients) instead of being an error (weft run). */
     int allow_unknown;
+    const def_limits *limits; /* NULL = def_limits_default */
 } def_env;
+
+/* env's limits (the defaults when it has none). */
+const def_limits *def_limits_of(const def_env *env);
+
+/* Whether `what` (a sub-workflow, a failure workflow) of an execution at
+ * depth may start: 0, or WEFT_ELIMIT naming it and max_depth. */
+int def_check_depth(const def_limits *lim, int depth, const char *what, weft_error *err);
 
 /* The type given to tasks of unknown types under allow_unknown: queued. */
 extern const weft_task_type def_remote_type;

@@ -32,6 +32,7 @@ struct eng {
     wu_map *named;    /* "name" -> def_workflow (sub-workflows by name) */
     wu_vec all_defs;
     char *def_path;
+    def_limits limits;
     FILE *trace;
     int64_t t0;
     item *heap;
@@ -42,6 +43,20 @@ struct eng {
     uint64_t seq;
     eng_ended_fn on_ended; /* set during eng_run_all */
     void *on_ended_ud;
+    /* Cascades between executions (a child's end to its parent, a canceled
+     * task to its child) wait here and the outermost apply runs them one
+     * after the other: a tree thousands of levels deep costs no C stack
+     * per level. */
+    struct later *later;
+    size_t nlater, hlater, caplater;
+    int draining;
+};
+
+typedef enum later_kind { LATER_ENDED, LATER_TERMINATE } later_kind;
+
+struct later {
+    later_kind kind;
+    xc_exec *x;
 };
 
 /*
@@ -311,6 +326,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
         return rc;
     cx->parent_id = strdup(x->id);
     cx->parent_task_id = strdup(t->id);
+    cx->depth = x->depth + 1;
     free(t->child_id);
     t->child_id = strdup(cx->id);
     snprintf(id_out, id_size, "%s", cx->id);
@@ -349,13 +365,17 @@ static void start_failure_workflow(eng *e, xc_exec *x)
     json_object *in;
     xc_exec *fx;
     const char *name = json_object_get_string(x->def->failure_workflow);
-    if (find_named(e, name, 0, &d, &err)) {
+    char what[WEFT_ERROR_MAX / 2];
+    snprintf(what, sizeof what, "failure workflow '%s'", name);
+    if (def_check_depth(&e->limits, x->depth, what, &err) || find_named(e, name, 0, &d, &err)) {
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
         return;
     }
     in = xc_failure_input(x);
     if (add_exec(e, d, in, &fx, &err))
         fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
+    else
+        fx->depth = x->depth + 1;
     json_object_put(in);
 }
 
@@ -388,15 +408,49 @@ static void ended(eng *e, xc_exec *x)
     }
 }
 
+static void later_push(eng *e, later_kind kind, xc_exec *x)
+{
+    if (e->nlater == e->caplater) {
+        size_t cap = e->caplater ? e->caplater * 2 : 16;
+        struct later *l = realloc(e->later, cap * sizeof *l);
+        if (!l) {
+            fprintf(stderr, "weft: out of memory: workflow %s: its %s is lost\n", x->id,
+                    kind == LATER_ENDED ? "end (its parent waits)" : "termination");
+            return;
+        }
+        e->later = l;
+        e->caplater = cap;
+    }
+    e->later[e->nlater].kind = kind;
+    e->later[e->nlater].x = x;
+    e->nlater++;
+}
+
+/* Run the queued cascade steps in order; the applies they make queue
+ * their own steps here instead of recursing. */
+static void later_drain(eng *e)
+{
+    e->draining = 1;
+    while (e->hlater < e->nlater) {
+        struct later l = e->later[e->hlater++];
+        if (l.kind == LATER_ENDED) {
+            ended(e, l.x);
+        } else if (!xc_wf_terminal(l.x->status)) {
+            dec_out o = {0};
+            dec_end(&e->dec, l.x, WEFT_WF_TERMINATED, "parent task canceled", &o);
+            apply(e, l.x, &o);
+            dec_out_free(&o);
+        }
+    }
+    e->nlater = e->hlater = 0;
+    e->draining = 0;
+}
+
 static void cancel_task(eng *e, xc_exec *x, xc_task *t)
 {
     xc_exec *cx;
-    if (t->child_id && (cx = wu_map_get(e->execs, t->child_id)) && !xc_wf_terminal(cx->status)) {
-        dec_out o = {0};
-        dec_end(&e->dec, cx, WEFT_WF_TERMINATED, "parent task canceled", &o);
-        apply(e, cx, &o);
-        dec_out_free(&o);
-    }
+    if (t->child_id && (cx = wu_map_get(e->execs, t->child_id)) && !xc_wf_terminal(cx->status))
+        later_push(e, LATER_TERMINATE, cx);
     if (t->def->type->cancel) {
         weft_ctx c;
         host_ctx_init(&c, &e->svc, x, t);
@@ -424,7 +478,7 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
             cancel_task(e, x, a->task);
             break;
         case DEC_WF_ENDED:
-            ended(e, x);
+            later_push(e, LATER_ENDED, x);
             break;
         }
     }
@@ -441,6 +495,8 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
         }
         dec_out_free(&to);
     }
+    if (!e->draining && e->nlater)
+        later_drain(e);
 }
 
 static void run_task(eng *e, xc_exec *x, xc_task *t)
@@ -610,6 +666,9 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->defs.ud = e->plugins;
     e->defs.searched = pl_searched(e->plugins);
     e->defs.host = host_table();
+    e->limits = opts->limits ? *opts->limits : def_limits_default;
+    e->defs.limits = &e->limits;
+    e->svc.limits = &e->limits;
     e->svc.ud = e;
     e->svc.sandbox = svc_sandbox;
     e->svc.start_child = svc_start_child;
@@ -646,6 +705,7 @@ void eng_free(eng *e)
     free(e->def_path);
     free(e->heap);
     free(e->fifo);
+    free(e->later);
     free(e->searched);
     free(e);
 }

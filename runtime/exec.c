@@ -332,8 +332,10 @@ json_object *xc_child_result(const xc_exec *child, weft_task_status *status, cha
     copy_members(out, child->output);
     json_object_object_add(out, "subWorkflowId", json_object_new_string(child->id));
     *status = child->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
-    snprintf(reason, size, "sub-workflow %s %s%s%s", child->id, weft_wf_status_name(child->status),
-             child->reason ? ": " : "", child->reason ? child->reason : "");
+    char head[128];
+    snprintf(head, sizeof head, "sub-workflow %s %s%s", child->id,
+             weft_wf_status_name(child->status), child->reason ? ": " : "");
+    wu_join_tail(reason, size, head, child->reason);
     return out;
 }
 

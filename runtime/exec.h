@@ -56,6 +56,7 @@ typedef struct xc_exec {
     char *reason;
     char *correlation_id;
     char *parent_id, *parent_task_id;
+    int depth; /* sub-workflow nesting: 0 for a root, parent's + 1 */
     char *failed_task_id;
     char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;

@@ -475,6 +475,19 @@ int ex_is_const(const ex_tmpl *t)
 
 /* ---- evaluation ---- */
 
+static __thread long fail_countdown;
+
+void ex_test_fail_alloc(long n)
+{
+    fail_countdown = n;
+}
+
+/* Whether the allocation about to be made is the one a test wants to fail. */
+static int fault(void)
+{
+    return fail_countdown > 0 && --fail_countdown == 0;
+}
+
 static json_object *walk_steps(json_object *v, const ex_step *steps, size_t n)
 {
     size_t i;
@@ -499,9 +512,9 @@ static json_object *resolve(const ex_path *p, ex_lookup_fn lookup, void *ud)
     return walk_steps(v, p->steps, p->nsteps);
 }
 
-static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud);
+static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud, int *bad);
 
-static json_object *eval_interp(const ex_node *n, ex_lookup_fn lookup, void *ud)
+static json_object *eval_interp(const ex_node *n, ex_lookup_fn lookup, void *ud, int *bad)
 {
     char stack[256];
     sbuf sb = {stack, 0, sizeof stack};
@@ -528,24 +541,33 @@ static json_object *eval_interp(const ex_node *n, ex_lookup_fn lookup, void *ud)
             size_t l;
             text = json_object_to_json_string_length(
                 v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, &l);
-            len = text ? l : 0;
+            if (!text) {
+                *bad = 1;
+                break;
+            }
+            len = l;
         }
         if (sb.b == stack && sb.len + len + 1 > sb.cap) {
             /* move off the stack buffer before growing */
-            char *heap = malloc(sb.len + len + 64);
-            if (!heap) return NULL;
+            char *heap = fault() ? NULL : malloc(sb.len + len + 64);
+            if (!heap) {
+                *bad = 1;
+                return NULL;
+            }
             memcpy(heap, stack, sb.len + 1);
             sb.b = heap;
             sb.cap = sb.len + len + 64;
         }
         rc = sb_add(&sb, text, len);
     }
-    out = rc == 0 ? json_object_new_string_len(sb.b, (int)sb.len) : NULL;
+    out = rc == 0 && !*bad && !fault() ? json_object_new_string_len(sb.b, (int)sb.len) : NULL;
+    if (!out)
+        *bad = 1;
     if (sb.b != stack) free(sb.b);
     return out;
 }
 
-static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud)
+static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud, int *bad)
 {
     json_object *out;
     size_t i;
@@ -555,37 +577,56 @@ static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud)
     case N_EXPR:
         return json_object_get(resolve(n->path, lookup, ud));
     case N_INTERP:
-        return eval_interp(n, lookup, ud);
+        return eval_interp(n, lookup, ud, bad);
     case N_OBJECT:
-        out = json_object_new_object();
+        out = fault() ? NULL : json_object_new_object();
         for (i = 0; out && i < n->nkids; i++) {
-            json_object *v = eval_node(n->kids[i], lookup, ud);
+            json_object *v = eval_node(n->kids[i], lookup, ud, bad);
             /* template keys are unique: skip json-c's duplicate check */
-            if (json_object_object_add_ex(out, n->keys[i], v, JSON_C_OBJECT_ADD_KEY_IS_NEW) != 0) {
+            if (*bad ||
+                json_object_object_add_ex(out, n->keys[i], v, JSON_C_OBJECT_ADD_KEY_IS_NEW) != 0) {
                 json_object_put(v);
                 json_object_put(out);
-                return NULL;
+                out = NULL;
             }
         }
-        return out;
+        break;
     case N_ARRAY:
-        out = json_object_new_array_ext((int)n->nkids);
+        out = fault() ? NULL : json_object_new_array_ext((int)n->nkids);
         for (i = 0; out && i < n->nkids; i++) {
-            json_object *v = eval_node(n->kids[i], lookup, ud);
-            if (json_object_array_add(out, v) != 0) {
+            json_object *v = eval_node(n->kids[i], lookup, ud, bad);
+            if (*bad || json_object_array_add(out, v) != 0) {
                 json_object_put(v);
                 json_object_put(out);
-                return NULL;
+                out = NULL;
             }
         }
-        return out;
+        break;
+    default:
+        return NULL;
     }
-    return NULL;
+    if (!out)
+        *bad = 1;
+    return out;
 }
 
 json_object *ex_eval(const ex_tmpl *t, ex_lookup_fn lookup, void *ud)
 {
-    return eval_node(t->root, lookup, ud);
+    json_object *out = NULL;
+    ex_eval_checked(t, lookup, ud, &out);
+    return out;
+}
+
+int ex_eval_checked(const ex_tmpl *t, ex_lookup_fn lookup, void *ud, json_object **out)
+{
+    int bad = 0;
+    *out = eval_node(t->root, lookup, ud, &bad);
+    if (bad) {
+        json_object_put(*out);
+        *out = NULL;
+        return WEFT_ENOMEM;
+    }
+    return 0;
 }
 
 static int foreach_node(const ex_node *n, int (*fn)(void *, const char *, const char *), void *ud)

@@ -40,6 +40,16 @@ void ex_free(ex_tmpl *t);
  */
 json_object *ex_eval(const ex_tmpl *t, ex_lookup_fn lookup, void *ud);
 
+/* The same, telling a value that could not be built (out of memory:
+ * WEFT_ENOMEM, *out NULL) from JSON null (0, *out NULL). */
+int ex_eval_checked(const ex_tmpl *t, ex_lookup_fn lookup, void *ud, json_object **out);
+
+/*
+ * Tests only (like Lua's ltests.c allocator that fails on demand): the n-th
+ * allocation ex_eval makes from now on, in this thread, fails; 0 = none.
+ */
+void ex_test_fail_alloc(long n);
+
 /* True if the template has no expressions at all. */
 int ex_is_const(const ex_tmpl *t);
 

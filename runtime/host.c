@@ -101,19 +101,40 @@ static json_object *host_workflow_variables(weft_ctx *c)
 
 static int host_set_variables(weft_ctx *c, json_object *vars, weft_error *err)
 {
+    const def_limits *lim = c->svc && c->svc->limits ? c->svc->limits : &def_limits_default;
+    json_object *merged = NULL;
+    size_t len = 0;
     if (!json_object_is_type(vars, json_type_object))
         return wu_err(err, WEFT_EINVAL, "variables must be an object");
+    /* merged into a copy, so a change over the limit (or out of memory)
+     * leaves workflow.variables as it was; the copy also keeps a value that
+     * is (or holds) workflow.variables itself from aliasing it */
+    if (c->x->variables ? json_object_deep_copy(c->x->variables, &merged, NULL) != 0
+                        : !(merged = json_object_new_object()))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
     json_object_object_foreach(vars, k, v)
     {
-        /* a copy: the value may be (or hold) workflow.variables itself */
         json_object *copy = NULL;
-        if (v && json_object_deep_copy(v, &copy, NULL))
-            return wu_err(err, WEFT_ENOMEM, "out of memory");
-        if (json_object_object_add(c->x->variables, k, copy)) {
+        if ((v && json_object_deep_copy(v, &copy, NULL)) ||
+            json_object_object_add(merged, k, copy)) {
             json_object_put(copy);
+            json_object_put(merged);
             return wu_err(err, WEFT_ENOMEM, "out of memory");
         }
     }
+    if (!json_object_to_json_string_length(merged, JSON_C_TO_STRING_PLAIN, &len)) {
+        json_object_put(merged);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    if ((int64_t)len > lim->max_variables) {
+        json_object_put(merged);
+        return wu_err(err, WEFT_ELIMIT,
+                      "'%s': workflow variables would take %zu bytes, over the limit of %lld "
+                      "(max_variables_size)",
+                      c->t->ref, len, (long long)lim->max_variables);
+    }
+    json_object_put(c->x->variables);
+    c->x->variables = merged;
     return 0;
 }
 
@@ -130,6 +151,13 @@ static int host_lua_eval(weft_ctx *c, const char *chunkname, const char *body, j
 static int host_start_child(weft_ctx *c, json_object *def, const char *name, int version,
                             json_object *input, char *id_out, size_t id_size, weft_error *err)
 {
+    const def_limits *lim = c->svc && c->svc->limits ? c->svc->limits : &def_limits_default;
+    char what[WEFT_ERROR_MAX / 2];
+    /* checked here, before the child exists: a workflow that starts itself
+     * stops at the limit instead of spawning without end */
+    snprintf(what, sizeof what, "sub-workflow '%s'", c->t->ref);
+    if (def_check_depth(lim, c->x->depth, what, err))
+        return err->code;
     if (!c->svc || !c->svc->start_child)
         return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
     return c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, input, id_out, id_size,

@@ -20,6 +20,7 @@ typedef struct host_services {
                        weft_error *err);
     /* The value of secret `name` (malloc'd), or WEFT_ENOTFOUND. */
     int (*secret)(void *ud, const char *name, char **value, weft_error *err);
+    const def_limits *limits; /* NULL = def_limits_default */
 } host_services;
 
 struct weft_ctx {

@@ -59,6 +59,7 @@ struct nd_node {
     pl_registry *plugins;
     ps_store *payloads; /* large inputs/outputs, shared by the threads */
     def_env defs;
+    def_limits limits;
     const weft_lock_provider *lock;
     void *lock_handle;
     char **types;
@@ -182,6 +183,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     a.input = input;
     a.parent_id = x->id;
     a.parent_task_id = t->id;
+    a.depth = x->depth + 1;
     a.idempotency_key = key;
     rc = op_start(&w->op, &a, id, err);
     def_unref(d);
@@ -223,11 +225,18 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
     if ((x->status == WEFT_WF_FAILED || x->status == WEFT_WF_TIMED_OUT) &&
         x->def->failure_workflow) {
         const char *name = json_object_get_string(x->def->failure_workflow);
-        char *json = NULL, id[64], key[128];
+        char *json = NULL, id[64], key[128], what[WEFT_ERROR_MAX / 2];
         def_workflow *d = NULL;
         op_start_args a = {0};
         json_object *in;
         int v = 0;
+        /* a failure workflow that fails and starts itself again is a
+         * recursion too: bounded like sub-workflows */
+        snprintf(what, sizeof what, "failure workflow '%s'", name);
+        if (def_check_depth(&w->n->limits, x->depth, what, &err)) {
+            nd_log(w->n, WEFT_LOG_WARN, "workflow %s: not started: %s", x->id, err.msg);
+            return;
+        }
         if (rs_def_get(w->r, name, 0, &json, &v, &err) || op_def(env, json, name, &d, &err)) {
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
                    err.msg);
@@ -240,6 +249,7 @@ static void on_ended(void *ud, op_env *env, const xc_exec *x)
         a.def = d;
         a.input = in;
         a.idempotency_key = key;
+        a.depth = x->depth + 1;
         if (op_start(env, &a, id, &err))
             nd_log(w->n, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", x->id, name,
                    err.msg);
@@ -356,12 +366,18 @@ static void job_clear(job *j)
 
 /* Apply one result to x (a fresh load too: a fenced save may run this twice,
  * so the decider gets its own references). 1 when it changed x. */
-static int apply_one(const dec_env *dec, xc_exec *x, const result *a, dec_out *o)
+static int apply_one(op_env *env, const dec_env *dec, xc_exec *x, const result *a, dec_out *o)
 {
     xc_task *t = xc_find_id(x, a->task_id);
     weft_result r;
-    if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status))
-        return 0; /* canceled or already done: the late result is dropped */
+    if (!t || xc_task_terminal(t->status) || xc_wf_terminal(x->status)) {
+        /* canceled or already done: the late result is dropped. A child it
+         * started that the execution never learned of (terminated between
+         * the start and this save) is terminated too: nobody else knows it */
+        if (a->child_id[0] && !(t && t->child_id && !strcmp(t->child_id, a->child_id)))
+            op_terminate_later(env, a->child_id);
+        return 0;
+    }
     if (!t->started_ms)
         t->started_ms = a->started_ms;
     /* started already in the worker's copy; a fresh load has not seen it */
@@ -384,7 +400,7 @@ static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
     size_t i;
     int changed = 0;
     for (i = 0; i < j->nres; i++)
-        changed |= apply_one(dec, x, &j->res[i], o);
+        changed |= apply_one(env, dec, x, &j->res[i], o);
     if (!changed)
         return OP_NOCHANGE;
     dec_decide(dec, x, o);
@@ -904,6 +920,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->svc.sandbox = svc_sandbox;
     w->svc.start_child = svc_start_child;
     w->svc.secret = svc_secret;
+    w->svc.limits = &n->limits;
     w->dec.defs = &n->defs;
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;
@@ -1026,6 +1043,8 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     n->defs.searched = pl_searched(n->plugins);
     n->defs.host = host_table();
     n->defs.allow_unknown = 1;
+    cf_limits(cfg, &n->limits);
+    n->defs.limits = &n->limits;
     {
         char dir[4096];
         const char *tmp = getenv("TMPDIR");

@@ -373,21 +373,98 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
     return 0;
 }
 
-/* After a save: children of canceled tasks are terminated, an ended
- * workflow tells its parent. Losing these to a crash is repaired by the
- * sweeper (op users), so they are best effort here. */
-static void after_save(op_env *env, xc_exec *x, dec_out *o)
+/* ---- cascades ---- */
+
+typedef enum later_kind { LATER_TERMINATE, LATER_ENDED } later_kind;
+
+struct op_later {
+    later_kind kind;
+    char *id;    /* LATER_TERMINATE: the child to terminate */
+    xc_exec *x;  /* LATER_ENDED: the execution that ended (owned) */
+};
+
+/* Queue a cascade step (takes id or x, also on failure). 0 or WEFT_ENOMEM. */
+static int later_push(op_env *env, later_kind kind, char *id, xc_exec *x)
 {
+    if (env->nlater == env->caplater) {
+        size_t cap = env->caplater ? env->caplater * 2 : 8;
+        struct op_later *l = realloc(env->later, cap * sizeof *l);
+        if (!l) {
+            free(id);
+            xc_free(x);
+            return WEFT_ENOMEM;
+        }
+        env->later = l;
+        env->caplater = cap;
+    }
+    env->later[env->nlater].kind = kind;
+    env->later[env->nlater].id = id;
+    env->later[env->nlater].x = x;
+    env->nlater++;
+    return 0;
+}
+
+static void ended_hook(op_env *env, const xc_exec *x)
+{
+    env->nest++;
+    env->hooks->ended(env->hooks->ud, env, x);
+    env->nest--;
+}
+
+/* Run queued cascade steps in order until none is left; the updates they
+ * make queue their own steps here instead of running them. */
+static void later_drain(op_env *env)
+{
+    env->nest++;
+    while (env->hlater < env->nlater) {
+        struct op_later l = env->later[env->hlater++];
+        if (l.kind == LATER_TERMINATE) {
+            weft_error e = {0};
+            op_update(env, l.id, op_fn_terminate, "parent task canceled", &e);
+            free(l.id);
+        } else {
+            env->hooks->ended(env->hooks->ud, env, l.x);
+            xc_free(l.x);
+        }
+    }
+    env->nest--;
+    free(env->later);
+    env->later = NULL;
+    env->nlater = env->hlater = env->caplater = 0;
+}
+
+void op_terminate_later(op_env *env, const char *id)
+{
+    char *copy = strdup(id);
+    if (copy)
+        later_push(env, LATER_TERMINATE, copy, NULL);
+}
+
+/*
+ * After a save: children of canceled tasks are terminated, an ended
+ * workflow tells its parent. Losing these to a crash is repaired by the
+ * sweeper (op users), so they are best effort here. The children are
+ * terminated after the update (its lock released); inside a cascade the
+ * end is queued too (taking *xp when own), for the outermost update.
+ */
+static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own)
+{
+    xc_exec *x = *xp;
     size_t i;
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
-        if (a->kind == DEC_CANCEL && a->task->child_id) {
-            weft_error e = {0};
-            op_update(env, a->task->child_id, op_fn_terminate, "parent task canceled", &e);
+        char *child;
+        if (a->kind == DEC_CANCEL && a->task->child_id && (child = strdup(a->task->child_id)))
+            later_push(env, LATER_TERMINATE, child, NULL);
+    }
+    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended) {
+        if (env->nest && own) {
+            *xp = NULL;
+            later_push(env, LATER_ENDED, NULL, x);
+        } else {
+            ended_hook(env, x);
         }
     }
-    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended)
-        env->hooks->ended(env->hooks->ud, env, x);
 }
 
 /* A document that cannot be read fails its workflow, so nothing waits on it forever. */
@@ -533,7 +610,7 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
             rc = wu_err(err, sv.rc, "%s", sv.why);
         else if (rc == 0)
-            after_save(env, p.x, &p.o);
+            after_save(env, &p.x, &p.o, 1);
         prep_clear(&p);
         if (rc != WEFT_ESTATE)
             break;
@@ -552,6 +629,8 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         weft_error e = {0};
         env->lock->release(env->lock_handle, id, token, &e);
     }
+    if (!env->nest && env->nlater)
+        later_drain(env); /* the cascade steps this update queued */
     return rc;
 }
 
@@ -667,7 +746,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             pp->x->fence = sv[i].new_fence;
             pp->x->revived = 0;
             it->saved = 1;
-            after_save(env, pp->x, &pp->o);
+            after_save(env, &pp->x, &pp->o, !(it->keep || it->neager));
             if (it->keep || it->neager) {
                 it->x = pp->x;
                 pp->x = NULL;
@@ -690,6 +769,8 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         prep_clear(pp);
     }
 out:
+    if (!env->nest && env->nlater)
+        later_drain(env);
     if (p)
         for (i = 0; i < n; i++)
             prep_clear(&p[i]);
@@ -713,6 +794,7 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
         x->parent_id = strdup(a->parent_id);
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
     }
+    x->depth = a->depth;
     return 0;
 }
 

@@ -57,6 +57,13 @@ struct op_env {
     int64_t lease_ms;
     char lease_seed[25]; /* lease tokens: seed:e<n> (set on first use) */
     unsigned long lease_n;
+    /* Cascades between executions (a canceled task's child terminated, an
+     * ended child told to its parent) wait here and are run one after the
+     * other by the outermost update, so a tree thousands of levels deep
+     * costs no C stack per level. Zero-initialized; private to ops.c. */
+    struct op_later *later;
+    size_t nlater, hlater, caplater;
+    int nest; /* > 0 while a cascade runs: updates defer theirs */
 };
 
 /* Return this from an op_fn when it changed nothing: no save. */
@@ -104,6 +111,11 @@ typedef struct op_item {
  * none (every task is queued). */
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room);
 
+/* Terminate execution id ("parent task canceled") once the update under way
+ * is saved, as a cascade step (an op_fn may call this; a child whose parent
+ * ended before it learned of the child). */
+void op_terminate_later(op_env *env, const char *id);
+
 /* Load several executions in one round trip: out[i] (caller frees) or rcs[i]. */
 int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
                  weft_error *err);
@@ -121,6 +133,8 @@ typedef struct op_start_args {
     const char *correlation_id;  /* may be NULL */
     const char *idempotency_key; /* may be NULL: the same key returns the same id */
     const char *parent_id, *parent_task_id; /* sub-workflows */
+    int depth;                   /* sub-workflows and failure workflows: the
+                                  * depth of the one that started it + 1 */
     const char *id;              /* NULL = a fresh UUID */
 } op_start_args;
 

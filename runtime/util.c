@@ -31,6 +31,26 @@ int wu_err(weft_error *err, int code, const char *fmt, ...)
     return code;
 }
 
+void wu_join_tail(char *buf, size_t size, const char *head, const char *tail)
+{
+    size_t h, len, room;
+    if (!size)
+        return;
+    h = (size_t)snprintf(buf, size, "%s", head);
+    if (!tail || h + 8 >= size)
+        return;
+    len = strlen(tail);
+    room = size - h - 1;
+    if (len > room) {
+        tail += len - (room - 4);
+        while ((*tail & 0xC0) == 0x80) /* not in the middle of a UTF-8 character */
+            tail++;
+        snprintf(buf + h, size - h, "... %s", tail);
+    } else {
+        memcpy(buf + h, tail, len + 1);
+    }
+}
+
 int wu_err_prefix(weft_error *err, const char *fmt, ...)
 {
     char old[WEFT_ERROR_MAX];

@@ -13,6 +13,13 @@
 /* Set err (may be NULL) to code and a printf-style message; returns code. */
 int wu_err(weft_error *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int wu_verr(weft_error *err, int code, const char *fmt, va_list ap);
+/*
+ * head then tail into buf (size bytes). When they do not fit, the end of
+ * tail is kept, after "... ": reasons that nest one level per parent
+ * workflow keep their innermost cause. tail may be NULL.
+ */
+void wu_join_tail(char *buf, size_t size, const char *head, const char *tail);
+
 /* Prefix err->msg with a printf-style context ("order.lua: "); returns err->code. */
 int wu_err_prefix(weft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

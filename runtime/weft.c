@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "dsl.h"
 #include "engine.h"
 #include "cli.h"
@@ -153,11 +154,17 @@ static int open_engine(const cli *c, eng **e)
 {
     weft_error err = {0};
     eng_opts o = {0};
+    def_limits lim;
     char *dir = c->file ? dir_of(c->file) : NULL;
     int rc;
     o.plugin_path = c->plugin_path;
     o.def_path = c->defs ? c->defs : dir;
     o.trace = c->quiet ? NULL : stderr;
+    if (cf_env_limits(&lim, &err)) {
+        free(dir);
+        return die(EXIT_USAGE, "%s", err.msg);
+    }
+    o.limits = &lim;
     rc = eng_new(&o, e, &err);
     free(dir);
     if (rc)

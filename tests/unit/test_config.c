@@ -490,6 +490,44 @@ static void test_describe(void **state)
     free(buf);
 }
 
+/* The recursion and size limits: defaults as def_limits_default, set from a
+ * flag or the environment (what weft run and the client read), bounded. */
+static void test_limits(void **state)
+{
+    cf_config c;
+    def_limits l;
+    weft_error err = {0};
+    cf_defaults(&c);
+    cf_limits(&c, &l);
+    assert_int_equal(l.max_tasks, def_limits_default.max_tasks);
+    assert_int_equal(l.max_retry_count, def_limits_default.max_retry_count);
+    assert_int_equal(l.max_fork_width, def_limits_default.max_fork_width);
+    assert_int_equal(l.max_loop_iterations, def_limits_default.max_loop_iterations);
+    assert_int_equal(l.max_depth, 1000);
+    assert_int_equal(l.max_variables, 256 * 1024);
+    assert_int_equal(cf_set(&c, "max_subworkflow_depth", "5000", &err), 0);
+    assert_int_equal(cf_set(&c, "max_variables_size", "1MiB", &err), 0);
+    cf_limits(&c, &l);
+    assert_int_equal(l.max_depth, 5000);
+    assert_int_equal(l.max_variables, 1024 * 1024);
+    assert_int_equal(cf_set(&c, "max_fork_width", "0", &err), WEFT_EINVAL);
+    assert_non_null(strstr(err.msg, "max_fork_width"));
+    cf_free(&c);
+
+    setenv("WEFT_MAX_LOOP_ITERATIONS", "7", 1);
+    setenv("WEFT_MAX_RETRY_COUNT", "3", 1);
+    assert_int_equal(cf_env_limits(&l, &err), 0);
+    assert_int_equal(l.max_loop_iterations, 7);
+    assert_int_equal(l.max_retry_count, 3);
+    assert_int_equal(l.max_tasks, 1000);
+    setenv("WEFT_MAX_TASKS", "lots", 1);
+    assert_int_equal(cf_env_limits(&l, &err), WEFT_EINVAL);
+    assert_non_null(strstr(err.msg, "max_tasks"));
+    unsetenv("WEFT_MAX_LOOP_ITERATIONS");
+    unsetenv("WEFT_MAX_RETRY_COUNT");
+    unsetenv("WEFT_MAX_TASKS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_missing_file),  cmocka_unit_test(test_env),
         cmocka_unit_test(test_set_each_type), cmocka_unit_test(test_set_bad_values),
         cmocka_unit_test(test_precedence),    cmocka_unit_test(test_describe),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -183,7 +183,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
 static const dec_env ENV = {&DEFS, NULL, test_now, on_change, NULL};
 
 /* ---- the fixture: one execution, the last batch of actions ---- */
@@ -1278,12 +1278,48 @@ static void test_resolve(void **state)
     assert_null(dec_resolve(F.x, NULL));
 }
 
+/* An input whose interpolation cannot be built (allocation failure) fails
+ * its task with a reason; it never becomes null or {} and runs. */
+static void test_input_alloc_failure(void **state)
+{
+    xc_task *a;
+    start("{'name':'w','tasks':[" T_("a", ",'inputParameters':{'greeting':'hello, ${workflow.input.n"
+                                          "ame}!','k':1}") "]}",
+          "{'name':'weft'}");
+    ex_test_fail_alloc(2); /* the input object is the 1st; the interpolated string the 2nd */
+    decide();
+    ex_test_fail_alloc(0);
+    a = task("a");
+    assert_int_equal(a->status, WEFT_TASK_FAILED);
+    assert_has(a->reason, "input could not be built");
+    assert_has(a->reason, "out of memory");
+    assert_null(action(DEC_ENQUEUE, "a"));
+    assert_int_equal(F.x->status, WEFT_WF_FAILED);
+    assert_has(F.x->reason, "task 'a'");
+}
+
+/* The same for the workflow's output: the workflow fails, never COMPLETED
+ * with a null in its output. */
+static void test_output_alloc_failure(void **state)
+{
+    start("{'name':'w','outputParameters':{'text':'t=${a.output.n}'},'tasks':[" T_("a", "") "]}",
+          NULL);
+    decide();
+    ex_test_fail_alloc(2);
+    complete("a", "{'n':1}");
+    ex_test_fail_alloc(0);
+    assert_int_equal(F.x->status, WEFT_WF_FAILED);
+    assert_has(F.x->reason, "output could not be built");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_chain, teardown),
         cmocka_unit_test_teardown(test_chain_output_parameters, teardown),
         cmocka_unit_test_teardown(test_output_not_an_object, teardown),
+        cmocka_unit_test_teardown(test_input_alloc_failure, teardown),
+        cmocka_unit_test_teardown(test_output_alloc_failure, teardown),
         cmocka_unit_test_teardown(test_status_callbacks, teardown),
         cmocka_unit_test_teardown(test_in_progress_results, teardown),
         cmocka_unit_test_teardown(test_execute_reports_no_status, teardown),

@@ -55,7 +55,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return NULL;
 }
 
-static def_env env = {find_type, NULL, "/opt/weft/plugins:/home/me/plugins", NULL, 0};
+static def_env env = {find_type, NULL, "/opt/weft/plugins:/home/me/plugins", NULL, 0, NULL};
 
 /*
  * What a test allocates is tracked here and freed by the teardown, so a
@@ -433,7 +433,7 @@ static void test_err_unknown_type(void **state)
 
 static void test_err_unknown_type_nothing_searched(void **state)
 {
-    def_env bare = {NULL, NULL, NULL, NULL, 0};
+    def_env bare = {NULL, NULL, NULL, NULL, 0, NULL};
     json_object *j = J("{'name':'w','tasks':[{'taskReferenceName':'a','type':'X'}]}");
     def_workflow *wf = NULL;
     weft_error err = {0};
@@ -918,6 +918,44 @@ static void test_retry_jitter(void **state)
     assert_int_equal(def_retry_delay(t, 1), 1000);
 }
 
+/* Definition-time limits fail the definition, naming the file, ref and limit. */
+static void test_limits(void **state)
+{
+    def_limits lim = def_limits_default;
+    env.limits = &lim;
+    /* retryCount: the default limit is 100 */
+    compile_ok("{'name':'w','tasks':[{'taskReferenceName':'a','type':'T','retryCount':100}]}");
+    compile_bad("{'name':'w','tasks':[{'taskReferenceName':'a','type':'T','retryCount':101}]}",
+                "w.json", NULL, "w.json: task 'a': retryCount 101 is over the limit of 100",
+                "(max_retry_count)");
+    /* tasks per definition, nested ones counted */
+    lim.max_tasks = 3;
+    compile_ok("{'name':'w','tasks':[{'taskReferenceName':'f','type':'BOX','forkTasks':["
+               "[{'taskReferenceName':'a','type':'T'}],[{'taskReferenceName':'b','type':'T'}]]}]}");
+    compile_bad("{'name':'w','tasks':[{'taskReferenceName':'f','type':'BOX','forkTasks':["
+                "[{'taskReferenceName':'a','type':'T'}],[{'taskReferenceName':'b','type':'T'}]]},"
+                "{'taskReferenceName':'c','type':'T'}]}",
+                "w.json", NULL, "w.json: task 'c': the definition has more than 3 tasks",
+                "(max_tasks)");
+    /* branches of one task */
+    lim = def_limits_default;
+    lim.max_fork_width = 2;
+    compile_bad("{'name':'w','tasks':[{'taskReferenceName':'f','type':'BOX','forkTasks':["
+                "[{'taskReferenceName':'a','type':'T'}],[{'taskReferenceName':'b','type':'T'}],"
+                "[{'taskReferenceName':'c','type':'T'}]]}]}",
+                "w.json", NULL, "w.json: task 'f': 3 branches (nested task lists) is over the limit of 2",
+                "(max_fork_width)");
+    /* the definition's initial variables */
+    lim = def_limits_default;
+    lim.max_variables = 16;
+    compile_ok("{'name':'w','variables':{'a':1},'tasks':[{'taskReferenceName':'a','type':'T'}]}");
+    compile_bad("{'name':'w','variables':{'a':'0123456789'},'tasks':[{'taskReferenceName':'a',"
+                "'type':'T'}]}",
+                "w.json", NULL, "w.json: variables take 18 bytes, over the limit of 16",
+                "(max_variables_size)");
+    env.limits = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -964,6 +1002,7 @@ int main(void)
         cmocka_unit_test_teardown(test_retry_max_delay, teardown),
         cmocka_unit_test_teardown(test_retry_exponential_no_overflow, teardown),
         cmocka_unit_test_teardown(test_retry_jitter, teardown),
+        cmocka_unit_test_teardown(test_limits, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine.h"
 
@@ -29,7 +30,7 @@ static struct {
 
 static int setup(void **state)
 {
-    eng_opts o = {plugin_path, NULL, NULL};
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
     weft_error err = {0};
     memset(&F, 0, sizeof F);
     F.trace = open_memstream(&F.trace_buf, &F.trace_len);
@@ -612,6 +613,232 @@ static void test_start_bad_input(void **state)
     assert_has(err.msg, "input must be a JSON object");
 }
 
+/*
+ * A chain of sub-workflows `levels` deep, each level a workflow "deep" that
+ * starts the next until n reaches 0 (the leaf completes). Written to a
+ * temporary directory that the engine finds workflows by name in.
+ */
+#define DEEP_DEF(name, leaf)                                                                       \
+    "{\"name\":\"" name "\",\"tasks\":["                                                           \
+    "{\"name\":\"dec\",\"taskReferenceName\":\"dec\",\"type\":\"LAMBDA\",\"inputParameters\":{"    \
+    "\"n\":\"${workflow.input.n}\",\"scriptExpression\":\"return input.n - 1\"}},"                 \
+    "{\"name\":\"d\",\"taskReferenceName\":\"d\",\"type\":\"DECISION\","                           \
+    "\"caseExpression\":\"if input.n >= 0 then return 'more' end return 'leaf'\","                 \
+    "\"inputParameters\":{\"n\":\"${dec.output.result}\"},\"defaultCase\":[" leaf "],"             \
+    "\"decisionCases\":{\"more\":[{\"name\":\"next\",\"taskReferenceName\":\"next\","              \
+    "\"type\":\"SUB_WORKFLOW\",\"subWorkflowParam\":{\"name\":\"" name "\"},"                      \
+    "\"inputParameters\":{\"n\":\"${dec.output.result}\"}}]}}]}"
+
+static char deep_dir[64];
+
+static void deep_write(const char *name, const char *text)
+{
+    char path[128];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.json", deep_dir, name);
+    assert_non_null(f = fopen(path, "w"));
+    fputs(text, f);
+    fclose(f);
+}
+
+/* "deep" ends at its leaf; "deepw" waits there for a signal. */
+static eng *deep_engine_with(const def_limits *lim)
+{
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
+    eng *e = NULL;
+    weft_error err = {0};
+    snprintf(deep_dir, sizeof deep_dir, "/tmp/weft-deep-XXXXXX");
+    assert_non_null(mkdtemp(deep_dir));
+    deep_write("deep", DEEP_DEF("deep", ""));
+    deep_write("deepw", DEEP_DEF("deepw", "{\"name\":\"hold\",\"taskReferenceName\":\"hold\","
+                                          "\"type\":\"WAIT\"}"));
+    o.def_path = deep_dir;
+    o.trace = F.trace;
+    o.limits = lim;
+    if (eng_new(&o, &e, &err)) fail_msg("eng_new: %s", err.msg);
+    return e;
+}
+
+/* deep(3000) is 3,001 levels: the depth limit is raised to admit them. */
+static eng *deep_engine(void)
+{
+    def_limits lim = def_limits_default;
+    lim.max_depth = 5000;
+    return deep_engine_with(&lim);
+}
+
+static void deep_cleanup(eng *e)
+{
+    char path[128];
+    eng_free(e);
+    snprintf(path, sizeof path, "%s/deep.json", deep_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/deepw.json", deep_dir);
+    unlink(path);
+    rmdir(deep_dir);
+}
+
+static size_t count_in(const char *text, const char *part)
+{
+    size_t n = 0;
+    for (; text && (text = strstr(text, part)); text += strlen(part))
+        n++;
+    return n;
+}
+
+/* 3,000 levels waiting at the leaf; the root ends (a TERMINATE in a fork's
+ * other branch, after a signal): every level is terminated, deepest too. */
+static void test_deep_sub_workflow_terminate(void **state)
+{
+    eng *e = deep_engine();
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    const char *root =
+        "{'name':'root','tasks':[{'name':'f','taskReferenceName':'f','type':'FORK_JOIN',"
+        "'forkTasks':[[{'name':'sub','taskReferenceName':'sub','type':'SUB_WORKFLOW',"
+        "'subWorkflowParam':{'name':'deepw'},'inputParameters':{'n':3000}}],"
+        "[{'name':'gate','taskReferenceName':'gate','type':'WAIT'},"
+        "{'name':'stop','taskReferenceName':'stop','type':'TERMINATE','inputParameters':{"
+        "'terminationStatus':'TERMINATED','terminationReason':'enough'}}]]},"
+        "{'name':'j','taskReferenceName':'j','type':'JOIN','joinOn':['sub','stop']}]}";
+    if (eng_load_json(e, J(root), "root.json", &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, NULL, &x, &err)) fail_msg("start: %s", err.msg);
+    assert_int_equal(eng_run(e, x, &err), WEFT_ESTATE); /* all wait: gate and the leaf */
+    fflush(F.trace);
+    assert_int_equal(count_in(F.trace_buf, "hold (WAIT) IN_PROGRESS"), 1);
+    if (eng_complete_task(e, x->id, "gate", WEFT_TASK_COMPLETED, NULL, &err))
+        fail_msg("signal: %s", err.msg);
+    assert_int_equal(x->status, WEFT_WF_TERMINATED);
+    fflush(F.trace);
+    assert_int_equal(count_in(F.trace_buf, "TERMINATED: parent task canceled"), 3001);
+    assert_int_equal(count_in(F.trace_buf, "hold (WAIT) CANCELED"), 1);
+    def_unref(d);
+    deep_cleanup(e);
+}
+
+/* 3,000 levels complete (the child's end completes the parent task, whose
+ * end completes its workflow ... up to the root): no C recursion per level. */
+static void test_deep_sub_workflow_chain(void **state)
+{
+    eng *e = deep_engine();
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    char path[128];
+    snprintf(path, sizeof path, "%s/deep.json", deep_dir);
+    if (eng_load_file(e, path, &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, J("{'n':3000}"), &x, &err)) fail_msg("start: %s", err.msg);
+    if (eng_run(e, x, &err)) fail_msg("eng_run: %s", err.msg);
+    if (x->status != WEFT_WF_COMPLETED)
+        fail_msg("ended %s: %s", weft_wf_status_name(x->status), x->reason ? x->reason : "");
+    def_unref(d);
+    deep_cleanup(e);
+}
+
+/* The engine of F with these limits instead of the defaults. */
+static void with_limits(const def_limits *lim)
+{
+    eng_opts o = {plugin_path, NULL, NULL, NULL};
+    weft_error err = {0};
+    o.trace = F.trace;
+    o.limits = lim;
+    eng_free(F.e);
+    F.e = NULL;
+    if (eng_new(&o, &F.e, &err)) fail_msg("eng_new: %s", err.msg);
+}
+
+/* A workflow that starts itself stops at the depth limit: the deepest one
+ * fails its SUB_WORKFLOW task naming the ref and the limit, and the failure
+ * goes up to the root. */
+static void test_depth_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    eng *e;
+    def_workflow *d = NULL;
+    xc_exec *x = NULL;
+    weft_error err = {0};
+    char path[128];
+    lim.max_depth = 20;
+    e = deep_engine_with(&lim);
+    deep_write("selfy", "{\"name\":\"selfy\",\"tasks\":[{\"name\":\"again\",\"taskReferenceName\":"
+                        "\"again\",\"type\":\"SUB_WORKFLOW\",\"subWorkflowParam\":{\"name\":"
+                        "\"selfy\"}}]}");
+    snprintf(path, sizeof path, "%s/selfy.json", deep_dir);
+    if (eng_load_file(e, path, &d, &err)) fail_msg("load: %s", err.msg);
+    if (eng_start(e, d, NULL, &x, &err)) fail_msg("start: %s", err.msg);
+    if (eng_run(e, x, &err)) fail_msg("eng_run: %s", err.msg);
+    assert_int_equal(x->status, WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'again'");
+    assert_has(x->reason, "over the limit of 20 (max_subworkflow_depth)");
+    fflush(F.trace);
+    /* the root and 20 levels below it, each FAILED */
+    assert_int_equal(count_in(F.trace_buf, "selfy: workflow "), 21);
+    def_unref(d);
+    unlink(path);
+    deep_cleanup(e);
+}
+
+/* DO_WHILE without maxIterations stops at max_loop_iterations; with its own
+ * maxIterations it may go past it. */
+static void test_loop_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_loop_iterations = 5;
+    with_limits(&lim);
+    x = run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return true','loopOver':[" LAMBDA("step", "return 1", "") "]}]}",
+            NULL, WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'loop'");
+    assert_has(x->reason, "'loop' would run iteration 6, over the limit of 5 (max_loop_iterations");
+    assert_non_null(xc_find_ref(x, "step__5"));
+    assert_null(xc_find_ref(x, "step__6"));
+    x = run("{'name':'loop','tasks':[{'name':'loop','taskReferenceName':'loop','type':'DO_WHILE',"
+            "'loopCondition':'return true','maxIterations':8,"
+            "'loopOver':[" LAMBDA("step", "return 1", "") "]}]}",
+            NULL, WEFT_WF_COMPLETED);
+    assert_non_null(xc_find_ref(x, "step__8"));
+}
+
+/* A dynamic fork wider than max_fork_width fails before any branch starts. */
+static void test_dynamic_fork_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_fork_width = 3;
+    with_limits(&lim);
+    x = run("{'name':'dyn','tasks':[" LAMBDA(
+                "gen",
+                "local t = {} for i = 1, 4 do t[i] = { ref = [[d]] .. i, type = [[LAMBDA]],"
+                " script = [[return 1]] } end return t",
+                "") ",{'name':'fan','taskReferenceName':'fan','type':'FORK_JOIN_DYNAMIC',"
+                    "'dynamicForkTasksParam':'dynamicTasks',"
+                    "'inputParameters':{'dynamicTasks':'${gen.output.result}'}},"
+                    "{'name':'join','taskReferenceName':'join','type':'JOIN','joinOn':[]}]}",
+            NULL, WEFT_WF_FAILED);
+    assert_has(x->reason, "'fan' would start 4 tasks at once, over the limit of 3 (max_fork_width)");
+    assert_null(xc_find_ref(x, "d1"));
+}
+
+/* SET_VARIABLE over max_variables_size fails its task; the variables stay. */
+static void test_variables_limit(void **state)
+{
+    def_limits lim = def_limits_default;
+    xc_exec *x;
+    lim.max_variables = 64;
+    with_limits(&lim);
+    x = run("{'name':'vars','tasks':["
+            "{'name':'a','taskReferenceName':'a','type':'SET_VARIABLE','inputParameters':{'k':1}},"
+            "{'name':'b','taskReferenceName':'b','type':'SET_VARIABLE',"
+            "'inputParameters':{'big':'${workflow.input.big}'}}]}",
+            "{'big':'0123456789012345678901234567890123456789012345678901234567890123456789'}",
+            WEFT_WF_FAILED);
+    assert_has(x->reason, "task 'b'");
+    assert_has(x->reason, "over the limit of 64 (max_variables_size)");
+    assert_json(x->variables, "{'k':1}");
+}
+
 int main(void)
 {
     const char *top = getenv("WEFT_TOP_BUILDDIR");
@@ -642,6 +869,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_checks_definition, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_sub_workflow_chain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_sub_workflow_terminate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_depth_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loop_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dynamic_fork_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_variables_limit, setup, teardown),
     };
     if (!top || !*top) {
         fprintf(stderr, "test_engine: WEFT_TOP_BUILDDIR is not set: skipped\n");

@@ -781,11 +781,11 @@ static void test_error_prefix_own_message(void **state)
 
 static void test_lua_eval_no_sandbox(void **state)
 {
-    static const host_services no_fn = {NULL, NULL, NULL, NULL};
+    static const host_services no_fn = {NULL, NULL, NULL, NULL, NULL};
     weft_error err = {0};
     json_object *out = (json_object *)&err; /* must be reset to NULL */
     xc_task *a;
-    host_services null_sbx = {&G.svc, svc_sandbox, NULL, NULL}; /* G.svc.box is NULL */
+    host_services null_sbx = {&G.svc, svc_sandbox, NULL, NULL, NULL}; /* G.svc.box is NULL */
     start();
     a = add("a", 0, 0);
 
@@ -927,7 +927,7 @@ static void test_lua_eval_memory_limit(void **state)
 
 static void test_start_child_no_service(void **state)
 {
-    static const host_services sandbox_only = {NULL, svc_sandbox, NULL, NULL};
+    static const host_services sandbox_only = {NULL, svc_sandbox, NULL, NULL, NULL};
     weft_error err = {0};
     char id[64] = "untouched";
     xc_task *a;
@@ -948,7 +948,7 @@ static void test_start_child_no_service(void **state)
 
 static void test_start_child_fails(void **state)
 {
-    host_services svc = {&G.svc, NULL, svc_start_child, NULL};
+    host_services svc = {&G.svc, NULL, svc_start_child, NULL, NULL};
     weft_error err = {0};
     char id[64] = "";
     json_object *in = J("{'x':1}");
@@ -975,7 +975,7 @@ static void test_start_child_fails(void **state)
 
 static void test_start_child_ok(void **state)
 {
-    host_services svc = {&G.svc, NULL, svc_start_child, NULL};
+    host_services svc = {&G.svc, NULL, svc_start_child, NULL, NULL};
     weft_error err = {0};
     char id[64] = "";
     json_object *def = J("{'name':'inline','tasks':[{'taskReferenceName':'z'}]}");

@@ -72,7 +72,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return !strcmp(name, "Q") ? &Q_TYPE : !strcmp(name, "M") ? &M_TYPE : NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
 static const dec_env DEC = {&DEFS, NULL, wu_now_ms, NULL, NULL};
 
 static const char *DEF_JSON =
