@@ -32,7 +32,7 @@ return w.workflow { name = "stuck", input = { "pad" },
   w.set_variable { ref = "setv", input = { big = "${workflow.input.pad}" } },
   w.lambda { ref = "wait_on", input = { vars = "${workflow.variables}" },
              script = "error('the variables are too big for this')",
-             retry = { count = 1000, delay = "1s" } } }
+             retry = { count = 100, delay = "1s" } } }
 L
 run_weft start "$TMP/stuck.lua" --input "{\"pad\":\"$pad\"}"
 expect_rc "start a workflow that will be stuck" 0
