@@ -508,6 +508,39 @@ static void test_handler_escapes(void **state)
     alarm(0);
 }
 
+/*
+ * table.sort compares in C, where no hook counts: long equal strings (each
+ * comparison costs their length) or a C comparator once ran 34 s and more
+ * past a 5 s limit without one instruction being counted.
+ */
+static void test_sort_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s,
+               "local s = ('a'):rep(8e6) local t = {} for i = 1, 3000 do t[i] = s end "
+               "table.sort(t) return #t",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    t0 = now_s();
+    expect_err(s,
+               "local t = {} for i = 1, 1e5 do t[i] = i end local f = table.sort "
+               "while true do f(t, rawequal) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    /* sorting works as before */
+    expect(s, "local t = {3, 1, 2} table.sort(t) return t", NULL, "[1,2,3]");
+    expect(s, "local t = {'b', 'c', 'a'} table.sort(t, function(a, b) return a > b end) return t",
+           NULL, "[\"c\",\"b\",\"a\"]");
+    expect(s, "local t = {3, 1, 2} table.sort(t, nil) return t", NULL, "[1,2,3]");
+    expect_err(s, "table.sort({1, 'x'})", NULL, WEFT_ESCRIPT, "attempt to compare");
+    expect_err(s, "table.sort({1, 2}, 42)", NULL, WEFT_ESCRIPT, "bad argument #2 to 'sort'");
+    expect_err(s, "table.sort({1, 2, 3, 4, 5}, function() return true end)", NULL, WEFT_ESCRIPT,
+               "invalid order function");
+    alarm(0);
+}
+
 static void test_instruction_limit_custom(void **state)
 {
     sbx_limits lim = {0, 5000, 0, 0};
@@ -761,6 +794,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handler_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sort_metered, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
