@@ -932,9 +932,13 @@ static int tj_table(struct tj *t, int idx, json_object **out)
         if (!res) goto nomem;
         if (n > 1) qsort(e, n, sizeof *e, entry_cmp);
         if (order) {
+            /* one order table can be shared by every table converted: each
+             * name looked at counts against the result limit */
             lua_Integer j, len = (lua_Integer)lua_rawlen(L, order);
-            for (j = 1; j <= len; j++) {
+            size_t placed = 0;
+            for (j = 1; j <= len && placed < n; j++) {
                 struct tj_entry key = {0}, *hit;
+                if ((rc = tj_charge(t, 1, 0))) goto done;
                 if (lua_rawgeti(L, order, j) == LUA_TSTRING) {
                     key.key = lua_tolstring(L, -1, &key.klen);
                     hit = n ? bsearch(&key, e, n, sizeof *e, entry_cmp) : NULL;
@@ -942,6 +946,7 @@ static int tj_table(struct tj *t, int idx, json_object **out)
                         if (json_object_object_add(res, entry_key(hit), hit->val)) goto nomem;
                         hit->val = NULL;
                         hit->done = 1;
+                        placed++;
                     }
                 }
                 lua_pop(L, 1);

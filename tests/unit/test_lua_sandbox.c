@@ -635,6 +635,31 @@ static void test_result_limit(void **state)
                "over the result size limit (16777216 bytes");
     expect_err(d, "local t = {k = 1} for i = 1, 60 do t = {a = t, b = t} end error(t)", NULL,
                WEFT_ESCRIPT, "over the result size limit");
+    /* one __jsonorder of 400,000 entries shared by 100,000 tables: 4e10 look-ups */
+    {
+        double t0 = now_s();
+        int rc;
+        char *got;
+        alarm(120);
+        expect_err(d,
+                   "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                   "local r = {} for i = 1, 1e5 do r[i] = setmetatable({z = 1}, mt) end return r",
+                   NULL, WEFT_ELIMIT, "over the result size limit");
+        expect_err(d,
+                   "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                   "local r = {} for i = 1, 1e5 do r[i] = setmetatable({z = 1}, mt) end error(r)",
+                   NULL, WEFT_ESCRIPT, "over the result size limit");
+        got = run(d,
+                  "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                  "local r = {} for i = 1, 1e5 do r[i] = setmetatable({}, mt) end return r",
+                  NULL, &rc, &err);
+        assert_int_equal(rc, 0);
+        free(got);
+        assert_true(now_s() - t0 < 1.0 * slow);
+        alarm(0);
+        expect(d, "return setmetatable({b = 1, a = 2, c = 3}, {__jsonorder = {'c', 'x', 'b'}})", NULL,
+               "{\"c\":3,\"b\":1,\"a\":2}");
+    }
     print_message("rss grew %zu MiB\n", (rss_bytes() - rss0) >> 20);
     assert_true(rss_bytes() < rss0 + (size_t)768 * 1024 * 1024);
     expect(d, "return #('x'):rep(1 << 20)", NULL, "1048576");
