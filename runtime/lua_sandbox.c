@@ -753,6 +753,22 @@ static int tj_charge(struct tj *t, size_t n, size_t min)
                   t->path, t->cap);
 }
 
+/* Count what escaping adds to the string at idx as JSON text: \uXXXX for a
+ * control character, a backslash before '"', '\\' and '/'. Call after the
+ * string's own length was charged, so the scan is bounded by the limit. */
+static int tj_charge_escapes(struct tj *t, int idx)
+{
+    size_t len, i, extra = 0;
+    const unsigned char *p = (const unsigned char *)lua_tolstring(t->L, idx, &len);
+    for (i = 0; i < len; i++) {
+        if (p[i] < 0x20)
+            extra += 5;
+        else if (p[i] == '"' || p[i] == '\\' || p[i] == '/')
+            extra++;
+    }
+    return tj_charge(t, extra, 0);
+}
+
 static int tj_fail(struct tj *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int tj_fail(struct tj *t, const char *fmt, ...)
 {
@@ -880,6 +896,7 @@ static int tj_table(struct tj *t, int idx, json_object **out)
         x = &e[n];
         memset(x, 0, sizeof *x);
         if ((rc = tj_charge(t, kt == LUA_TSTRING ? lua_rawlen(L, -2) + 4 : 4, 0))) goto done;
+        if (kt == LUA_TSTRING && (rc = tj_charge_escapes(t, -2))) goto done;
         if (kt == LUA_TNUMBER && lua_isinteger(L, -2)) {
             x->is_int = 1;
             x->ikey = lua_tointeger(L, -2);
@@ -980,6 +997,7 @@ static int tj_value(struct tj *t, int idx, json_object **out)
     int rc = tj_charge(t, type == LUA_TSTRING ? lua_rawlen(L, idx) + 2 : 2,
                        type == LUA_TTABLE ? SBX_TABLE_MIN : SBX_VALUE_MIN);
     *out = NULL;
+    if (!rc && type == LUA_TSTRING) rc = tj_charge_escapes(t, idx);
     if (rc) return rc;
     switch (type) {
     case LUA_TNIL:

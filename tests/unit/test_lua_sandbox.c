@@ -672,6 +672,17 @@ static void test_result_limit(void **state)
         want[902] = 0;
         expect(s, "return ('x'):rep(900)", NULL, want);
     }
+    /* counted as JSON text: a control character takes six bytes (\u0001) */
+    expect_err(s, "return ('\\1'):rep(900)", NULL, WEFT_ELIMIT, "over the result size limit");
+    expect_err(s, "return {[('\\1'):rep(900)] = 1}", NULL, WEFT_ELIMIT, "over the result size limit");
+    {
+        char want[160 * 6 + 3] = "\"";
+        int i;
+        for (i = 0; i < 150; i++)
+            strcat(want, "\\u0001");
+        strcat(want, "\"");
+        expect(s, "return ('\\1'):rep(150)", NULL, want);
+    }
     expect_err(s, "local t = {} for i = 1, 200 do t[i] = i end return t", NULL, WEFT_ELIMIT,
                "over the result size limit");
     expect(s, "local t = {} for i = 1, 50 do t[i] = i end return #t", NULL, "50");
