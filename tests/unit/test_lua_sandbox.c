@@ -541,6 +541,40 @@ static void test_sort_metered(void **state)
     alarm(0);
 }
 
+/* utf8.len and utf8.offset scan a whole string in what counts as one
+ * instruction: 25 s against a 5 s limit on a 15 MB string. */
+static void test_utf8_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s, "local s = ('a'):rep(1.5e7) local f = utf8.len while true do f(s) end", NULL,
+               WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 1) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 0, -1) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    alarm(0);
+    /* they work as before */
+    expect(s, "return {utf8.len('h\\u{e9}llo'), utf8.len('abc', 2), utf8.len('abc', -1), "
+              "utf8.len('abc', 4), select(2, utf8.len('a\\xffb'))}",
+           NULL, "[5,2,1,0,2]");
+    expect(s, "return {utf8.offset('h\\u{e9}llo', 3), utf8.offset('abc', -1), utf8.offset('abc', 0, 2), "
+              "utf8.offset('abc', 5)}",
+           NULL, "[4,3,2]");
+    expect_err(s, "return utf8.len('abc', 5)", NULL, WEFT_ESCRIPT,
+               "bad argument #2 to 'len' (initial position out of bounds)");
+    expect_err(s, "return utf8.len('abc', 1, 4)", NULL, WEFT_ESCRIPT,
+               "bad argument #3 to 'len' (final position out of bounds)");
+    expect_err(s, "return utf8.offset('abc', 1, 5)", NULL, WEFT_ESCRIPT,
+               "bad argument #3 to 'offset' (position out of bounds)");
+    expect_err(s, "return utf8.offset('\\u{e9}', 1, 2)", NULL, WEFT_ESCRIPT,
+               "initial position is a continuation byte");
+}
+
 static void test_instruction_limit_custom(void **state)
 {
     sbx_limits lim = {0, 5000, 0, 0};
@@ -831,6 +865,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handler_escapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sort_metered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_utf8_metered, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
