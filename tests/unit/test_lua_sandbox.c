@@ -575,6 +575,35 @@ static void test_utf8_metered(void **state)
                "initial position is a continuation byte");
 }
 
+/* C loops over every byte or element in one call: string.format('%q') ran
+ * past 60 s, table.concat twice the limit. */
+static void test_c_loops_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s, "local s = ('\\0'):rep(4e6) local f = string.format while true do f('%q', s) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local t = {} for i = 1, 1e6 do t[i] = '' end local f = table.concat "
+               "while true do f(t) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    alarm(0);
+    /* they work as before, and their errors name them */
+    expect(s, "return string.format('%q %s %%q %d', 'a\\0b', 'x', 3)", NULL,
+           "\"\\\"a\\\\0b\\\" x %q 3\"");
+    expect(s, "return {table.concat({1, 2, 3}), table.concat({'a', 'b', 'c'}, ',', 2), "
+              "table.concat({}, ','), table.concat({'a'}, ',', 3, 2)}",
+           NULL, "[\"123\",\"b,c\",\"\",\"\"]");
+    expect_err(s, "return string.format('%d', 'x')", NULL, WEFT_ESCRIPT,
+               "bad argument #2 to 'format'");
+    expect_err(s, "return table.concat({{}})", NULL, WEFT_ESCRIPT,
+               "invalid value (table) at index 1 in table for 'concat'");
+    expect_err(s, "return table.concat({}, '', 1, 'x')", NULL, WEFT_ESCRIPT,
+               "bad argument #4 to 'concat'");
+}
+
 static void test_instruction_limit_custom(void **state)
 {
     sbx_limits lim = {0, 5000, 0, 0};
@@ -866,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_handler_escapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sort_metered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_utf8_metered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_c_loops_metered, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
