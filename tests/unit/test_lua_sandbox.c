@@ -588,8 +588,36 @@ static void test_c_loops_metered(void **state)
                "local t = {} for i = 1, 1e6 do t[i] = '' end local f = table.concat "
                "while true do f(t) end",
                NULL, WEFT_ELIMIT, "instruction limit");
+    /* each element fetched through a chain of 1,990 __index tables */
+    {
+        static const char *const calls[] = {
+            "return table.concat(t, '', 1, 2e5)",
+            "return select('#', table.unpack(t, 1, 2e5))",
+            "return #table.move(t, 1, 2e5, 1, {})",
+            "return #table.move(last, 1, 2e5, 1, t)",
+            "for i = 1, 1e4 do table.insert(last, 1, 'x') end",
+            "for i = 1, 1e4 do table.remove(last, 1) end",
+            NULL,
+        };
+        const char *const *c;
+        for (c = calls; *c; c++) {
+            char body[512];
+            snprintf(body, sizeof body,
+                     "local last = {} for i = 1, 2e5 do last[i] = '' end local t = last "
+                     "for i = 1, 1990 do t = setmetatable({}, {__index = t, __newindex = t}) end %s",
+                     *c);
+            expect_err(s, body, NULL, WEFT_ELIMIT, "instruction limit");
+        }
+    }
     assert_true(now_s() - t0 < 1.0 * slow);
     alarm(0);
+    /* appending and popping cost no shift */
+    expect(s, "local t = {} for i = 1, 1e5 do table.insert(t, i) end "
+              "for i = 1, 5e4 do table.remove(t) end return #t",
+           NULL, "50000");
+    expect(s, "return {table.unpack({1, 2, 3}, 2)}", NULL, "[2,3]");
+    expect_err(s, "return table.unpack({}, 1, 1e7)", NULL, WEFT_ESCRIPT,
+               "too many results to unpack");
     /* they work as before, and their errors name them */
     expect(s, "return string.format('%q %s %%q %d', 'a\\0b', 'x', 3)", NULL,
            "\"\\\"a\\\\0b\\\" x %q 3\"");
