@@ -67,9 +67,17 @@ static void mstate_done(struct mstate *m)
     }
 }
 
+/* Work over n bytes of pattern in one go (a set scanned): a step per 16. */
+static void charge_bytes(struct mstate *m, size_t n)
+{
+    m->steps += n / 16;
+    step(m);
+}
+
 /* The end of the single-character class starting at p. */
 static const char *class_end(struct mstate *m, const char *p)
 {
+    const char *start = p;
     char c = *p++;
     if (c == ESC) {
         if (p >= m->pat_end) luaL_error(m->L, "malformed pattern (ends with '%%')");
@@ -83,6 +91,7 @@ static const char *class_end(struct mstate *m, const char *p)
         c = *p++;
         if (c == ESC && p < m->pat_end) p++;
     } while (p >= m->pat_end || *p != ']');
+    charge_bytes(m, (size_t)(p - start));
     return p + 1;
 }
 
@@ -137,7 +146,10 @@ static int set_has(int c, const char *p, const char *ep)
 static int single(struct mstate *m, const char *s, const char *p, const char *ep)
 {
     int c;
-    step(m);
+    if (*p == '[')
+        charge_bytes(m, (size_t)(ep - p));
+    else
+        step(m);
     if (s >= m->src_end) return 0;
     c = (unsigned char)*s;
     switch (*p) {
@@ -273,6 +285,7 @@ static const char *do_match(struct mstate *m, const char *s, const char *p)
             ep = class_end(m, p);
             prev = s == m->src ? 0 : (unsigned char)s[-1];
             cur = s < m->src_end ? (unsigned char)*s : 0;
+            charge_bytes(m, 2 * (size_t)(ep - p));
             if (!set_has(prev, p, ep - 1) && set_has(cur, p, ep - 1)) {
                 p = ep;
                 continue;

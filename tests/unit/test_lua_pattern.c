@@ -137,6 +137,9 @@ static void test_meter_stops(void **state_)
         "for x in string.rep('a', 3000):gmatch(string.rep('a-', 8) .. 'b') do end",
         "return string.rep('a', 1 << 20):find(string.rep('a', 1 << 19) .. 'b', 1, true)",
         "return string.rep('(', 20000):find('%b()x')",
+        /* a long set costs its length at each test, and finding its end too */
+        "return string.rep('b', 4000):find('[' .. string.rep('a', 1e6) .. ']')",
+        "return string.rep('b', 4000):find('%f[' .. string.rep('a', 1e6) .. ']')",
         NULL,
     };
     const char *const *c;

@@ -508,6 +508,130 @@ static void test_handler_escapes(void **state)
     alarm(0);
 }
 
+/*
+ * table.sort compares in C, where no hook counts: long equal strings (each
+ * comparison costs their length) or a C comparator once ran 34 s and more
+ * past a 5 s limit without one instruction being counted.
+ */
+static void test_sort_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s,
+               "local s = ('a'):rep(8e6) local t = {} for i = 1, 3000 do t[i] = s end "
+               "table.sort(t) return #t",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    t0 = now_s();
+    expect_err(s,
+               "local t = {} for i = 1, 1e5 do t[i] = i end local f = table.sort "
+               "while true do f(t, rawequal) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    /* sorting works as before */
+    expect(s, "local t = {3, 1, 2} table.sort(t) return t", NULL, "[1,2,3]");
+    expect(s, "local t = {'b', 'c', 'a'} table.sort(t, function(a, b) return a > b end) return t",
+           NULL, "[\"c\",\"b\",\"a\"]");
+    expect(s, "local t = {3, 1, 2} table.sort(t, nil) return t", NULL, "[1,2,3]");
+    expect_err(s, "table.sort({1, 'x'})", NULL, WEFT_ESCRIPT, "attempt to compare");
+    expect_err(s, "table.sort({1, 2}, 42)", NULL, WEFT_ESCRIPT, "bad argument #2 to 'sort'");
+    expect_err(s, "table.sort({1, 2, 3, 4, 5}, function() return true end)", NULL, WEFT_ESCRIPT,
+               "invalid order function");
+    alarm(0);
+}
+
+/* utf8.len and utf8.offset scan a whole string in what counts as one
+ * instruction: 25 s against a 5 s limit on a 15 MB string. */
+static void test_utf8_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s, "local s = ('a'):rep(1.5e7) local f = utf8.len while true do f(s) end", NULL,
+               WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 1) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 0, -1) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    assert_true(now_s() - t0 < 1.0 * slow);
+    alarm(0);
+    /* they work as before */
+    expect(s, "return {utf8.len('h\\u{e9}llo'), utf8.len('abc', 2), utf8.len('abc', -1), "
+              "utf8.len('abc', 4), select(2, utf8.len('a\\xffb'))}",
+           NULL, "[5,2,1,0,2]");
+    expect(s, "return {utf8.offset('h\\u{e9}llo', 3), utf8.offset('abc', -1), utf8.offset('abc', 0, 2), "
+              "utf8.offset('abc', 5)}",
+           NULL, "[4,3,2]");
+    expect_err(s, "return utf8.len('abc', 5)", NULL, WEFT_ESCRIPT,
+               "bad argument #2 to 'len' (initial position out of bounds)");
+    expect_err(s, "return utf8.len('abc', 1, 4)", NULL, WEFT_ESCRIPT,
+               "bad argument #3 to 'len' (final position out of bounds)");
+    expect_err(s, "return utf8.offset('abc', 1, 5)", NULL, WEFT_ESCRIPT,
+               "bad argument #3 to 'offset' (position out of bounds)");
+    expect_err(s, "return utf8.offset('\\u{e9}', 1, 2)", NULL, WEFT_ESCRIPT,
+               "initial position is a continuation byte");
+}
+
+/* C loops over every byte or element in one call: string.format('%q') ran
+ * past 60 s, table.concat twice the limit. */
+static void test_c_loops_metered(void **state)
+{
+    sbx *s = *state;
+    double t0 = now_s();
+    alarm(120);
+    expect_err(s, "local s = ('\\0'):rep(4e6) local f = string.format while true do f('%q', s) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(s,
+               "local t = {} for i = 1, 1e6 do t[i] = '' end local f = table.concat "
+               "while true do f(t) end",
+               NULL, WEFT_ELIMIT, "instruction limit");
+    /* each element fetched through a chain of 1,990 __index tables */
+    {
+        static const char *const calls[] = {
+            "return table.concat(t, '', 1, 2e5)",
+            "return select('#', table.unpack(t, 1, 2e5))",
+            "return #table.move(t, 1, 2e5, 1, {})",
+            "return #table.move(last, 1, 2e5, 1, t)",
+            "for i = 1, 1e4 do table.insert(last, 1, 'x') end",
+            "for i = 1, 1e4 do table.remove(last, 1) end",
+            NULL,
+        };
+        const char *const *c;
+        for (c = calls; *c; c++) {
+            char body[512];
+            snprintf(body, sizeof body,
+                     "local last = {} for i = 1, 2e5 do last[i] = '' end local t = last "
+                     "for i = 1, 1990 do t = setmetatable({}, {__index = t, __newindex = t}) end %s",
+                     *c);
+            expect_err(s, body, NULL, WEFT_ELIMIT, "instruction limit");
+        }
+    }
+    assert_true(now_s() - t0 < 1.0 * slow);
+    alarm(0);
+    /* appending and popping cost no shift */
+    expect(s, "local t = {} for i = 1, 1e5 do table.insert(t, i) end "
+              "for i = 1, 5e4 do table.remove(t) end return #t",
+           NULL, "50000");
+    expect(s, "return {table.unpack({1, 2, 3}, 2)}", NULL, "[2,3]");
+    expect_err(s, "return table.unpack({}, 1, 1e7)", NULL, WEFT_ESCRIPT,
+               "too many results to unpack");
+    /* they work as before, and their errors name them */
+    expect(s, "return string.format('%q %s %%q %d', 'a\\0b', 'x', 3)", NULL,
+           "\"\\\"a\\\\0b\\\" x %q 3\"");
+    expect(s, "return {table.concat({1, 2, 3}), table.concat({'a', 'b', 'c'}, ',', 2), "
+              "table.concat({}, ','), table.concat({'a'}, ',', 3, 2)}",
+           NULL, "[\"123\",\"b,c\",\"\",\"\"]");
+    expect_err(s, "return string.format('%d', 'x')", NULL, WEFT_ESCRIPT,
+               "bad argument #2 to 'format'");
+    expect_err(s, "return table.concat({{}})", NULL, WEFT_ESCRIPT,
+               "invalid value (table) at index 1 in table for 'concat'");
+    expect_err(s, "return table.concat({}, '', 1, 'x')", NULL, WEFT_ESCRIPT,
+               "bad argument #4 to 'concat'");
+}
+
 static void test_instruction_limit_custom(void **state)
 {
     sbx_limits lim = {0, 5000, 0, 0};
@@ -602,6 +726,31 @@ static void test_result_limit(void **state)
                "over the result size limit (16777216 bytes");
     expect_err(d, "local t = {k = 1} for i = 1, 60 do t = {a = t, b = t} end error(t)", NULL,
                WEFT_ESCRIPT, "over the result size limit");
+    /* one __jsonorder of 400,000 entries shared by 100,000 tables: 4e10 look-ups */
+    {
+        double t0 = now_s();
+        int rc;
+        char *got;
+        alarm(120);
+        expect_err(d,
+                   "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                   "local r = {} for i = 1, 1e5 do r[i] = setmetatable({z = 1}, mt) end return r",
+                   NULL, WEFT_ELIMIT, "over the result size limit");
+        expect_err(d,
+                   "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                   "local r = {} for i = 1, 1e5 do r[i] = setmetatable({z = 1}, mt) end error(r)",
+                   NULL, WEFT_ESCRIPT, "over the result size limit");
+        got = run(d,
+                  "local o = {} for i = 1, 4e5 do o[i] = i end local mt = {__jsonorder = o} "
+                  "local r = {} for i = 1, 1e5 do r[i] = setmetatable({}, mt) end return r",
+                  NULL, &rc, &err);
+        assert_int_equal(rc, 0);
+        free(got);
+        assert_true(now_s() - t0 < 1.0 * slow);
+        alarm(0);
+        expect(d, "return setmetatable({b = 1, a = 2, c = 3}, {__jsonorder = {'c', 'x', 'b'}})", NULL,
+               "{\"c\":3,\"b\":1,\"a\":2}");
+    }
     print_message("rss grew %zu MiB\n", (rss_bytes() - rss0) >> 20);
     assert_true(rss_bytes() < rss0 + (size_t)768 * 1024 * 1024);
     expect(d, "return #('x'):rep(1 << 20)", NULL, "1048576");
@@ -613,6 +762,17 @@ static void test_result_limit(void **state)
         want[901] = '"';
         want[902] = 0;
         expect(s, "return ('x'):rep(900)", NULL, want);
+    }
+    /* counted as JSON text: a control character takes six bytes (\u0001) */
+    expect_err(s, "return ('\\1'):rep(900)", NULL, WEFT_ELIMIT, "over the result size limit");
+    expect_err(s, "return {[('\\1'):rep(900)] = 1}", NULL, WEFT_ELIMIT, "over the result size limit");
+    {
+        char want[160 * 6 + 3] = "\"";
+        int i;
+        for (i = 0; i < 150; i++)
+            strcat(want, "\\u0001");
+        strcat(want, "\"");
+        expect(s, "return ('\\1'):rep(150)", NULL, want);
     }
     expect_err(s, "local t = {} for i = 1, 200 do t[i] = i end return t", NULL, WEFT_ELIMIT,
                "over the result size limit");
@@ -761,6 +921,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_forbidden_globals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_infinite_loop, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handler_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sort_metered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_utf8_metered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_c_loops_metered, setup, teardown),
         cmocka_unit_test(test_instruction_limit_custom),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_memory_bombs),
