@@ -648,11 +648,6 @@ typedef struct poll_args {
     int skip;          /* out: nothing to hand out */
 } poll_args;
 
-static int api_secret(void *ud, const char *name, char **value, weft_error *err)
-{
-    return rs_secret_get(ud, name, value, err);
-}
-
 /* A worker takes the task: IN_PROGRESS, poll count, start time, worker id. */
 static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
@@ -678,7 +673,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
         json_object *in, *filled;
         weft_error serr = {0};
         if (json_object_object_get_ex(a->task, "inputData", &in)) {
-            if (host_fill_secrets(in, api_secret, env->r, &filled, &serr) == 0)
+            if (host_fill_secrets(in, op_secret, env->r, &filled, &serr) == 0)
                 json_object_object_add(a->task, "inputData", filled);
             else
                 fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,
@@ -818,6 +813,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         host_result_init(&r);
         r.status = WEFT_TASK_IN_PROGRESS;
         r.output = a->output ? json_object_get(a->output) : NULL;
+        host_redact_reported(t, op_secret, env->r, &r.output, NULL, 0);
         r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
         if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
         if (a->callback_ms > 0)
@@ -828,7 +824,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         return 0;
     }
     drop_claim(o, t);
-    return dec_complete(dec, x, t, a->status, a->output, a->reason, o, err);
+    return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, o, err);
 }
 
 /* Apply a result; terminal ones wake a decider, heartbeats extend the lease. */

@@ -1,0 +1,202 @@
+#!/bin/bash
+# Secrets are never stored. A secret set with `weft secret set` reaches the
+# SIMPLE worker that polls its task and a sub-workflow's tasks, and comes back
+# to weftd in every way it can: a worker's outputData (heartbeat and final),
+# its reasonForIncompletion and logs, a `weft signal` straight to Redis, and a
+# child workflow's lambda that returns it. Then every key under the prefix
+# (but the secrets hash), every API answer about the runs and the daemon's log
+# are searched for the raw value: none may hold it. The same for `weft run`
+# (embedded), whose stdout and stderr are searched.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
+for c in curl jq; do
+    command -v "$c" >/dev/null 2>&1 || { echo "$c not installed: skipping"; exit 77; }
+done
+SECRET='S3cr3t-Tok-7f1e9a'
+
+start_redis
+printf '%s\n' "$SECRET" | "$WEFT" secret set TOKEN >/dev/null || { echo "weft secret set failed"; exit 1; }
+start_weftd d1 --workers 2 --api 127.0.0.1:0
+wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
+API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+
+# no_secret_in FILE WHAT: FILE does not hold the raw secret
+no_secret_in() {
+    if grep -q "$SECRET" "$1"; then
+        not_ok "$2 holds the raw secret"
+        grep -n "$SECRET" "$1" | head -n 10 | cut -c1-300 | sed 's/^/# /'
+    else
+        ok "$2 holds no raw secret"
+    fi
+}
+
+# poll QUEUE: the task handed out (JSON) into $task, waiting up to 20 s
+poll() {
+    end=$(( $(date +%s) + 20 ))
+    task=
+    while [ -z "$task" ]; do
+        task=$(curl -s "$API/api/tasks/poll/$1?workerid=w1")
+        [ -n "$task" ] && break
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+post_result() { curl -s -o /dev/null -w '%{http_code}' -X POST "$API/api/tasks" -d "$1"; }
+wf_status() { curl -s "$API/api/workflow/$1?includeTasks=false" | jq -r .status; }
+wait_status() { # ID STATUS
+    end=$(( $(date +%s) + 20 ))
+    until [ "$(wf_status "$1")" = "$2" ]; do
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
+cat >"$TMP/leak.lua" <<'L'
+local w = require "weft"
+return w.workflow {
+  name = "leak",
+  output = { echoed = "${echo.output.got}", signalled = "${sig.output}",
+             child = "${child.output}" },
+  w.simple { ref = "echo", response_timeout = "30s",
+             input = { token = "${secrets.TOKEN}", auth = "Bearer ${secrets.TOKEN}" } },
+  w.simple { ref = "sig", input = { token = "${secrets.TOKEN}" } },
+  w.sub_workflow { ref = "child", input = { token = "${secrets.TOKEN}", note = "key ${secrets.TOKEN}" },
+    definition = w.workflow {
+      name = "leak_child",
+      output = { seen = "${look.output.result}", given = "${workflow.input.token}" },
+      w.lambda { ref = "look", input = { t = "${workflow.input.token}", n = "${workflow.input.note}" },
+                 script = "return { len = #input.t, same = input.t, note = input.n }" },
+    } },
+}
+L
+run_weft start "$TMP/leak.lua"
+expect_rc "start leak.lua" 0
+id=$last
+
+# the worker: gets the secret, reports it back every way it can
+poll echo || not_ok "echo was never handed out"
+tid=$(jq -r .taskId <<<"$task")
+[ "$(jq -r .inputData.token <<<"$task")" = "$SECRET" ] && ok "the worker is handed the secret" ||
+    not_ok "the worker got token $(jq -c .inputData <<<"$task")"
+[ "$(jq -r .inputData.auth <<<"$task")" = "Bearer $SECRET" ] && ok "inside text too" ||
+    not_ok "the worker got auth $(jq -c .inputData.auth <<<"$task")"
+code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status\":\"IN_PROGRESS\",
+  \"outputData\":{\"partial\":\"$SECRET\"},\"logs\":[{\"log\":\"using $SECRET\"}]}")
+[ "$code" = 200 ] && ok "heartbeat with the secret: 200" || not_ok "heartbeat: HTTP $code"
+code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status\":\"COMPLETED\",
+  \"outputData\":{\"got\":\"$SECRET\",\"nested\":{\"list\":[\"a $SECRET b\",{\"$SECRET\":1}]}},
+  \"logs\":[{\"log\":\"done with $SECRET\"}]}")
+[ "$code" = 200 ] && ok "result with the secret: 200" || not_ok "result: HTTP $code"
+
+# sig: completed straight through Redis (no daemon API), echoing the secret
+end=$(( $(date +%s) + 20 ))
+until curl -s "$API/api/workflow/$id" | jq -e '.tasks[] | select(.referenceTaskName == "sig")' >/dev/null; do
+    [ "$(date +%s)" -ge "$end" ] && break
+    sleep 0.1
+done
+run_weft signal "$id" sig "{\"echo\":\"$SECRET\",\"text\":\"x${SECRET}y\"}"
+expect_rc "weft signal with the secret in its payload" 0
+
+wait_status "$id" COMPLETED && ok "leak COMPLETED" || not_ok "leak is $(wf_status "$id")"
+wf=$(curl -s "$API/api/workflow/$id")
+[ "$(jq -r .output.echoed <<<"$wf")" = "***" ] && ok "the worker's echo is masked" ||
+    not_ok "output.echoed: $(jq -c .output.echoed <<<"$wf")"
+[ "$(jq -r .output.signalled.echo <<<"$wf")" = "***" ] && ok "the signal's echo is masked" ||
+    not_ok "output.signalled: $(jq -c .output.signalled <<<"$wf")"
+[ "$(jq -r .output.child.seen.len <<<"$wf")" = "${#SECRET}" ] && ok "the child's task used the secret" ||
+    not_ok "child output: $(jq -c .output.child <<<"$wf")"
+child=$(jq -r '.tasks[] | select(.referenceTaskName == "child") | .subWorkflowId // .outputData.subWorkflowId' <<<"$wf")
+[ "$(jq -r '.tasks[] | select(.referenceTaskName == "echo") | .outputData.nested.list[1] | keys[0]' <<<"$wf")" = "***" ] &&
+    ok "a member named by the secret is renamed" ||
+    not_ok "echo output: $(jq -c '.tasks[] | select(.referenceTaskName == "echo") | .outputData' <<<"$wf")"
+cwf=$(curl -s "$API/api/workflow/$child")
+[ "$(jq -r .input.token <<<"$cwf")" = '${secrets.TOKEN}' ] && [ "$(jq -r .input.note <<<"$cwf")" = 'key ${secrets.TOKEN}' ] &&
+    ok "the child's input keeps the placeholders" || not_ok "child input: $(jq -c .input <<<"$cwf")"
+[ "$(jq -r .output.seen.same <<<"$cwf")" = "***" ] && [ "$(jq -r .output.seen.note <<<"$cwf")" = "key ***" ] &&
+    ok "the child's lambda output is masked" || not_ok "child output: $(jq -c .output <<<"$cwf")"
+
+# a worker that fails with the secret in its reason and logs
+cat >"$TMP/fail.lua" <<'L'
+local w = require "weft"
+return w.workflow {
+  name = "leak_fail",
+  w.simple { ref = "bad", input = { token = "${secrets.TOKEN}" } },
+}
+L
+run_weft start "$TMP/fail.lua"
+expect_rc "start fail.lua" 0
+fid=$last
+poll bad || not_ok "bad was never handed out"
+ftid=$(jq -r .taskId <<<"$task")
+code=$(post_result "{\"workflowInstanceId\":\"$fid\",\"taskId\":\"$ftid\",\"status\":\"FAILED_WITH_TERMINAL_ERROR\",
+  \"reasonForIncompletion\":\"login with $SECRET refused\",\"logs\":[{\"log\":\"tried $SECRET\"}],
+  \"outputData\":{\"tried\":\"$SECRET\"}}")
+[ "$code" = 200 ] && ok "failure with the secret: 200" || not_ok "failure: HTTP $code"
+wait_status "$fid" FAILED && ok "leak_fail FAILED" || not_ok "leak_fail is $(wf_status "$fid")"
+fwf=$(curl -s "$API/api/workflow/$fid")
+case $(jq -r '.tasks[0].reasonForIncompletion' <<<"$fwf") in
+"login with *** refused") ok "the reason is masked" ;;
+*) not_ok "reason: $(jq -c '.tasks[0].reasonForIncompletion' <<<"$fwf")" ;;
+esac
+
+# ---- where could it be: everything stored, every answer, the log ----
+: >"$TMP/stored"
+rcli --scan --pattern "${WEFT_KEY_PREFIX}*" >"$TMP/keys"
+nkeys=0
+while read -r k; do
+    [ "$k" = "${WEFT_KEY_PREFIX}secrets" ] && continue
+    nkeys=$((nkeys + 1))
+    echo "== $k" >>"$TMP/stored"
+    case $(rcli type "$k") in
+    string) rcli get "$k" ;;
+    hash) rcli hgetall "$k" ;;
+    list) rcli lrange "$k" 0 -1 ;;
+    set) rcli smembers "$k" ;;
+    zset) rcli zrange "$k" 0 -1 withscores ;;
+    stream) rcli xrange "$k" - + ;;
+    esac >>"$TMP/stored"
+    rcli --no-raw dump "$k" >>"$TMP/stored"
+done <"$TMP/keys"
+[ "$nkeys" -gt 5 ] && ok "searched $nkeys keys" || not_ok "only $nkeys keys under ${WEFT_KEY_PREFIX}"
+grep -q "\"$child\"\\|$child" "$TMP/stored" && ok "the child is among them" || not_ok "child $child not stored?"
+no_secret_in "$TMP/stored" "every key"
+
+: >"$TMP/answers"
+for w in "$id" "$fid" "$child"; do
+    curl -s "$API/api/workflow/$w" >>"$TMP/answers"
+    curl -s -m 3 -N "$API/api/workflow/$w/events" >>"$TMP/answers"
+    "$WEFT" status "$w" -o json >>"$TMP/answers" 2>&1
+    "$WEFT" status "$w" --api "$API" >>"$TMP/answers" 2>&1
+done
+curl -s "$API/api/workflow/search?freeText=leak" >>"$TMP/answers"
+curl -s "$API/api/workflow/leak/correlated/x" >>"$TMP/answers"
+grep -q "$child" "$TMP/answers" && ok "the answers name the child" || not_ok "answers lack the child"
+no_secret_in "$TMP/answers" "every API and client answer"
+
+stop_weftd_clean d1
+no_secret_in "$TMP/d1.log" "the daemon's log"
+
+# ---- embedded: weft run ----
+cat >"$TMP/embedded.lua" <<'L'
+local w = require "weft"
+return w.workflow {
+  name = "embedded_leak",
+  output = { child = "${child.output}", own = "${own.output.result}" },
+  w.lambda { ref = "own", input = { t = "${secrets.TOKEN}" }, script = "return 'own ' .. input.t" },
+  w.sub_workflow { ref = "child", input = { token = "${secrets.TOKEN}" },
+    definition = w.workflow {
+      name = "embedded_child",
+      output = { seen = "${look.output.result}", given = "${workflow.input.token}" },
+      w.lambda { ref = "look", input = { t = "${workflow.input.token}" },
+                 script = "return { len = #input.t, same = input.t }" },
+    } },
+}
+L
+WEFT_SECRET_TOKEN=$SECRET run_weft run "$TMP/embedded.lua"
+expect_rc "weft run with a secret into a sub-workflow" 0
+[ "$(jq -r .child.seen.len <<<"$last")" = "${#SECRET}" ] && ok "embedded: the child's task used the secret" ||
+    not_ok "embedded output: $last"
+cat "$TMP/out" "$TMP/err" >"$TMP/embedded.out"
+no_secret_in "$TMP/embedded.out" "weft run's stdout and stderr"
+
+finish
