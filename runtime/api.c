@@ -685,6 +685,11 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     return 0;
 }
 
+static void api_note(void *ud, int level, const char *msg)
+{
+    say(ud, level, "%s", msg);
+}
+
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
     say(ud, WEFT_LOG_WARN, "api: workflow %s: %s", workflow_id, msg);
@@ -1788,6 +1793,7 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
     s->cfg = *cfg;
     s->hooks.ud = s;
     s->hooks.ended = api_ended;
+    s->hooks.note = api_note;
     pthread_mutex_init(&s->mu, NULL);
     if (!(s->leases = wu_map_new()) || pthread_key_create(&s->key, tls_release)) {
         ap_stop(s);

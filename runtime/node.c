@@ -78,7 +78,8 @@ struct nd_node {
 
 /* ---- logging ---- */
 
-static void vlog(nd_node *n, int level, const char *fmt, va_list ap)
+/* One line: ts, level, node, the plugin speaking (when one is), msg. */
+static void vlog(nd_node *n, int level, const char *plugin, const char *fmt, va_list ap)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     char msg[2048], ts[32];
@@ -97,8 +98,9 @@ static void vlog(nd_node *n, int level, const char *fmt, va_list ap)
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&n->mu);
-    fprintf(stderr, "ts=%s.%03ldZ level=%s node=%s msg=\"%s\"\n", ts, now.tv_nsec / 1000000,
-            names[level < 0 || level > 3 ? 0 : level], n->id, msg);
+    fprintf(stderr, "ts=%s.%03ldZ level=%s node=%s%s%s msg=\"%s\"\n", ts, now.tv_nsec / 1000000,
+            names[level < 0 || level > 3 ? 0 : level], n->id, plugin ? " plugin=" : "",
+            plugin ? plugin : "", msg);
     fflush(stderr);
     pthread_mutex_unlock(&n->mu);
 }
@@ -107,8 +109,24 @@ void nd_log(nd_node *n, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vlog(n, level, fmt, ap);
+    vlog(n, level, NULL, fmt, ap);
     va_end(ap);
+}
+
+/* A plugin's log line (host_set_log). */
+__attribute__((format(printf, 4, 5))) static void plugin_say(nd_node *n, int level,
+                                                             const char *plugin, const char *fmt,
+                                                             ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(n, level, plugin, fmt, ap);
+    va_end(ap);
+}
+
+static void plugin_log(void *ud, int level, const char *plugin, const char *msg)
+{
+    plugin_say(ud, level, plugin, "%s", msg);
 }
 
 static void sleep_ms(int64_t ms)
@@ -197,6 +215,11 @@ static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
 }
 
 /* ---- what follows a save ---- */
+
+static void on_note(void *ud, int level, const char *msg)
+{
+    nd_log(((worker *)ud)->n, level, "%s", msg);
+}
 
 static void on_ended(void *ud, op_env *env, const xc_exec *x)
 {
@@ -864,6 +887,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->dec.now = wu_now_ms;
     w->hooks.ud = w;
     w->hooks.ended = on_ended;
+    w->hooks.note = on_note;
     w->op.r = w->r;
     w->op.defs = &n->defs;
     w->op.dec = &w->dec;
@@ -969,6 +993,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         nd_free(n);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
+    host_set_log(plugin_log, n, n->plugins); /* before the plugins' init */
     if (!path || !*path)
         path = dflt = pl_default_path();
     pl_set_config(n->plugins, cfg->plugins); /* { <plugin name>: { ... } } for types' init */
@@ -1154,6 +1179,7 @@ void nd_free(nd_node *n)
         n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
+    host_set_log(NULL, NULL, NULL);
     pl_free(n->plugins);
     mt_free(n->metrics);
     pthread_mutex_destroy(&n->mu);

@@ -34,6 +34,10 @@ typedef struct op_hooks {
     void *ud;
     /* x ended (terminal, saved): tell its parent, start its failure workflow. */
     void (*ended)(void *ud, op_env *env, const xc_exec *x);
+    /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
+     * timed out or is retried, a workflow ended; each names the workflow id,
+     * the task ref and the reason. Optional. */
+    void (*note)(void *ud, int level, const char *msg);
 } op_hooks;
 
 struct op_env {

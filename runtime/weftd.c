@@ -1,6 +1,7 @@
 /* weftd: the daemon. Configuration: defaults < --config file < environment < flags. */
 #include "autoconf.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,22 @@ static void on_signal(int sig)
         nd_stop(node);
 }
 
+/*
+ * SIGHUP, which by default would end weftd without a word (init systems and
+ * terminals send it): every thread blocks it, and this one takes it with
+ * sigwait, where logging is safe, and says that nothing is reloaded.
+ */
+static void *hup_watch(void *set)
+{
+    int sig;
+    for (;;)
+        if (sigwait(set, &sig) == 0 && node)
+            nd_log(node, WEFT_LOG_INFO,
+                   "SIGHUP received: nothing is reloaded (configuration is read at start: "
+                   "restart weftd to change it); running on");
+    return NULL;
+}
+
 static const char usage[] =
     "usage: weftd [--config FILE] [--redis URL] [--prefix P] [--plugin-path DIRS]\n"
     "             [--workers N] [--lock none|local|redis] [--api HOST:PORT | --no-api]\n"
@@ -25,7 +42,8 @@ static const char usage[] =
     "\n"
     "Runs workflows kept in Redis: claims tasks of the types its plugins provide,\n"
     "runs them and decides what comes next. SIGTERM or SIGINT: stop claiming, let\n"
-    "running tasks finish within the grace period, then exit.\n"
+    "running tasks finish within the grace period, then exit. SIGHUP is logged and\n"
+    "otherwise ignored (nothing is reloaded).\n"
     "The REST API listens on 127.0.0.1:8080 unless told otherwise (port 0: any free\n"
     "port, logged in the \"started\" line); see docs/rest-api.md.\n"
     "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH, WEFT_API_LISTEN,\n"
@@ -103,6 +121,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "weftd: %s\n", err.msg);
         cf_free(&cfg);
         return 2;
+    }
+    {
+        static sigset_t hup;
+        pthread_t th;
+        pthread_attr_t at;
+        sigemptyset(&hup);
+        sigaddset(&hup, SIGHUP);
+        /* blocked before any thread starts, so every thread inherits it */
+        pthread_sigmask(SIG_BLOCK, &hup, NULL);
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&th, &at, hup_watch, &hup))
+            signal(SIGHUP, SIG_IGN); /* no thread to say so: at least live on */
+        pthread_attr_destroy(&at);
     }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -240,7 +240,10 @@ struct weft_host {
     int (*register_task_type)(const weft_task_type *type, weft_error *err);
     int (*register_lock_provider)(const weft_lock_provider *lock, weft_error *err);
 
-    /* printf-style log line, tagged with the plugin's name. */
+    /* printf-style log line (cut at 1023 bytes), tagged with the plugin's
+     * name, in the host's log format (weftd: its own lines, filtered by its
+     * log_level; elsewhere stderr, info and above). Inside a task callback
+     * the values of the task's secrets are masked as "***". */
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
     /* Set err->code and a printf-style message; returns code. */
