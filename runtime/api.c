@@ -673,7 +673,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
         json_object *in, *filled;
         weft_error serr = {0};
         if (json_object_object_get_ex(a->task, "inputData", &in)) {
-            if (host_fill_secrets(in, op_secret, env->r, &filled, &serr) == 0)
+            if (host_fill_secrets(t, in, op_secret, env->r, &filled, &serr) == 0)
                 json_object_object_add(a->task, "inputData", filled);
             else
                 fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,

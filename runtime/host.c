@@ -181,12 +181,9 @@ static int host_start_child(weft_ctx *c, json_object *def, const char *name, int
     int rc;
     if (!c->svc || !c->svc->start_child)
         return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
-    /* The child's input is stored: it gets the task's input as stored, with
-     * the placeholders, which the child's own tasks fill in where they use
-     * them; any other value has the secrets this task used masked. */
-    if (input && input == c->resolved)
-        in = json_object_get(c->t->input);
-    else if (!(in = redacted_copy(c, input)) && input)
+    /* The child's input is stored: the secrets this task used are masked in
+     * it (a child that needs a secret names it in its own definition) */
+    if (!(in = redacted_copy(c, input)) && input)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     rc = c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, in, id_out, id_size, err);
     json_object_put(in);
@@ -297,8 +294,21 @@ typedef struct filler {
     int lenient;  /* a secret that is not set stays a placeholder: no error */
 } filler;
 
-/* A string with its placeholders filled in (caller owns), or NULL with err set. */
-static json_object *fill_string(filler *c, const char *s, weft_error *err)
+/* Whether "${secrets.<name>}" (name n bytes long) is written in tmpl. */
+static int names_secret(const char *tmpl, const char *name, size_t n)
+{
+    const char *p = tmpl;
+    while ((p = strstr(p, SECRET_OPEN))) {
+        p += strlen(SECRET_OPEN);
+        if (!strncmp(p, name, n) && p[n] == '}')
+            return 1;
+    }
+    return 0;
+}
+
+/* s with the placeholders that tmpl (its template string) names filled in
+ * (caller owns), or NULL with err set. Other placeholders stay as text. */
+static json_object *fill_string(filler *c, const char *s, const char *tmpl, weft_error *err)
 {
     wu_buf b = {0};
     json_object *out;
@@ -319,13 +329,15 @@ static json_object *fill_string(filler *c, const char *s, weft_error *err)
         }
         memcpy(name, p + strlen(SECRET_OPEN), n);
         name[n] = 0;
-        if (c->secret(c->ud, name, &value, err)) {
-            if (c->lenient && err->code == WEFT_ENOTFOUND) {
-                memset(err, 0, sizeof *err);
-                wu_buf_add(&b, p, (size_t)(end + 1 - p));
-                s = end + 1;
-                continue;
-            }
+        if (!names_secret(tmpl, name, n) ||
+            (c->secret(c->ud, name, &value, err) && c->lenient && err->code == WEFT_ENOTFOUND)) {
+            /* data, not the definition's; or (lenient) no longer set: text */
+            memset(err, 0, sizeof *err);
+            wu_buf_add(&b, p, (size_t)(end + 1 - p));
+            s = end + 1;
+            continue;
+        }
+        if (!value) {
             wu_buf_free(&b);
             return NULL;
         }
@@ -344,20 +356,29 @@ static json_object *fill_string(filler *c, const char *s, weft_error *err)
     return out;
 }
 
-static json_object *fill(filler *c, json_object *v, weft_error *err)
+/*
+ * v (a task's input) with its placeholders filled in where tmpl (the task's
+ * inputParameters, at the same place) writes them. A placeholder in data
+ * that reached the input through an expression (a workflow input, an
+ * output, a variable: what a client may have written) is text, never filled:
+ * otherwise starting a workflow with {"url": "http://x/${secrets.DB}"} would
+ * hand any secret to any task that uses the url.
+ */
+static json_object *fill(filler *c, json_object *v, json_object *tmpl, weft_error *err)
 {
     json_object *out, *m2;
     size_t i;
-    if (!has_placeholder(v))
+    if (!tmpl || json_object_get_type(v) != json_object_get_type(tmpl) || !has_placeholder(tmpl) ||
+        !has_placeholder(v))
         return json_object_get(v);
     switch (json_object_get_type(v)) {
     case json_type_string:
-        return fill_string(c, json_object_get_string(v), err);
+        return fill_string(c, json_object_get_string(v), json_object_get_string(tmpl), err);
     case json_type_object:
         out = json_object_new_object();
         json_object_object_foreach(v, k, m)
         {
-            if (!(m2 = fill(c, m, err))) {
+            if (!(m2 = fill(c, m, json_object_object_get(tmpl, k), err))) {
                 json_object_put(out);
                 return NULL;
             }
@@ -367,7 +388,8 @@ static json_object *fill(filler *c, json_object *v, weft_error *err)
     default: /* array */
         out = json_object_new_array();
         for (i = 0; i < json_object_array_length(v); i++) {
-            if (!(m2 = fill(c, json_object_array_get_idx(v, i), err))) {
+            if (!(m2 = fill(c, json_object_array_get_idx(v, i), json_object_array_get_idx(tmpl, i),
+                            err))) {
                 json_object_put(out);
                 return NULL;
             }
@@ -377,11 +399,17 @@ static json_object *fill(filler *c, json_object *v, weft_error *err)
     }
 }
 
-int host_fill_secrets(json_object *v, host_secret_fn secret, void *ud, json_object **out,
-                      weft_error *err)
+/* The template of t's input: its WorkflowTask's inputParameters (borrowed). */
+static json_object *input_template(const xc_task *t)
+{
+    return t->def ? json_object_object_get(host_task_json(t), "inputParameters") : NULL;
+}
+
+int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, void *ud,
+                      json_object **out, weft_error *err)
 {
     filler f = {secret, ud, NULL, 0};
-    if (!(*out = fill(&f, v, err)))
+    if (!(*out = fill(&f, v, input_template(t), err)))
         return err->code ? err->code : WEFT_ENOMEM;
     return 0;
 }
@@ -411,7 +439,7 @@ int host_ctx_secrets(weft_ctx *c, weft_error *err)
     f.ud = c->svc->ud;
     f.used = &c->secrets;
     f.lenient = 0;
-    if (!(c->resolved = fill(&f, in, err)))
+    if (!(c->resolved = fill(&f, in, input_template(c->t), err)))
         return err->code ? err->code : WEFT_ENOMEM;
     c->view.input = c->resolved;
     longest_first(&c->secrets);
@@ -523,7 +551,7 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
         return;
     memset(&c, 0, sizeof c);
     f.used = &c.secrets;
-    filled = fill(&f, t->input, &err);
+    filled = fill(&f, t->input, input_template(t), &err);
     json_object_put(filled);
     longest_first(&c.secrets);
     if (c.secrets.len && output && *output && (masked = redacted_copy(&c, *output))) {

@@ -57,19 +57,24 @@ void host_ctx_done(weft_ctx *c);
 /*
  * Before execute: fill "${secrets.NAME}" placeholders in the task's input
  * from svc->secret (stored inputs keep the placeholders: secrets are never
- * saved). WEFT_ENOTFOUND naming the secret when one is not set.
+ * saved). Only where the task's own inputParameters write that placeholder:
+ * one that came in with data (a workflow input, an output, a variable) stays
+ * text, so a client cannot ask for a secret. WEFT_ENOTFOUND naming the secret
+ * when one is not set.
  */
 int host_ctx_secrets(weft_ctx *c, weft_error *err);
 
-/* v with its "${secrets.NAME}" placeholders filled in by secret() (a new
- * value, caller owns; v itself when it has none, with a reference taken):
- * what an external worker is handed. */
-int host_fill_secrets(json_object *v, host_secret_fn secret, void *ud, json_object **out,
-                      weft_error *err);
+/* v (t's input) with its "${secrets.NAME}" placeholders filled in by
+ * secret() (a new value, caller owns; v itself when it has none, with a
+ * reference taken): what an external worker is handed. As for execute, only
+ * the placeholders that t's inputParameters write where they stand are
+ * filled (host_ctx_secrets). */
+int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, void *ud,
+                      json_object **out, weft_error *err);
 
 /*
  * A result reported from outside the engine (an external worker, a signal)
- * for task t: every secret that t's stored input names (looked up with
+ * for task t: every secret filled into t's input (host_fill_secrets; looked up with
  * secret(); one that is no longer set is skipped) is replaced by "***" in
  * *output and in reason (a string of reason_size bytes; may be NULL).
  * *output is a reference the caller owns, replaced by a masked copy when

@@ -103,15 +103,15 @@ wf=$(curl -s "$API/api/workflow/$id")
     not_ok "output.echoed: $(jq -c .output.echoed <<<"$wf")"
 [ "$(jq -r .output.signalled.echo <<<"$wf")" = "***" ] && ok "the signal's echo is masked" ||
     not_ok "output.signalled: $(jq -c .output.signalled <<<"$wf")"
-[ "$(jq -r .output.child.seen.len <<<"$wf")" = "${#SECRET}" ] && ok "the child's task used the secret" ||
-    not_ok "child output: $(jq -c .output.child <<<"$wf")"
+[ "$(jq -r .output.child.seen.same <<<"$wf")" = "***" ] && [ "$(jq -r .output.child.seen.len <<<"$wf")" = 3 ] &&
+    ok "the child's task is given the mask" || not_ok "child output: $(jq -c .output.child <<<"$wf")"
 child=$(jq -r '.tasks[] | select(.referenceTaskName == "child") | .subWorkflowId // .outputData.subWorkflowId' <<<"$wf")
 [ "$(jq -r '.tasks[] | select(.referenceTaskName == "echo") | .outputData.nested.list[1] | keys[0]' <<<"$wf")" = "***" ] &&
     ok "a member named by the secret is renamed" ||
     not_ok "echo output: $(jq -c '.tasks[] | select(.referenceTaskName == "echo") | .outputData' <<<"$wf")"
 cwf=$(curl -s "$API/api/workflow/$child")
-[ "$(jq -r .input.token <<<"$cwf")" = '${secrets.TOKEN}' ] && [ "$(jq -r .input.note <<<"$cwf")" = 'key ${secrets.TOKEN}' ] &&
-    ok "the child's input keeps the placeholders" || not_ok "child input: $(jq -c .input <<<"$cwf")"
+[ "$(jq -r .input.token <<<"$cwf")" = '***' ] && [ "$(jq -r .input.note <<<"$cwf")" = 'key ***' ] &&
+    ok "the child's input is masked" || not_ok "child input: $(jq -c .input <<<"$cwf")"
 [ "$(jq -r .output.seen.same <<<"$cwf")" = "***" ] && [ "$(jq -r .output.seen.note <<<"$cwf")" = "key ***" ] &&
     ok "the child's lambda output is masked" || not_ok "child output: $(jq -c .output <<<"$cwf")"
 
@@ -138,6 +138,22 @@ case $(jq -r '.tasks[0].reasonForIncompletion' <<<"$fwf") in
 "login with *** refused") ok "the reason is masked" ;;
 *) not_ok "reason: $(jq -c '.tasks[0].reasonForIncompletion' <<<"$fwf")" ;;
 esac
+
+# a placeholder in a client's workflow input is text: a worker is not handed the secret
+cat >"$TMP/inject_d.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "inject_d", input = { "url" },
+  w.simple { ref = "inj", input = { url = "${workflow.input.url}" } } }
+L
+run_weft start "$TMP/inject_d.lua" --input '{"url":"http://x/${secrets.TOKEN}"}'
+expect_rc "start inject_d.lua" 0
+iid=$last
+poll inj || not_ok "inj was never handed out"
+[ "$(jq -r .inputData.url <<<"$task")" = 'http://x/${secrets.TOKEN}' ] &&
+    ok "a placeholder in the workflow input is handed out as text" ||
+    not_ok "the worker got url $(jq -c .inputData.url <<<"$task")"
+code=$(post_result "{\"workflowInstanceId\":\"$iid\",\"taskId\":\"$(jq -r .taskId <<<"$task")\",\"status\":\"COMPLETED\"}")
+[ "$code" = 200 ] && ok "inj completed" || not_ok "inj: HTTP $code"
 
 # ---- where could it be: everything stored, every answer, the log ----
 : >"$TMP/stored"
@@ -192,11 +208,21 @@ return w.workflow {
     } },
 }
 L
+cat >"$TMP/inject.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "inject", input = { "t" },
+  w.lambda { ref = "l", input = { t = "${workflow.input.t}" }, script = "return input.t:upper() .. ' ' .. #input.t" } }
+L
 WEFT_SECRET_TOKEN=$SECRET run_weft run "$TMP/embedded.lua"
 expect_rc "weft run with a secret into a sub-workflow" 0
-[ "$(jq -r .child.seen.len <<<"$last")" = "${#SECRET}" ] && ok "embedded: the child's task used the secret" ||
-    not_ok "embedded output: $last"
+[ "$(jq -r .child.seen.same <<<"$last")" = "***" ] && [ "$(jq -r .own <<<"$last")" = "own ***" ] &&
+    ok "embedded: the child's input and the task's output are masked" || not_ok "embedded output: $last"
 cat "$TMP/out" "$TMP/err" >"$TMP/embedded.out"
+# a placeholder in a client's input is text: no secret for the asking
+WEFT_SECRET_TOKEN=$SECRET run_weft run "$TMP/inject.lua" --input '{"t":"${secrets.TOKEN}"}'
+expect_rc "weft run with a placeholder in its input" 0
+expect_json "embedded: the task gets the placeholder as text" '{"result":"${SECRETS.TOKEN} 16"}'
+cat "$TMP/out" "$TMP/err" >>"$TMP/embedded.out"
 no_secret_in "$TMP/embedded.out" "weft run's stdout and stderr"
 
 finish

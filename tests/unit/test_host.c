@@ -1009,15 +1009,24 @@ static int fake_secret(void *ud, const char *name, char **value, weft_error *err
     return 0;
 }
 
-/* Task a of a started execution, with this input (stored form); lookups counted from 0. */
-static xc_task *task_with_input(const char *input)
+/* Task a of a started execution, with this input (stored form) resolved
+ * from these inputParameters; lookups counted from 0. */
+static xc_task *task_from(const char *params, const char *input)
 {
     xc_task *a;
     start();
     a = add("a", 0, 0);
+    a->dyn_json = json_object_new_object();
+    json_object_object_add(a->dyn_json, "inputParameters", json_object_get(J(params)));
     a->input = json_object_get(J(input));
     secret_lookups = 0;
     return a;
+}
+
+/* The same, its input written as is in its inputParameters. */
+static xc_task *task_with_input(const char *input)
+{
+    return task_from(input, input);
 }
 
 static void test_redact_reported(void **state)
@@ -1051,7 +1060,7 @@ static void test_redact_reported_no_secret_named(void **state)
     assert_string_equal(reason, "abc");
 }
 
-static void test_start_child_keeps_placeholders(void **state)
+static void test_start_child_masks_secrets(void **state)
 {
     host_services svc = {&G.svc, NULL, svc_start_child, fake_secret};
     weft_error err = {0};
@@ -1060,15 +1069,40 @@ static void test_start_child_keeps_placeholders(void **state)
     weft_ctx *c = ctx_for(a, &svc);
     assert_int_equal(host_ctx_secrets(c, &err), 0);
     assert_json(G.h->task(c)->input, "{'token':'abc','note':'key abc'}");
-    /* the task's own input: the child is given it as stored */
+    /* the child's input is stored: the secrets this task used are masked */
     assert_int_equal(G.h->start_child(c, NULL, "child", 1, G.h->task(c)->input, id, sizeof id,
                                       &err),
                      0);
-    assert_json(J(G.svc.input_text), "{'token':'${secrets.S}','note':'key ${secrets.S}'}");
-    /* any other value: a copy with the secrets masked */
+    assert_json(J(G.svc.input_text), "{'token':'***','note':'key ***'}");
     assert_int_equal(G.h->start_child(c, NULL, "child", 1, J("{'t':'x abc'}"), id, sizeof id, &err),
                      0);
     assert_json(J(G.svc.input_text), "{'t':'x ***'}");
+}
+
+/* A placeholder that came in with data (a client's workflow input) is text:
+ * only those the task's own inputParameters write are filled. */
+static void test_data_placeholders_stay_text(void **state)
+{
+    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    weft_error err = {0};
+    json_object *filled = NULL;
+    xc_task *a = task_from("{'url':'${workflow.input.url}','obj':'${workflow.input.o}',"
+                           "'auth':'Bearer ${secrets.S} for ${workflow.input.who}',"
+                           "'list':['${secrets.LONG}','${workflow.input.x}']}",
+                           "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                           "'auth':'Bearer ${secrets.S} for ${secrets.LONG}',"
+                           "'list':['${secrets.LONG}','${secrets.S}']}");
+    weft_ctx *c = ctx_for(a, &svc);
+    assert_int_equal(host_ctx_secrets(c, &err), 0);
+    assert_json(G.h->task(c)->input,
+                "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
+    assert_int_equal(secret_lookups, 2);
+    /* the same for what a worker is handed */
+    assert_int_equal(host_fill_secrets(a, a->input, fake_secret, NULL, &filled, &err), 0);
+    track_js(filled);
+    assert_json(filled, "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                        "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
 }
 
 typedef struct heard {
@@ -1183,7 +1217,8 @@ int main(void)
         T(test_start_child_ok),
         T(test_redact_reported),
         T(test_redact_reported_no_secret_named),
-        T(test_start_child_keeps_placeholders),
+        T(test_start_child_masks_secrets),
+        T(test_data_placeholders_stay_text),
         T(test_log_sink_names_plugin_masks_secrets),
         T(test_result_init_clear),
     };
