@@ -818,7 +818,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         host_result_init(&r);
         r.status = WEFT_TASK_IN_PROGRESS;
         r.output = a->output ? json_object_get(a->output) : NULL;
-        host_redact_reported(t, op_secret, env->r, &r.output, NULL, 0);
+        host_redact_reported(t, op_secret, env->r, &r.output, NULL, NULL, 0);
         r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
         if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
         if (a->callback_ms > 0)
@@ -829,7 +829,8 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         return 0;
     }
     drop_claim(o, t);
-    return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, o, err);
+    return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, REASON_MAX, o,
+                                err);
 }
 
 /* Apply a result; terminal ones wake a decider, heartbeats extend the lease. */
@@ -1392,7 +1393,6 @@ static mhd_result h_result(ctx *c)
 {
     json_object *body, *v;
     const char *wfid, *status;
-    char reason[REASON_MAX + 1] = "";
     result_args a = {0};
     mhd_result r;
     if (body_json(c, 0, &body)) return c->res;
@@ -1429,10 +1429,7 @@ static mhd_result h_result(ctx *c)
         }
         a.callback_ms = (int64_t)(s * 1000);
     }
-    if (a.reason) {
-        snprintf(reason, sizeof reason, "%s", a.reason);
-        a.reason = reason;
-    }
+    /* the reason is cut at REASON_MAX when applied, after its secrets are masked */
     result_reply(c, wfid, &a);
 out:
     r = c->res;

@@ -48,19 +48,31 @@ static const char *plugin_now(void)
 static void host_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    char line[1024], *masked = NULL;
+    char line[1024], *whole = NULL, *masked = NULL;
     const char *plugin;
-    va_list ap;
+    va_list ap, ap2;
+    int n;
     if (level < 0 || level > WEFT_LOG_DEBUG)
         level = WEFT_LOG_ERROR;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    va_copy(ap2, ap);
+    n = vsnprintf(line, sizeof line, fmt, ap);
+    /* a secret is masked in the whole line, before the cut: cut first, its
+     * beginning could be left at the end */
+    if (running && running->secrets.len && n >= (int)sizeof line &&
+        (whole = malloc((size_t)n + 1)))
+        vsnprintf(whole, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
     va_end(ap);
-    pl_host_note(level, line);
-    if (running && running->secrets.len && (masked = redact_text(running, line))) {
+    if (running && running->secrets.len &&
+        (masked = redact_text(running, whole ? whole : line))) {
         snprintf(line, sizeof line, "%s", masked);
         free(masked);
+    } else if (whole) {
+        snprintf(line, sizeof line, "%s", whole);
     }
+    free(whole);
+    pl_host_note(level, line);
     plugin = plugin_now();
     if (log_sink)
         log_sink(log_ud, level, plugin, line);
@@ -527,6 +539,27 @@ static json_object *redact(const weft_ctx *c, json_object *v)
     }
 }
 
+/*
+ * A text the plugin cut at its buffer's end (full: size - 1 bytes) may end
+ * with the beginning of a secret, which redact_text cannot see: that tail
+ * is masked too.
+ */
+static void mask_cut_tail(const weft_ctx *c, char *buf, size_t size)
+{
+    size_t i, len = strlen(buf), k;
+    if (len + 1 < size)
+        return;
+    for (i = 0; i < c->secrets.len; i++) {
+        const char *v = c->secrets.items[i];
+        for (k = strlen(v) - 1; k > 0; k--)
+            if (k <= len && !strncmp(buf + len - k, v, k)) {
+                size_t at = len - k > size - 4 ? size - 4 : len - k;
+                memcpy(buf + at, "***", 4);
+                return;
+            }
+    }
+}
+
 /* v with the secrets c used masked: a copy when it holds any (caller owns
  * either way; NULL for NULL or out of memory). */
 static json_object *redacted_copy(const weft_ctx *c, json_object *v)
@@ -540,13 +573,16 @@ static json_object *redacted_copy(const weft_ctx *c, json_object *v)
 }
 
 void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
-                          json_object **output, char *reason, size_t reason_size)
+                          json_object **output, const char *reason, char *reason_out,
+                          size_t reason_size)
 {
     weft_ctx c;
     weft_error err = {0};
     filler f = {secret, ud, NULL, 1};
     json_object *filled, *masked;
     char *r;
+    if (reason && reason_size && reason != reason_out)
+        snprintf(reason_out, reason_size, "%s", reason);
     if (!t->input || !secret || !has_placeholder(t->input))
         return;
     memset(&c, 0, sizeof c);
@@ -558,8 +594,9 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
         json_object_put(*output);
         *output = masked;
     }
-    if (c.secrets.len && reason && (r = redact_text(&c, reason))) {
-        snprintf(reason, reason_size, "%s", r);
+    /* masked whole, then cut: a cut first could leave a secret's beginning */
+    if (c.secrets.len && reason && reason_size && (r = redact_text(&c, reason))) {
+        snprintf(reason_out, reason_size, "%s", r);
         free(r);
     }
     secrets_free(&c.secrets);
@@ -578,6 +615,7 @@ void host_ctx_redact(weft_ctx *c, weft_result *r)
         snprintf(r->reason, sizeof r->reason, "%s", reason);
         free(reason);
     }
+    mask_cut_tail(c, r->reason, sizeof r->reason);
 }
 
 void host_result_init(weft_result *r)

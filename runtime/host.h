@@ -76,16 +76,18 @@ int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, v
  * A result reported from outside the engine (an external worker, a signal)
  * for task t: every secret filled into t's input (host_fill_secrets; looked up with
  * secret(); one that is no longer set is skipped) is replaced by "***" in
- * *output and in reason (a string of reason_size bytes; may be NULL).
- * *output is a reference the caller owns, replaced by a masked copy when
- * needed (the object given is never changed). Costs nothing for a task
- * whose input names no secret.
+ * *output, and in reason (may be NULL), which is masked whole and then cut
+ * into reason_out (reason_size bytes; may be reason itself). *output is a reference the caller
+ * owns, replaced by a masked copy when needed (the object given is never
+ * changed). Costs nothing for a task whose input names no secret.
  */
 void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
-                          json_object **output, char *reason, size_t reason_size);
+                          json_object **output, const char *reason, char *reason_out,
+                          size_t reason_size);
 
 /* After execute: replace every secret value used by this task in the
- * result's output and reason with "***". */
+ * result's output and reason with "***" (also a secret's beginning at the
+ * end of a reason the plugin filled to its last byte). */
 void host_ctx_redact(weft_ctx *c, weft_result *r);
 
 /*

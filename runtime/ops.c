@@ -954,14 +954,13 @@ int op_secret(void *ud, const char *name, char **value, weft_error *err)
 
 int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
                          weft_task_status status, json_object *output, const char *reason,
-                         dec_out *o, weft_error *err)
+                         size_t reason_max, dec_out *o, weft_error *err)
 {
     char masked[WEFT_ERROR_MAX];
     json_object *out = json_object_get(output);
+    size_t keep = reason_max && reason_max < sizeof masked ? reason_max + 1 : sizeof masked;
     int rc;
-    if (reason)
-        snprintf(masked, sizeof masked, "%s", reason);
-    host_redact_reported(t, op_secret, env->r, &out, reason ? masked : NULL, sizeof masked);
+    host_redact_reported(t, op_secret, env->r, &out, reason, masked, keep);
     rc = dec_complete(dec, x, t, status, out, reason ? masked : NULL, o, err);
     json_object_put(out);
     return rc;
@@ -986,7 +985,7 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     if (xc_wf_terminal(x->status))
         return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
                       weft_wf_status_name(x->status));
-    if ((rc = op_complete_reported(env, dec, x, t, c->status, c->output, c->reason, o, err)))
+    if ((rc = op_complete_reported(env, dec, x, t, c->status, c->output, c->reason, 0, o, err)))
         return rc;
     if (!env->client)
         dec_decide(dec, x, o);

@@ -175,10 +175,12 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
  * it is stored, so the secrets the task's input names are masked in output
  * (borrowed, not changed) and reason first (host_redact_reported: one
  * secret lookup per secret named; none for a task whose input names none).
+ * reason is masked whole, then cut at reason_max bytes (0: the longest a
+ * reason can be).
  */
 int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
                          weft_task_status status, json_object *output, const char *reason,
-                         dec_out *o, weft_error *err);
+                         size_t reason_max, dec_out *o, weft_error *err);
 
 /* host_secret_fn over Redis: ud is the rs connection. */
 int op_secret(void *ud, const char *name, char **value, weft_error *err);

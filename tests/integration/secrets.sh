@@ -20,11 +20,12 @@ start_weftd d1 --workers 2 --api 127.0.0.1:0
 wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
 API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
 
-# no_secret_in FILE WHAT: FILE does not hold the raw secret
+# no_secret_in FILE WHAT: FILE holds neither the raw secret nor its first 6
+# characters (what a text cut short would leave)
 no_secret_in() {
-    if grep -q "$SECRET" "$1"; then
+    if grep -q "${SECRET:0:6}" "$1"; then
         not_ok "$2 holds the raw secret"
-        grep -n "$SECRET" "$1" | head -n 10 | cut -c1-300 | sed 's/^/# /'
+        grep -n "${SECRET:0:6}" "$1" | head -n 10 | cut -c1-300 | sed 's/^/# /'
     else
         ok "$2 holds no raw secret"
     fi
@@ -138,6 +139,26 @@ case $(jq -r '.tasks[0].reasonForIncompletion' <<<"$fwf") in
 "login with *** refused") ok "the reason is masked" ;;
 *) not_ok "reason: $(jq -c '.tasks[0].reasonForIncompletion' <<<"$fwf")" ;;
 esac
+
+# a reason cut at its limit (500 characters through the API, 511 for weft
+# signal) is masked first: the cut leaves no beginning of the secret
+long=$(printf 'x%.0s' $(seq 1 495))
+run_weft start "$TMP/fail.lua"
+cid=$last
+poll bad || not_ok "bad was never handed out (2)"
+code=$(post_result "{\"workflowInstanceId\":\"$cid\",\"taskId\":\"$(jq -r .taskId <<<"$task")\",
+  \"status\":\"FAILED_WITH_TERMINAL_ERROR\",\"reasonForIncompletion\":\"$long $SECRET\"}")
+[ "$code" = 200 ] && ok "a long reason with the secret at the cut: 200" || not_ok "long reason: HTTP $code"
+wait_status "$cid" FAILED || not_ok "the long-reason workflow is $(wf_status "$cid")"
+[ "$(curl -s "$API/api/workflow/$cid" | jq -r '.tasks[0].reasonForIncompletion')" = "$long ***" ] &&
+    ok "the long reason is masked, then cut" ||
+    not_ok "long reason: $(curl -s "$API/api/workflow/$cid" | jq -r '.tasks[0].reasonForIncompletion' | cut -c480-)"
+run_weft start "$TMP/fail.lua"
+sid=$last
+wait_for 20 sh -c "curl -s '$API/api/workflow/$sid' | jq -e '.tasks[0]'"
+run_weft signal "$sid" bad --status FAILED --reason "$long$(printf 'y%.0s' $(seq 1 9)) $SECRET"
+expect_rc "weft signal FAILED with a long reason" 0
+wait_status "$sid" FAILED || not_ok "the signalled workflow is $(wf_status "$sid")"
 
 # a placeholder in a client's workflow input is text: a worker is not handed the secret
 cat >"$TMP/inject_d.lua" <<'L'

@@ -125,6 +125,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     size_t i;
+    host_set_log(NULL, NULL, NULL); /* a test that failed may have left its sink */
     if (G.ctx_live) host_ctx_done(&G.ctx);
     xc_free(G.x);
     def_unref(G.wf);
@@ -1036,7 +1037,7 @@ static void test_redact_reported(void **state)
     char reason[64] = "used abcdef and abc, not ab";
     xc_task *a = task_with_input("{'k':'${secrets.S}','t':'x ${secrets.LONG} y',"
                                  "'gone':'${secrets.GONE}'}");
-    host_redact_reported(a, fake_secret, NULL, &out, reason, sizeof reason);
+    host_redact_reported(a, fake_secret, NULL, &out, reason, reason, sizeof reason);
     track_js(out);
     /* the longer secret first: no "***def" left over; names of members too */
     assert_json(out, "{'v':'***','w':['q ***', 7],'in':{'***':1,'x ***':2},'n':5}");
@@ -1046,13 +1047,48 @@ static void test_redact_reported(void **state)
     assert_int_equal(secret_lookups, 3);
 }
 
+/* A reason longer than its room is masked whole, then cut: no secret's
+ * beginning is left at the cut. */
+static void test_redact_reported_cut(void **state)
+{
+    char reason[1000], out[16];
+    xc_task *a = task_with_input("{'k':'${secrets.LONG}'}");
+    snprintf(reason, sizeof reason, "0123456789 abcdef");
+    host_redact_reported(a, fake_secret, NULL, NULL, reason, out, sizeof out);
+    assert_string_equal(out, "0123456789 ***");
+    snprintf(reason, sizeof reason, "0123456789abcd abcdef");
+    host_redact_reported(a, fake_secret, NULL, NULL, reason, out, sizeof out);
+    assert_string_equal(out, "0123456789abcd ");
+}
+
+/* A plugin's reason that filled its buffer: a secret's beginning at the end is masked. */
+static void test_redact_cut_tail(void **state)
+{
+    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    weft_error err = {0};
+    weft_result r;
+    xc_task *a = task_with_input("{'k':'${secrets.LONG}'}");
+    weft_ctx *c = ctx_for(a, &svc);
+    assert_int_equal(host_ctx_secrets(c, &err), 0);
+    host_result_init(&r);
+    memset(r.reason, 'z', sizeof r.reason - 1);
+    memcpy(r.reason + sizeof r.reason - 4, "abc", 3); /* "zz...zabc", cut from "abcdef" */
+    host_ctx_redact(c, &r);
+    assert_int_equal(strlen(r.reason), sizeof r.reason - 1);
+    assert_string_equal(r.reason + sizeof r.reason - 5, "z***");
+    /* a reason with room left was not cut: its end stays */
+    snprintf(r.reason, sizeof r.reason, "ends with ab");
+    host_ctx_redact(c, &r);
+    assert_string_equal(r.reason, "ends with ab");
+}
+
 static void test_redact_reported_no_secret_named(void **state)
 {
     json_object *given = J("{'v':'abc'}");
     json_object *out = json_object_get(given);
     char reason[16] = "abc";
     xc_task *a = task_with_input("{'k':'plain'}");
-    host_redact_reported(a, fake_secret, NULL, &out, reason, sizeof reason);
+    host_redact_reported(a, fake_secret, NULL, &out, reason, reason, sizeof reason);
     json_object_put(out);
     /* nothing looked up, nothing copied */
     assert_int_equal(secret_lookups, 0);
@@ -1108,7 +1144,7 @@ static void test_data_placeholders_stay_text(void **state)
 typedef struct heard {
     int level;
     char plugin[64];
-    char msg[256];
+    char msg[1100];
     int n;
 } heard;
 
@@ -1139,9 +1175,22 @@ static void test_log_sink_names_plugin_masks_secrets(void **state)
     assert_string_equal(h.msg, "sent ***");
     host_ctx_done(&G.ctx);
     G.ctx_live = 0;
+    {
+        /* masked before the line is cut at 1023 bytes */
+        char big[1100];
+        memset(big, 'y', 1020);
+        big[1020] = 0;
+        assert_int_equal(host_ctx_secrets(ctx_for(a, &svc), &err), 0);
+        G.h->log(WEFT_LOG_INFO, "%s abc", big);
+        assert_null(strstr(h.msg, "ab"));
+        G.h->log(WEFT_LOG_INFO, "%s", "abc");
+        assert_string_equal(h.msg, "***");
+    }
+    host_ctx_done(&G.ctx);
+    G.ctx_live = 0;
     G.h->log(WEFT_LOG_DEBUG, "after");
     assert_string_equal(h.plugin, "(none)");
-    assert_int_equal(h.n, 3);
+    assert_int_equal(h.n, 5);
     host_set_log(NULL, NULL, NULL);
 }
 
@@ -1216,6 +1265,8 @@ int main(void)
         T(test_start_child_fails),
         T(test_start_child_ok),
         T(test_redact_reported),
+        T(test_redact_reported_cut),
+        T(test_redact_cut_tail),
         T(test_redact_reported_no_secret_named),
         T(test_start_child_masks_secrets),
         T(test_data_placeholders_stay_text),
