@@ -443,7 +443,7 @@ int host_ctx_secrets(weft_ctx *c, weft_error *err)
 {
     json_object *in = c->t->input;
     filler f;
-    if (!in || !has_placeholder(in))
+    if (!in || !has_placeholder(input_template(c->t)) || !has_placeholder(in))
         return 0;
     if (!c->svc || !c->svc->secret)
         return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
@@ -583,7 +583,9 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
     char *r;
     if (reason && reason_size && reason != reason_out)
         snprintf(reason_out, reason_size, "%s", reason);
-    if (!t->input || !secret || !has_placeholder(t->input))
+    /* the definition first: it is small, and most name no secret */
+    if (!t->input || !secret || !has_placeholder(input_template(t)) ||
+        !has_placeholder(t->input))
         return;
     memset(&c, 0, sizeof c);
     f.used = &c.secrets;

@@ -1179,8 +1179,8 @@ void nd_free(nd_node *n)
         n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
+    pl_free(n->plugins); /* the plugins' fini may still log, in our format */
     host_set_log(NULL, NULL, NULL);
-    pl_free(n->plugins);
     mt_free(n->metrics);
     pthread_mutex_destroy(&n->mu);
     free(n);
