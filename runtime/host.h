@@ -81,9 +81,8 @@ int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, v
  * owns, replaced by a masked copy when needed (the object given is never
  * changed). Costs nothing for a task whose input names no secret.
  */
-void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
-                          json_object **output, const char *reason, char *reason_out,
-                          size_t reason_size);
+void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud, json_object **output,
+                          const char *reason, char *reason_out, size_t reason_size);
 
 /* After execute: replace every secret value used by this task in the
  * result's output and reason with "***" (also a secret's beginning at the

@@ -114,9 +114,8 @@ void nd_log(nd_node *n, int level, const char *fmt, ...)
 }
 
 /* A plugin's log line (host_set_log). */
-__attribute__((format(printf, 4, 5))) static void plugin_say(nd_node *n, int level,
-                                                             const char *plugin, const char *fmt,
-                                                             ...)
+__attribute__((format(printf, 4, 5))) static void
+plugin_say(nd_node *n, int level, const char *plugin, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -280,9 +280,10 @@ struct weft_host {
      * Start a child workflow for this task (SUB_WORKFLOW). Either def (a
      * WorkflowDef JSON, borrowed) or name + version (0 = latest registered).
      * input is borrowed; the child is given a copy with the values of this
-     * task's secrets masked as "***" (the child's input is stored). On success the child's id is copied to id_out. When
-     * the child ends the host completes this task with the child's output
-     * (plus subWorkflowId) or fails it with the child's reason.
+     * task's secrets masked as "***" (the child's input is stored). On
+     * success the child's id is copied to id_out. When the child ends the
+     * host completes this task with the child's output (plus subWorkflowId)
+     * or fails it with the child's reason.
      */
     int (*start_child)(weft_ctx *ctx, json_object *def, const char *name, int version,
                        json_object *input, char *id_out, size_t id_size, weft_error *err);

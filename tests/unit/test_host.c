@@ -1004,9 +1004,12 @@ static int secret_lookups;
 static int fake_secret(void *ud, const char *name, char **value, weft_error *err)
 {
     secret_lookups++;
-    if (!strcmp(name, "S")) *value = strdup("abc");
-    else if (!strcmp(name, "LONG")) *value = strdup("abcdef");
-    else return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
+    if (!strcmp(name, "S"))
+        *value = strdup("abc");
+    else if (!strcmp(name, "LONG"))
+        *value = strdup("abcdef");
+    else
+        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
     return 0;
 }
 
@@ -1106,9 +1109,8 @@ static void test_start_child_masks_secrets(void **state)
     assert_int_equal(host_ctx_secrets(c, &err), 0);
     assert_json(G.h->task(c)->input, "{'token':'abc','note':'key abc'}");
     /* the child's input is stored: the secrets this task used are masked */
-    assert_int_equal(G.h->start_child(c, NULL, "child", 1, G.h->task(c)->input, id, sizeof id,
-                                      &err),
-                     0);
+    assert_int_equal(
+        G.h->start_child(c, NULL, "child", 1, G.h->task(c)->input, id, sizeof id, &err), 0);
     assert_json(J(G.svc.input_text), "{'token':'***','note':'key ***'}");
     assert_int_equal(G.h->start_child(c, NULL, "child", 1, J("{'t':'x abc'}"), id, sizeof id, &err),
                      0);
@@ -1137,8 +1139,9 @@ static void test_data_placeholders_stay_text(void **state)
     /* the same for what a worker is handed */
     assert_int_equal(host_fill_secrets(a, a->input, fake_secret, NULL, &filled, &err), 0);
     track_js(filled);
-    assert_json(filled, "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
-                        "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
+    assert_json(filled,
+                "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
 }
 
 typedef struct heard {

@@ -28,7 +28,8 @@ static int sleep_execute(weft_ctx *ctx, weft_result *r)
     ts.tv_sec = n / 1000;
     ts.tv_nsec = (n % 1000) * 1000000L;
     nanosleep(&ts, NULL);
-    if (json_object_object_get_ex(t->input, "say", &say) && json_object_is_type(say, json_type_string))
+    if (json_object_object_get_ex(t->input, "say", &say) &&
+        json_object_is_type(say, json_type_string))
         H->log(WEFT_LOG_INFO, "slept %ld ms: %s", n, json_object_get_string(say));
     r->output = json_object_new_object();
     json_object_object_add(r->output, "slept", json_object_new_int64(n));
