@@ -15,6 +15,8 @@ done
 SECRET='S3cr3t-Tok-7f1e9a'
 
 start_redis
+# large payloads (over 1 KiB here) go to files: those are searched too
+export WEFT_PAYLOAD_DIR="$TMP/payloads" WEFT_PAYLOAD_SOFT=1KiB
 printf '%s\n' "$SECRET" | "$WEFT" secret set TOKEN >/dev/null || { echo "weft secret set failed"; exit 1; }
 start_weftd d1 --workers 2 --api 127.0.0.1:0
 wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
@@ -85,7 +87,8 @@ code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status
   \"outputData\":{\"partial\":\"$SECRET\"},\"logs\":[{\"log\":\"using $SECRET\"}]}")
 [ "$code" = 200 ] && ok "heartbeat with the secret: 200" || not_ok "heartbeat: HTTP $code"
 code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status\":\"COMPLETED\",
-  \"outputData\":{\"got\":\"$SECRET\",\"nested\":{\"list\":[\"a $SECRET b\",{\"$SECRET\":1}]}},
+  \"outputData\":{\"got\":\"$SECRET\",\"nested\":{\"list\":[\"a $SECRET b\",{\"$SECRET\":1}]},
+  \"big\":\"$(printf 'b%.0s' $(seq 1 2000)) $SECRET\"},
   \"logs\":[{\"log\":\"done with $SECRET\"}]}")
 [ "$code" = 200 ] && ok "result with the secret: 200" || not_ok "result: HTTP $code"
 
@@ -197,6 +200,10 @@ done <"$TMP/keys"
 [ "$nkeys" -gt 5 ] && ok "searched $nkeys keys" || not_ok "only $nkeys keys under ${WEFT_KEY_PREFIX}"
 grep -q "\"$child\"\\|$child" "$TMP/stored" && ok "the child is among them" || not_ok "child $child not stored?"
 no_secret_in "$TMP/stored" "every key"
+find "$TMP/payloads" -type f >"$TMP/payload_files" 2>/dev/null
+[ -s "$TMP/payload_files" ] && ok "large payloads went to files" || not_ok "no payload files in $TMP/payloads"
+xargs cat <"$TMP/payload_files" >"$TMP/payload_text" 2>/dev/null
+no_secret_in "$TMP/payload_text" "every payload file"
 
 : >"$TMP/answers"
 for w in "$id" "$fid" "$child"; do
