@@ -86,6 +86,8 @@ tid=$(jq -r .taskId <<<"$task")
 code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status\":\"IN_PROGRESS\",
   \"outputData\":{\"partial\":\"$SECRET\"},\"logs\":[{\"log\":\"using $SECRET\"}]}")
 [ "$code" = 200 ] && ok "heartbeat with the secret: 200" || not_ok "heartbeat: HTTP $code"
+partial=$(curl -s "$API/api/workflow/$id" | jq -r '.tasks[] | select(.referenceTaskName == "echo") | .outputData.partial')
+[ "$partial" = "***" ] && ok "the heartbeat's output is masked" || not_ok "heartbeat output: $partial"
 code=$(post_result "{\"workflowInstanceId\":\"$id\",\"taskId\":\"$tid\",\"status\":\"COMPLETED\",
   \"outputData\":{\"got\":\"$SECRET\",\"nested\":{\"list\":[\"a $SECRET b\",{\"$SECRET\":1}]},
   \"big\":\"$(printf 'b%.0s' $(seq 1 2000)) $SECRET\"},
