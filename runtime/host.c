@@ -411,10 +411,16 @@ static json_object *fill(filler *c, json_object *v, json_object *tmpl, weft_erro
     }
 }
 
-/* The template of t's input: its WorkflowTask's inputParameters (borrowed). */
+/*
+ * The template of t's input: its WorkflowTask's inputParameters in the
+ * definition (borrowed). A dynamic fork's task has none: its WorkflowTask was
+ * built from data (which a client may have written), so it names no secret.
+ */
 static json_object *input_template(const xc_task *t)
 {
-    return t->def ? json_object_object_get(host_task_json(t), "inputParameters") : NULL;
+    if (!t->def || t->dyn_json)
+        return NULL;
+    return json_object_object_get(t->def->json, "inputParameters");
 }
 
 int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, void *ud,

@@ -57,9 +57,10 @@ void host_ctx_done(weft_ctx *c);
 /*
  * Before execute: fill "${secrets.NAME}" placeholders in the task's input
  * from svc->secret (stored inputs keep the placeholders: secrets are never
- * saved). Only where the task's own inputParameters write that placeholder:
- * one that came in with data (a workflow input, an output, a variable) stays
- * text, so a client cannot ask for a secret. WEFT_ENOTFOUND naming the secret
+ * saved). Only where the task's own inputParameters in the definition write
+ * that placeholder: one that came in with data (a workflow input, an output,
+ * a variable, a dynamic fork's task) stays text, so a client cannot ask for a
+ * secret. WEFT_ENOTFOUND naming the secret
  * when one is not set.
  */
 int host_ctx_secrets(weft_ctx *c, weft_error *err);

@@ -255,6 +255,18 @@ WEFT_SECRET_TOKEN=$SECRET run_weft run "$TMP/inject.lua" --input '{"t":"${secret
 expect_rc "weft run with a placeholder in its input" 0
 expect_json "embedded: the task gets the placeholder as text" '{"result":"${SECRETS.TOKEN} 16"}'
 cat "$TMP/out" "$TMP/err" >>"$TMP/embedded.out"
+# nor in a dynamic fork's tasks, which are data (here: the client's)
+cat >"$TMP/inject_fork.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "inject_fork", input = { "tasks" },
+  output = { got = "${fan_join.output.peek.result}" },
+  w.dynamic_fork { ref = "fan", tasks = "${workflow.input.tasks}" } }
+L
+WEFT_SECRET_TOKEN=$SECRET run_weft run "$TMP/inject_fork.lua" --input \
+    '{"tasks":[{"ref":"peek","type":"LAMBDA","input":{"t":"${secrets.TOKEN}"},"script":"return input.t:upper()"}]}'
+expect_rc "weft run with a dynamic task that names a secret" 0
+expect_json "embedded: a dynamic task gets the placeholder as text" '{"got":"${SECRETS.TOKEN}"}'
+cat "$TMP/out" "$TMP/err" >>"$TMP/embedded.out"
 no_secret_in "$TMP/embedded.out" "weft run's stdout and stderr"
 
 finish

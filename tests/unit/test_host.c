@@ -1020,8 +1020,8 @@ static xc_task *task_from(const char *params, const char *input)
     xc_task *a;
     start();
     a = add("a", 0, 0);
-    a->dyn_json = json_object_new_object();
-    json_object_object_add(a->dyn_json, "inputParameters", json_object_get(J(params)));
+    /* this test's definition of a (compiled afresh for each test) */
+    json_object_object_add(a->def->json, "inputParameters", json_object_get(J(params)));
     a->input = json_object_get(J(input));
     secret_lookups = 0;
     return a;
@@ -1142,6 +1142,12 @@ static void test_data_placeholders_stay_text(void **state)
     assert_json(filled,
                 "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
                 "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
+    /* a dynamic fork's task was built from data: none of its placeholders */
+    a->dyn_json = json_object_get(J("{'taskReferenceName':'a','type':'T','inputParameters':"
+                                    "{'auth':'Bearer ${secrets.S} for ${workflow.input.who}'}}"));
+    assert_int_equal(host_fill_secrets(a, a->input, fake_secret, NULL, &filled, &err), 0);
+    track_js(filled);
+    assert_ptr_equal(filled, a->input);
 }
 
 typedef struct heard {
