@@ -86,7 +86,7 @@ static void vlog(nd_node *n, int level, const char *plugin, const char *fmt, va_
     struct timespec now;
     struct tm tm;
     size_t i, j;
-    if (level > n->level)
+    if (level > __atomic_load_n(&n->level, __ATOMIC_RELAXED))
         return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* quotes and newlines inside msg would break the line format */
@@ -103,6 +103,24 @@ static void vlog(nd_node *n, int level, const char *plugin, const char *fmt, va_
             plugin ? plugin : "", msg);
     fflush(stderr);
     pthread_mutex_unlock(&n->mu);
+}
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+int nd_set_level(nd_node *n, const char *name, weft_error *err)
+{
+    int i;
+    for (i = 0; i < 4; i++)
+        if (!strcmp(name ? name : "info", level_names[i])) {
+            __atomic_store_n(&n->level, i, __ATOMIC_RELAXED);
+            return 0;
+        }
+    return wu_err(err, WEFT_EINVAL, "log_level '%s' (use error, warn, info or debug)", name);
+}
+
+const char *nd_level_name(nd_node *n)
+{
+    return level_names[__atomic_load_n(&n->level, __ATOMIC_RELAXED)];
 }
 
 void nd_log(nd_node *n, int level, const char *fmt, ...)
@@ -977,10 +995,8 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
     if (cfg->log_level) {
-        static const char *const names[] = {"error", "warn", "info", "debug"};
-        for (i = 0; i < 4; i++)
-            if (!strcmp(cfg->log_level, names[i]))
-                n->level = (int)i;
+        weft_error lerr = {0};
+        nd_set_level(n, cfg->log_level, &lerr); /* config.c checked the value */
     }
     gethostname(host, sizeof host - 1);
     if (cfg->daemon_id)

@@ -10,7 +10,8 @@ PLUGINS="$BUILD/tests/plugins/sleep:"   # the sleep fixture, then weft's own plu
 TS='ts=[0-9-]*T[0-9:.]*Z'
 
 start_redis
-start_weftd d1 --workers 2 --plugin-path "$PLUGINS" --api 127.0.0.1:0
+echo 'return { log_level = "info" }' >"$TMP/weftd.lua"
+start_weftd d1 --config "$TMP/weftd.lua" --workers 2 --plugin-path "$PLUGINS" --api 127.0.0.1:0
 wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
 API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
 
@@ -72,9 +73,18 @@ else
     not_ok "flaky_wf's lines:"; grep "$flaky" "$TMP/d1.log" | sed 's/^/# /'
 fi
 
-# 6. SIGHUP: logged, and weftd goes on
+# 6. SIGHUP: the configuration is read again and log_level applied; logged,
+# and weftd goes on
+echo 'return { log_level = "debug" }' >"$TMP/weftd.lua"
 kill -HUP "$(weftd_pid d1)"
-expect_line "SIGHUP is logged" "^$TS level=info node=d1 msg=\"SIGHUP received: "
+expect_msg "SIGHUP: log_level reloaded, logged" info \
+    "SIGHUP received: log_level debug (was info); other settings take a restart"
+curl -s "$API/health" >/dev/null
+expect_line "debug lines follow" "^$TS level=debug node=d1 msg=\"api method=GET path=/health status=200"
+echo 'return { log_level = "loud" }' >"$TMP/weftd.lua"
+kill -HUP "$(weftd_pid d1)"
+expect_line "a bad configuration is logged and left" \
+    "^$TS level=warn node=d1 msg=\"SIGHUP received: configuration not reloaded: .*loud"
 sleep 0.5
 kill -0 "$(weftd_pid d1)" 2>/dev/null && ok "weftd lives on after SIGHUP" || not_ok "SIGHUP ended weftd"
 run_weft start "$SRC/examples/hello.lua" --input '{"name":"hup"}'
