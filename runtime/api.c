@@ -648,11 +648,6 @@ typedef struct poll_args {
     int skip;          /* out: nothing to hand out */
 } poll_args;
 
-static int api_secret(void *ud, const char *name, char **value, weft_error *err)
-{
-    return rs_secret_get(ud, name, value, err);
-}
-
 /* A worker takes the task: IN_PROGRESS, poll count, start time, worker id. */
 static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
@@ -678,7 +673,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
         json_object *in, *filled;
         weft_error serr = {0};
         if (json_object_object_get_ex(a->task, "inputData", &in)) {
-            if (host_fill_secrets(in, api_secret, env->r, &filled, &serr) == 0)
+            if (host_fill_secrets(t, in, op_secret, env->r, &filled, &serr) == 0)
                 json_object_object_add(a->task, "inputData", filled);
             else
                 fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,
@@ -688,6 +683,11 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     json_object_object_add(a->task, "callbackAfterSeconds", json_object_new_int(0));
     json_object_object_add(a->task, "responseTimeoutSeconds", json_object_new_int64(rto / 1000));
     return 0;
+}
+
+static void api_note(void *ud, int level, const char *msg)
+{
+    say(ud, level, "%s", msg);
 }
 
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
@@ -818,6 +818,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         host_result_init(&r);
         r.status = WEFT_TASK_IN_PROGRESS;
         r.output = a->output ? json_object_get(a->output) : NULL;
+        host_redact_reported(t, op_secret, env->r, &r.output, NULL, NULL, 0);
         r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
         if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
         if (a->callback_ms > 0)
@@ -828,7 +829,8 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         return 0;
     }
     drop_claim(o, t);
-    return dec_complete(dec, x, t, a->status, a->output, a->reason, o, err);
+    return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, REASON_MAX, o,
+                                err);
 }
 
 /* Apply a result; terminal ones wake a decider, heartbeats extend the lease. */
@@ -1391,7 +1393,6 @@ static mhd_result h_result(ctx *c)
 {
     json_object *body, *v;
     const char *wfid, *status;
-    char reason[REASON_MAX + 1] = "";
     result_args a = {0};
     mhd_result r;
     if (body_json(c, 0, &body)) return c->res;
@@ -1428,10 +1429,7 @@ static mhd_result h_result(ctx *c)
         }
         a.callback_ms = (int64_t)(s * 1000);
     }
-    if (a.reason) {
-        snprintf(reason, sizeof reason, "%s", a.reason);
-        a.reason = reason;
-    }
+    /* the reason is cut at REASON_MAX when applied, after its secrets are masked */
     result_reply(c, wfid, &a);
 out:
     r = c->res;
@@ -1792,6 +1790,7 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
     s->cfg = *cfg;
     s->hooks.ud = s;
     s->hooks.ended = api_ended;
+    s->hooks.note = api_note;
     pthread_mutex_init(&s->mu, NULL);
     if (!(s->leases = wu_map_new()) || pthread_key_create(&s->key, tls_release)) {
         ap_stop(s);

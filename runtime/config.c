@@ -77,7 +77,7 @@ static const cf_field fields[] = {
     {"max_reaps", CF_INT, F(max_reaps), 0, "3", 0, NULL, NULL,
      "lease expiries before a task fails"},
     {"log_level", CF_STRING, F(log_level), 0, "info", 0, "error|warn|info|debug", NULL,
-     "log verbosity"},
+     "log verbosity (SIGHUP applies a new value)"},
     {"types", CF_LIST, F(types), F(ntypes), NULL, 0, NULL, NULL,
      "task types to serve (unset: every queued type loaded)"},
     {"plugins", CF_OBJECT, F(plugins), 0, "{}", 0, NULL, NULL,

@@ -621,7 +621,12 @@ int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", workflow_id);
     if (!(t = xc_find_ref(x, task_ref)))
         return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", workflow_id, task_ref);
-    if ((rc = dec_complete(&e->dec, x, t, status, output, NULL, &o, err)) == 0) {
+    /* from outside: the secrets the task's input names are masked before it is kept */
+    output = json_object_get(output);
+    host_redact_reported(t, svc_secret, e, &output, NULL, NULL, 0);
+    rc = dec_complete(&e->dec, x, t, status, output, NULL, &o, err);
+    json_object_put(output);
+    if (rc == 0) {
         dec_decide(&e->dec, x, &o);
         apply(e, x, &o);
     }

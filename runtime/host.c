@@ -9,19 +9,76 @@
 #include "plugin_loader.h"
 
 static int log_level = WEFT_LOG_INFO;
+static host_log_fn log_sink;
+static void *log_ud;
+static const pl_registry *log_reg;
+
+/* The innermost task callback running on this thread: its plugin names the
+ * log lines, its secrets are masked in them. */
+static __thread weft_ctx *running;
+
+static char *redact_text(const weft_ctx *c, const char *s);
+
+void host_set_log(host_log_fn fn, void *ud, const pl_registry *reg)
+{
+    log_sink = fn;
+    log_ud = ud;
+    log_reg = reg;
+}
+
+/* The name of the plugin whose code runs now on this thread, or NULL. */
+static const char *plugin_now(void)
+{
+    const char *loading = pl_host_loading_name();
+    const weft_task_type *type;
+    size_t i, j;
+    if (loading)
+        return loading;
+    if (!running || !running->t || !running->t->def || !(type = running->t->def->type))
+        return NULL;
+    for (i = 0; log_reg && i < pl_count(log_reg); i++) {
+        const pl_plugin *p = pl_get(log_reg, i);
+        for (j = 0; j < p->ntypes; j++)
+            if (p->types[j] == type)
+                return p->name;
+    }
+    return type->name;
+}
 
 static void host_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
-    char line[1024];
-    va_list ap;
+    char line[1024], *whole = NULL, *masked = NULL;
+    const char *plugin;
+    va_list ap, ap2;
+    int n;
     if (level < 0 || level > WEFT_LOG_DEBUG)
         level = WEFT_LOG_ERROR;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    va_copy(ap2, ap);
+    n = vsnprintf(line, sizeof line, fmt, ap);
+    /* a secret is masked in the whole line, before the cut: cut first, its
+     * beginning could be left at the end */
+    if (running && running->secrets.len && n >= (int)sizeof line &&
+        (whole = malloc((size_t)n + 1)))
+        vsnprintf(whole, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
     va_end(ap);
+    if (running && running->secrets.len &&
+        (masked = redact_text(running, whole ? whole : line))) {
+        snprintf(line, sizeof line, "%s", masked);
+        free(masked);
+    } else if (whole) {
+        snprintf(line, sizeof line, "%s", whole);
+    }
+    free(whole);
     pl_host_note(level, line);
-    if (level <= log_level)
+    plugin = plugin_now();
+    if (log_sink)
+        log_sink(log_ud, level, plugin, line);
+    else if (level <= log_level && plugin)
+        fprintf(stderr, "weft: %s: %s: %s\n", plugin, names[level], line);
+    else if (level <= log_level)
         fprintf(stderr, "weft: %s: %s\n", names[level], line);
 }
 
@@ -148,9 +205,13 @@ static int host_lua_eval(weft_ctx *c, const char *chunkname, const char *body, j
     return sbx_eval(s, chunkname, body, input, out, err);
 }
 
+static json_object *redacted_copy(const weft_ctx *c, json_object *v);
+
 static int host_start_child(weft_ctx *c, json_object *def, const char *name, int version,
                             json_object *input, char *id_out, size_t id_size, weft_error *err)
 {
+    json_object *in;
+    int rc;
     const def_limits *lim = c->svc && c->svc->limits ? c->svc->limits : &def_limits_default;
     char what[WEFT_ERROR_MAX / 2];
     /* checked here, before the child exists: a workflow that starts itself
@@ -160,8 +221,13 @@ static int host_start_child(weft_ctx *c, json_object *def, const char *name, int
         return err->code;
     if (!c->svc || !c->svc->start_child)
         return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
-    return c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, input, id_out, id_size,
-                               err);
+    /* The child's input is stored: the secrets this task used are masked in
+     * it (a child that needs a secret names it in its own definition) */
+    if (!(in = redacted_copy(c, input)) && input)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    rc = c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, in, id_out, id_size, err);
+    json_object_put(in);
+    return rc;
 }
 
 static int host_parse_duration(json_object *v, int64_t *ms, weft_error *err)
@@ -203,21 +269,34 @@ void host_ctx_init(weft_ctx *c, const host_services *svc, xc_exec *x, xc_task *t
     c->x = x;
     c->t = t;
     fill_view(&c->view, x, t);
+    c->outer = running;
+    running = c;
+}
+
+/* Secret values are wiped before their memory is given back. */
+static void secrets_free(wu_vec *v)
+{
+    size_t i;
+    for (i = 0; i < v->len; i++) {
+        char *s = v->items[i];
+        memset(s, 0, strlen(s));
+        free(s);
+    }
+    wu_vec_free(v);
 }
 
 void host_ctx_done(weft_ctx *c)
 {
     size_t i;
+    if (running == c)
+        running = c->outer;
+    c->outer = NULL;
     for (i = 0; i < c->views.len; i++)
         free(c->views.items[i]);
     wu_vec_free(&c->views);
-    for (i = 0; i < c->secrets.len; i++) {
-        char *v = c->secrets.items[i];
-        memset(v, 0, strlen(v));
-        free(v);
-    }
-    wu_vec_free(&c->secrets);
+    secrets_free(&c->secrets);
     json_object_put(c->resolved);
+    c->resolved = NULL;
 }
 
 #define SECRET_OPEN "${secrets."
@@ -249,13 +328,27 @@ static int has_placeholder(json_object *v)
 }
 
 typedef struct filler {
-    int (*secret)(void *ud, const char *name, char **value, weft_error *err);
+    host_secret_fn secret;
     void *ud;
     wu_vec *used; /* filled values (malloc'd), or NULL */
+    int lenient;  /* a secret that is not set stays a placeholder: no error */
 } filler;
 
-/* A string with its placeholders filled in (caller owns), or NULL with err set. */
-static json_object *fill_string(filler *c, const char *s, weft_error *err)
+/* Whether "${secrets.<name>}" (name n bytes long) is written in tmpl. */
+static int names_secret(const char *tmpl, const char *name, size_t n)
+{
+    const char *p = tmpl;
+    while ((p = strstr(p, SECRET_OPEN))) {
+        p += strlen(SECRET_OPEN);
+        if (!strncmp(p, name, n) && p[n] == '}')
+            return 1;
+    }
+    return 0;
+}
+
+/* s with the placeholders that tmpl (its template string) names filled in
+ * (caller owns), or NULL with err set. Other placeholders stay as text. */
+static json_object *fill_string(filler *c, const char *s, const char *tmpl, weft_error *err)
 {
     wu_buf b = {0};
     json_object *out;
@@ -276,7 +369,15 @@ static json_object *fill_string(filler *c, const char *s, weft_error *err)
         }
         memcpy(name, p + strlen(SECRET_OPEN), n);
         name[n] = 0;
-        if (c->secret(c->ud, name, &value, err)) {
+        if (!names_secret(tmpl, name, n) ||
+            (c->secret(c->ud, name, &value, err) && c->lenient && err->code == WEFT_ENOTFOUND)) {
+            /* data, not the definition's; or (lenient) no longer set: text */
+            memset(err, 0, sizeof *err);
+            wu_buf_add(&b, p, (size_t)(end + 1 - p));
+            s = end + 1;
+            continue;
+        }
+        if (!value) {
             wu_buf_free(&b);
             return NULL;
         }
@@ -295,20 +396,29 @@ static json_object *fill_string(filler *c, const char *s, weft_error *err)
     return out;
 }
 
-static json_object *fill(filler *c, json_object *v, weft_error *err)
+/*
+ * v (a task's input) with its placeholders filled in where tmpl (the task's
+ * inputParameters, at the same place) writes them. A placeholder in data
+ * that reached the input through an expression (a workflow input, an
+ * output, a variable: what a client may have written) is text, never filled:
+ * otherwise starting a workflow with {"url": "http://x/${secrets.DB}"} would
+ * hand any secret to any task that uses the url.
+ */
+static json_object *fill(filler *c, json_object *v, json_object *tmpl, weft_error *err)
 {
     json_object *out, *m2;
     size_t i;
-    if (!has_placeholder(v))
+    if (!tmpl || json_object_get_type(v) != json_object_get_type(tmpl) || !has_placeholder(tmpl) ||
+        !has_placeholder(v))
         return json_object_get(v);
     switch (json_object_get_type(v)) {
     case json_type_string:
-        return fill_string(c, json_object_get_string(v), err);
+        return fill_string(c, json_object_get_string(v), json_object_get_string(tmpl), err);
     case json_type_object:
         out = json_object_new_object();
         json_object_object_foreach(v, k, m)
         {
-            if (!(m2 = fill(c, m, err))) {
+            if (!(m2 = fill(c, m, json_object_object_get(tmpl, k), err))) {
                 json_object_put(out);
                 return NULL;
             }
@@ -318,7 +428,8 @@ static json_object *fill(filler *c, json_object *v, weft_error *err)
     default: /* array */
         out = json_object_new_array();
         for (i = 0; i < json_object_array_length(v); i++) {
-            if (!(m2 = fill(c, json_object_array_get_idx(v, i), err))) {
+            if (!(m2 = fill(c, json_object_array_get_idx(v, i), json_object_array_get_idx(tmpl, i),
+                            err))) {
                 json_object_put(out);
                 return NULL;
             }
@@ -328,30 +439,56 @@ static json_object *fill(filler *c, json_object *v, weft_error *err)
     }
 }
 
-int host_fill_secrets(json_object *v,
-                      int (*secret)(void *ud, const char *name, char **value, weft_error *err),
-                      void *ud, json_object **out, weft_error *err)
+/*
+ * The template of t's input: its WorkflowTask's inputParameters in the
+ * definition (borrowed). A dynamic fork's task has none: its WorkflowTask was
+ * built from data (which a client may have written), so it names no secret.
+ */
+static json_object *input_template(const xc_task *t)
 {
-    filler f = {secret, ud, NULL};
-    if (!(*out = fill(&f, v, err)))
+    if (!t->def || t->dyn_json)
+        return NULL;
+    return json_object_object_get(t->def->json, "inputParameters");
+}
+
+int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, void *ud,
+                      json_object **out, weft_error *err)
+{
+    filler f = {secret, ud, NULL, 0};
+    if (!(*out = fill(&f, v, input_template(t), err)))
         return err->code ? err->code : WEFT_ENOMEM;
     return 0;
+}
+
+static int longer(const void *a, const void *b)
+{
+    size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+    return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+/* A secret that holds another is masked first, so none of it is left over. */
+static void longest_first(wu_vec *v)
+{
+    if (v->len > 1)
+        qsort(v->items, v->len, sizeof v->items[0], longer);
 }
 
 int host_ctx_secrets(weft_ctx *c, weft_error *err)
 {
     json_object *in = c->t->input;
     filler f;
-    if (!in || !has_placeholder(in))
+    if (!in || !has_placeholder(input_template(c->t)) || !has_placeholder(in))
         return 0;
     if (!c->svc || !c->svc->secret)
         return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
     f.secret = c->svc->secret;
     f.ud = c->svc->ud;
     f.used = &c->secrets;
-    if (!(c->resolved = fill(&f, in, err)))
+    f.lenient = 0;
+    if (!(c->resolved = fill(&f, in, input_template(c->t), err)))
         return err->code ? err->code : WEFT_ENOMEM;
     c->view.input = c->resolved;
+    longest_first(&c->secrets);
     return 0;
 }
 
@@ -392,6 +529,7 @@ static json_object *redact(const weft_ctx *c, json_object *v)
         }
         return v;
     case json_type_object: {
+        wu_vec keys = {0}; /* members whose name holds a secret */
         json_object_object_foreach(v, k, m)
         {
             json_object *m2 = redact(c, json_object_get(m));
@@ -399,7 +537,26 @@ static json_object *redact(const weft_ctx *c, json_object *v)
                 json_object_object_add(v, k, m2);
             else
                 json_object_put(m2);
+            if ((r = redact_text(c, k)) && wu_vec_push(&keys, r))
+                free(r);
         }
+        /* renamed after the walk: adding members during it is not safe */
+        for (i = 0; i < keys.len; i++) {
+            json_object_object_foreach(v, k2, m3)
+            {
+                char *r2 = redact_text(c, k2);
+                int same = r2 && !strcmp(r2, keys.items[i]);
+                free(r2);
+                if (same) {
+                    json_object_get(m3);
+                    json_object_object_del(v, k2);
+                    json_object_object_add(v, keys.items[i], m3);
+                    break;
+                }
+            }
+            free(keys.items[i]);
+        }
+        wu_vec_free(&keys);
         return v;
     }
     case json_type_array:
@@ -416,6 +573,71 @@ static json_object *redact(const weft_ctx *c, json_object *v)
     }
 }
 
+/*
+ * A text the plugin cut at its buffer's end (full: size - 1 bytes) may end
+ * with the beginning of a secret, which redact_text cannot see: that tail
+ * is masked too.
+ */
+static void mask_cut_tail(const weft_ctx *c, char *buf, size_t size)
+{
+    size_t i, len = strlen(buf), k;
+    if (len + 1 < size)
+        return;
+    for (i = 0; i < c->secrets.len; i++) {
+        const char *v = c->secrets.items[i];
+        for (k = strlen(v) - 1; k > 0; k--)
+            if (k <= len && !strncmp(buf + len - k, v, k)) {
+                size_t at = len - k > size - 4 ? size - 4 : len - k;
+                memcpy(buf + at, "***", 4);
+                return;
+            }
+    }
+}
+
+/* v with the secrets c used masked: a copy when it holds any (caller owns
+ * either way; NULL for NULL or out of memory). */
+static json_object *redacted_copy(const weft_ctx *c, json_object *v)
+{
+    json_object *copy = NULL;
+    if (!v || !c->secrets.len)
+        return json_object_get(v);
+    if (json_object_deep_copy(v, &copy, NULL))
+        return NULL;
+    return redact(c, copy);
+}
+
+void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
+                          json_object **output, const char *reason, char *reason_out,
+                          size_t reason_size)
+{
+    weft_ctx c;
+    weft_error err = {0};
+    filler f = {secret, ud, NULL, 1};
+    json_object *filled, *masked;
+    char *r;
+    if (reason && reason_size && reason != reason_out)
+        snprintf(reason_out, reason_size, "%s", reason);
+    /* the definition first: it is small, and most name no secret */
+    if (!t->input || !secret || !has_placeholder(input_template(t)) ||
+        !has_placeholder(t->input))
+        return;
+    memset(&c, 0, sizeof c);
+    f.used = &c.secrets;
+    filled = fill(&f, t->input, input_template(t), &err);
+    json_object_put(filled);
+    longest_first(&c.secrets);
+    if (c.secrets.len && output && *output && (masked = redacted_copy(&c, *output))) {
+        json_object_put(*output);
+        *output = masked;
+    }
+    /* masked whole, then cut: a cut first could leave a secret's beginning */
+    if (c.secrets.len && reason && reason_size && (r = redact_text(&c, reason))) {
+        snprintf(reason_out, reason_size, "%s", r);
+        free(r);
+    }
+    secrets_free(&c.secrets);
+}
+
 void host_ctx_redact(weft_ctx *c, weft_result *r)
 {
     char *reason;
@@ -423,10 +645,13 @@ void host_ctx_redact(weft_ctx *c, weft_result *r)
         return;
     if (r->output)
         r->output = redact(c, r->output);
+    if (r->end_output)
+        r->end_output = redact(c, r->end_output);
     if ((reason = redact_text(c, r->reason))) {
         snprintf(r->reason, sizeof r->reason, "%s", reason);
         free(reason);
     }
+    mask_cut_tail(c, r->reason, sizeof r->reason);
 }
 
 void host_result_init(weft_result *r)

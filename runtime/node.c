@@ -83,14 +83,15 @@ struct nd_node {
 
 /* ---- logging ---- */
 
-static void vlog(nd_node *n, int level, const char *fmt, va_list ap)
+/* One line: ts, level, node, the plugin speaking (when one is), msg. */
+static void vlog(nd_node *n, int level, const char *plugin, const char *fmt, va_list ap)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     char msg[2048], ts[32];
     struct timespec now;
     struct tm tm;
     size_t i, j;
-    if (level > n->level)
+    if (level > __atomic_load_n(&n->level, __ATOMIC_RELAXED))
         return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     /* quotes and newlines inside msg would break the line format */
@@ -102,18 +103,52 @@ static void vlog(nd_node *n, int level, const char *fmt, va_list ap)
     gmtime_r(&now.tv_sec, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&n->mu);
-    fprintf(stderr, "ts=%s.%03ldZ level=%s node=%s msg=\"%s\"\n", ts, now.tv_nsec / 1000000,
-            names[level < 0 || level > 3 ? 0 : level], n->id, msg);
+    fprintf(stderr, "ts=%s.%03ldZ level=%s node=%s%s%s msg=\"%s\"\n", ts, now.tv_nsec / 1000000,
+            names[level < 0 || level > 3 ? 0 : level], n->id, plugin ? " plugin=" : "",
+            plugin ? plugin : "", msg);
     fflush(stderr);
     pthread_mutex_unlock(&n->mu);
+}
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+int nd_set_level(nd_node *n, const char *name, weft_error *err)
+{
+    int i;
+    for (i = 0; i < 4; i++)
+        if (!strcmp(name ? name : "info", level_names[i])) {
+            __atomic_store_n(&n->level, i, __ATOMIC_RELAXED);
+            return 0;
+        }
+    return wu_err(err, WEFT_EINVAL, "log_level '%s' (use error, warn, info or debug)", name);
+}
+
+const char *nd_level_name(nd_node *n)
+{
+    return level_names[__atomic_load_n(&n->level, __ATOMIC_RELAXED)];
 }
 
 void nd_log(nd_node *n, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vlog(n, level, fmt, ap);
+    vlog(n, level, NULL, fmt, ap);
     va_end(ap);
+}
+
+/* A plugin's log line (host_set_log). */
+__attribute__((format(printf, 4, 5))) static void
+plugin_say(nd_node *n, int level, const char *plugin, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(n, level, plugin, fmt, ap);
+    va_end(ap);
+}
+
+static void plugin_log(void *ud, int level, const char *plugin, const char *msg)
+{
+    plugin_say(ud, level, plugin, "%s", msg);
 }
 
 static void sleep_ms(int64_t ms)
@@ -203,6 +238,11 @@ static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
 }
 
 /* ---- what follows a save ---- */
+
+static void on_note(void *ud, int level, const char *msg)
+{
+    nd_log(((worker *)ud)->n, level, "%s", msg);
+}
 
 static void on_ended(void *ud, op_env *env, const xc_exec *x)
 {
@@ -926,6 +966,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->dec.now = wu_now_ms;
     w->hooks.ud = w;
     w->hooks.ended = on_ended;
+    w->hooks.note = on_note;
     w->op.r = w->r;
     w->op.defs = &n->defs;
     w->op.dec = &w->dec;
@@ -1016,10 +1057,8 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
     if (cfg->log_level) {
-        static const char *const names[] = {"error", "warn", "info", "debug"};
-        for (i = 0; i < 4; i++)
-            if (!strcmp(cfg->log_level, names[i]))
-                n->level = (int)i;
+        weft_error lerr = {0};
+        nd_set_level(n, cfg->log_level, &lerr); /* config.c checked the value */
     }
     gethostname(host, sizeof host - 1);
     if (cfg->daemon_id)
@@ -1031,6 +1070,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         nd_free(n);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
+    host_set_log(plugin_log, n, n->plugins); /* before the plugins' init */
     if (!path || !*path)
         path = dflt = pl_default_path();
     pl_set_config(n->plugins, cfg->plugins); /* { <plugin name>: { ... } } for types' init */
@@ -1218,7 +1258,8 @@ void nd_free(nd_node *n)
         n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
-    pl_free(n->plugins);
+    pl_free(n->plugins); /* the plugins' fini may still log, in our format */
+    host_set_log(NULL, NULL, NULL);
     mt_free(n->metrics);
     pthread_mutex_destroy(&n->mu);
     free(n);

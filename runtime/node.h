@@ -24,6 +24,12 @@ int nd_run(nd_node *n);
  * tasks finish within the grace period, leave the rest to lease expiry. */
 void nd_stop(nd_node *n);
 
+/* Change the log level ("error", "warn", "info" or "debug"; NULL: info) of a
+ * running node. WEFT_EINVAL naming the value otherwise. */
+int nd_set_level(nd_node *n, const char *name, weft_error *err);
+/* The name of the node's log level. */
+const char *nd_level_name(nd_node *n);
+
 /* Structured log line on stderr: "ts=... level=info node=<id> msg=\"...\"". */
 void nd_log(nd_node *n, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

@@ -243,7 +243,47 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
 
 typedef struct collect {
     wu_vec events; /* char * JSON texts */
+    wu_vec notes;  /* log lines for op_hooks.note: the level's digit, then the text */
+    int ended;     /* the workflow's end is noted */
 } collect;
+
+/* A log line of a change, kept until the change is saved: failures,
+ * retries, timeouts and the workflow's end. Plain progress (a task started or
+ * completed) is left to the status lane, so successes cost nothing here. */
+static void note_change(collect *c, const xc_exec *x, const xc_task *t)
+{
+    char line[WEFT_ERROR_MAX + 256], *dup;
+    int level = WEFT_LOG_WARN;
+    if (!t) {
+        if (!xc_wf_terminal(x->status) || c->ended)
+            return;
+        c->ended = 1;
+        if (x->status == WEFT_WF_COMPLETED) {
+            level = WEFT_LOG_INFO;
+            snprintf(line, sizeof line, "%dworkflow %s (%s) COMPLETED", level, x->id, x->def->name);
+        } else {
+            snprintf(line, sizeof line, "%dworkflow %s (%s) %s: %s", level, x->id, x->def->name,
+                     weft_wf_status_name(x->status), x->reason ? x->reason : "no reason given");
+        }
+    } else if (t->status == WEFT_TASK_FAILED || t->status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR ||
+               t->status == WEFT_TASK_TIMED_OUT) {
+        snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) %s: %s", level, x->id, t->ref,
+                 t->def->type_name, weft_task_status_name(t->status),
+                 t->reason ? t->reason : "no reason given");
+    } else if (t->status == WEFT_TASK_SCHEDULED && t->retry_count > 0) {
+        level = WEFT_LOG_INFO;
+        if (t->retry_count <= t->def->retry_count)
+            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d of %d", level,
+                     x->id, t->ref, t->def->type_name, t->retry_count, t->def->retry_count);
+        else /* an operator's retry of the workflow */
+            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d", level, x->id,
+                     t->ref, t->def->type_name, t->retry_count);
+    } else {
+        return;
+    }
+    if ((dup = strdup(line)) && wu_vec_push(&c->notes, dup))
+        free(dup);
+}
 
 static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
@@ -251,6 +291,7 @@ static void on_change(void *ud, const xc_exec *x, const xc_task *t)
     wu_buf b = {0};
     if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data))
         wu_buf_free(&b);
+    note_change(c, x, t);
 }
 
 static void collect_clear(collect *c)
@@ -259,6 +300,10 @@ static void collect_clear(collect *c)
     for (i = 0; i < c->events.len; i++)
         free(c->events.items[i]);
     c->events.len = 0;
+    for (i = 0; i < c->notes.len; i++)
+        free(c->notes.items[i]);
+    c->notes.len = 0;
+    c->ended = 0;
 }
 
 /* ---- saving ---- */
@@ -447,10 +492,14 @@ void op_terminate_later(op_env *env, const char *id)
  * terminated after the update (its lock released); inside a cascade the
  * end is queued too (taking *xp when own), for the outermost update.
  */
-static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own)
+static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own, const collect *col)
 {
     xc_exec *x = *xp;
     size_t i;
+    for (i = 0; env->hooks && env->hooks->note && i < col->notes.len; i++) {
+        const char *n = col->notes.items[i];
+        env->hooks->note(env->hooks->ud, n[0] - '0', n + 1);
+    }
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
         char *child;
@@ -507,6 +556,7 @@ static void prep_clear(prep *p)
     dec_out_free(&p->o);
     collect_clear(&p->col);
     wu_vec_free(&p->col.events);
+    wu_vec_free(&p->col.notes);
     free(p->steps);
     wu_buf_free(&p->doc);
     xc_free(p->x);
@@ -610,7 +660,7 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
             rc = wu_err(err, sv.rc, "%s", sv.why);
         else if (rc == 0)
-            after_save(env, &p.x, &p.o, 1);
+            after_save(env, &p.x, &p.o, 1, &p.col);
         prep_clear(&p);
         if (rc != WEFT_ESTATE)
             break;
@@ -746,7 +796,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             pp->x->fence = sv[i].new_fence;
             pp->x->revived = 0;
             it->saved = 1;
-            after_save(env, &pp->x, &pp->o, !(it->keep || it->neager));
+            after_save(env, &pp->x, &pp->o, !(it->keep || it->neager), &pp->col);
             if (it->keep || it->neager) {
                 it->x = pp->x;
                 pp->x = NULL;
@@ -982,6 +1032,25 @@ int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void 
     return dec_restart(dec, x, err);
 }
 
+int op_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    return rs_secret_get(ud, name, value, err);
+}
+
+int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
+                         weft_task_status status, json_object *output, const char *reason,
+                         size_t reason_max, dec_out *o, weft_error *err)
+{
+    char masked[WEFT_ERROR_MAX];
+    json_object *out = json_object_get(output);
+    size_t keep = reason_max && reason_max < sizeof masked ? reason_max + 1 : sizeof masked;
+    int rc;
+    host_redact_reported(t, op_secret, env->r, &out, reason, masked, keep);
+    rc = dec_complete(dec, x, t, status, out, reason ? masked : NULL, o, err);
+    json_object_put(out);
+    return rc;
+}
+
 int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err)
 {
@@ -1001,7 +1070,7 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     if (xc_wf_terminal(x->status))
         return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
                       weft_wf_status_name(x->status));
-    if ((rc = dec_complete(dec, x, t, c->status, c->output, c->reason, o, err)))
+    if ((rc = op_complete_reported(env, dec, x, t, c->status, c->output, c->reason, 0, o, err)))
         return rc;
     if (!env->client)
         dec_decide(dec, x, o);

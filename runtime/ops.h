@@ -34,6 +34,10 @@ typedef struct op_hooks {
     void *ud;
     /* x ended (terminal, saved): tell its parent, start its failure workflow. */
     void (*ended)(void *ud, op_env *env, const xc_exec *x);
+    /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
+     * timed out or is retried, a workflow ended; each names the workflow id,
+     * the task ref and the reason. Optional. */
+    void (*note)(void *ud, int level, const char *msg);
 } op_hooks;
 
 struct op_env {
@@ -179,5 +183,20 @@ typedef struct op_complete {
 } op_complete;
 int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                    weft_error *err);
+
+/*
+ * dec_complete for a result from outside the engine (a worker, a signal):
+ * it is stored, so the secrets the task's input names are masked in output
+ * (borrowed, not changed) and reason first (host_redact_reported: one
+ * secret lookup per secret named; none for a task whose input names none).
+ * reason is masked whole, then cut at reason_max bytes (0: the longest a
+ * reason can be).
+ */
+int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
+                         weft_task_status status, json_object *output, const char *reason,
+                         size_t reason_max, dec_out *o, weft_error *err);
+
+/* host_secret_fn over Redis: ud is the rs connection. */
+int op_secret(void *ud, const char *name, char **value, weft_error *err);
 
 #endif

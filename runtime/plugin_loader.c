@@ -310,6 +310,11 @@ void pl_host_note(int level, const char *msg)
         snprintf(loading->note, sizeof loading->note, "%s", msg);
 }
 
+const char *pl_host_loading_name(void)
+{
+    return loading ? loading->p->name : NULL;
+}
+
 /* ---- loading one file ---- */
 
 static int has_suffix(const char *s, const char *suf)

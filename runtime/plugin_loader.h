@@ -81,5 +81,7 @@ int pl_host_register_lock_provider(const weft_lock_provider *lock, weft_error *e
 /* The host's log calls this with each formatted line: during a plugin's
  * init, the last error line becomes its "init failed: ..." message. */
 void pl_host_note(int level, const char *msg);
+/* The name of the plugin whose init runs now (its log lines carry it), or NULL. */
+const char *pl_host_loading_name(void);
 
 #endif

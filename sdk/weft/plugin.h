@@ -240,7 +240,10 @@ struct weft_host {
     int (*register_task_type)(const weft_task_type *type, weft_error *err);
     int (*register_lock_provider)(const weft_lock_provider *lock, weft_error *err);
 
-    /* printf-style log line, tagged with the plugin's name. */
+    /* printf-style log line (cut at 1023 bytes), tagged with the plugin's
+     * name, in the host's log format (weftd: its own lines, filtered by its
+     * log_level; elsewhere stderr, info and above). Inside a task callback
+     * the values of the task's secrets are masked as "***". */
     void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
     /* Set err->code and a printf-style message; returns code. */
@@ -276,9 +279,11 @@ struct weft_host {
     /*
      * Start a child workflow for this task (SUB_WORKFLOW). Either def (a
      * WorkflowDef JSON, borrowed) or name + version (0 = latest registered).
-     * input is borrowed. On success the child's id is copied to id_out. When
-     * the child ends the host completes this task with the child's output
-     * (plus subWorkflowId) or fails it with the child's reason.
+     * input is borrowed; the child is given a copy with the values of this
+     * task's secrets masked as "***" (the child's input is stored). On
+     * success the child's id is copied to id_out. When the child ends the
+     * host completes this task with the child's output (plus subWorkflowId)
+     * or fails it with the child's reason.
      */
     int (*start_child)(weft_ctx *ctx, json_object *def, const char *name, int version,
                        json_object *input, char *id_out, size_t id_size, weft_error *err);

@@ -432,6 +432,23 @@ static void test_wait_for_signal(void **state)
                      WEFT_ESTATE);
 }
 
+/* A signal's payload is kept: the secrets the WAIT's input names are masked
+ * in it (from the environment here, WEFT_SECRET_<NAME>). */
+static void test_signal_masks_secrets(void **state)
+{
+    xc_exec *x = start("{'name':'waiter','tasks':[{'name':'w','taskReferenceName':'hold',"
+                       "'type':'WAIT','inputParameters':{'k':'${secrets.ENG_T}'}}]}",
+                       NULL);
+    weft_error err = {0};
+    json_object *payload = J("{'echo':'key s3cr3t-e','n':1}");
+    setenv("WEFT_SECRET_ENG_T", "s3cr3t-e", 1);
+    assert_int_equal(eng_run(F.e, x, &err), WEFT_ESTATE);
+    assert_int_equal(eng_complete_task(F.e, x->id, "hold", WEFT_TASK_COMPLETED, payload, &err), 0);
+    unsetenv("WEFT_SECRET_ENG_T");
+    assert_json(task(x, "hold")->output, "{'echo':'key ***','n':1}");
+    assert_json(payload, "{'echo':'key s3cr3t-e','n':1}"); /* the caller's is left as it was */
+}
+
 static void test_wait_duration(void **state)
 {
     xc_exec *x = run("{'name':'nap','tasks':[{'name':'w','taskReferenceName':'nap',"
@@ -857,6 +874,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sub_workflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sub_workflow_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_for_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_signal_masks_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_duration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workflow_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_timeout, setup, teardown),

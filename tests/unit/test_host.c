@@ -68,6 +68,7 @@ typedef struct fake_svc {
     int version;
     char *id_out;
     size_t id_size;
+    char input_text[256]; /* input as it was during the call */
 } fake_svc;
 
 static sbx *svc_sandbox(void *ud)
@@ -89,6 +90,8 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *def, c
     f->name = name;
     f->version = version;
     f->input = input;
+    snprintf(f->input_text, sizeof f->input_text, "%s",
+             input ? json_object_to_json_string_ext(input, JSON_C_TO_STRING_PLAIN) : "null");
     f->id_out = id_out;
     f->id_size = id_size;
     if (f->child_rc) return wu_err(err, f->child_rc, "no workflow named '%s'", name);
@@ -122,6 +125,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     size_t i;
+    host_set_log(NULL, NULL, NULL); /* a test that failed may have left its sink */
     if (G.ctx_live) host_ctx_done(&G.ctx);
     xc_free(G.x);
     def_unref(G.wf);
@@ -992,6 +996,213 @@ static void test_start_child_ok(void **state)
     assert_ptr_equal(G.svc.t, b);
 }
 
+/* ---- secrets ---- */
+
+static int secret_lookups;
+
+/* S = "abc", LONG = "abcdef" (holds S); anything else is not set. */
+static int fake_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    secret_lookups++;
+    if (!strcmp(name, "S"))
+        *value = strdup("abc");
+    else if (!strcmp(name, "LONG"))
+        *value = strdup("abcdef");
+    else
+        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
+    return 0;
+}
+
+/* Task a of a started execution, with this input (stored form) resolved
+ * from these inputParameters; lookups counted from 0. */
+static xc_task *task_from(const char *params, const char *input)
+{
+    xc_task *a;
+    start();
+    a = add("a", 0, 0);
+    /* this test's definition of a (compiled afresh for each test) */
+    json_object_object_add(a->def->json, "inputParameters", json_object_get(J(params)));
+    a->input = json_object_get(J(input));
+    secret_lookups = 0;
+    return a;
+}
+
+/* The same, its input written as is in its inputParameters. */
+static xc_task *task_with_input(const char *input)
+{
+    return task_from(input, input);
+}
+
+static void test_redact_reported(void **state)
+{
+    json_object *given = J("{'v':'abcdef','w':['q abc', 7],'in':{'abc':1,'x abcdef':2},'n':5}");
+    json_object *out = json_object_get(given);
+    char reason[64] = "used abcdef and abc, not ab";
+    xc_task *a = task_with_input("{'k':'${secrets.S}','t':'x ${secrets.LONG} y',"
+                                 "'gone':'${secrets.GONE}'}");
+    host_redact_reported(a, fake_secret, NULL, &out, reason, reason, sizeof reason);
+    track_js(out);
+    /* the longer secret first: no "***def" left over; names of members too */
+    assert_json(out, "{'v':'***','w':['q ***', 7],'in':{'***':1,'x ***':2},'n':5}");
+    assert_string_equal(reason, "used *** and ***, not ab");
+    /* what the caller gave is not changed; a secret no longer set is skipped */
+    assert_json(given, "{'v':'abcdef','w':['q abc', 7],'in':{'abc':1,'x abcdef':2},'n':5}");
+    assert_int_equal(secret_lookups, 3);
+}
+
+/* A reason longer than its room is masked whole, then cut: no secret's
+ * beginning is left at the cut. */
+static void test_redact_reported_cut(void **state)
+{
+    char reason[1000], out[16];
+    xc_task *a = task_with_input("{'k':'${secrets.LONG}'}");
+    snprintf(reason, sizeof reason, "0123456789 abcdef");
+    host_redact_reported(a, fake_secret, NULL, NULL, reason, out, sizeof out);
+    assert_string_equal(out, "0123456789 ***");
+    snprintf(reason, sizeof reason, "0123456789abcd abcdef");
+    host_redact_reported(a, fake_secret, NULL, NULL, reason, out, sizeof out);
+    assert_string_equal(out, "0123456789abcd ");
+}
+
+/* A plugin's reason that filled its buffer: a secret's beginning at the end is masked. */
+static void test_redact_cut_tail(void **state)
+{
+    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    weft_error err = {0};
+    weft_result r;
+    xc_task *a = task_with_input("{'k':'${secrets.LONG}'}");
+    weft_ctx *c = ctx_for(a, &svc);
+    assert_int_equal(host_ctx_secrets(c, &err), 0);
+    host_result_init(&r);
+    memset(r.reason, 'z', sizeof r.reason - 1);
+    memcpy(r.reason + sizeof r.reason - 4, "abc", 3); /* "zz...zabc", cut from "abcdef" */
+    host_ctx_redact(c, &r);
+    assert_int_equal(strlen(r.reason), sizeof r.reason - 1);
+    assert_string_equal(r.reason + sizeof r.reason - 5, "z***");
+    /* a reason with room left was not cut: its end stays */
+    snprintf(r.reason, sizeof r.reason, "ends with ab");
+    host_ctx_redact(c, &r);
+    assert_string_equal(r.reason, "ends with ab");
+}
+
+static void test_redact_reported_no_secret_named(void **state)
+{
+    json_object *given = J("{'v':'abc'}");
+    json_object *out = json_object_get(given);
+    char reason[16] = "abc";
+    xc_task *a = task_with_input("{'k':'plain'}");
+    host_redact_reported(a, fake_secret, NULL, &out, reason, reason, sizeof reason);
+    json_object_put(out);
+    /* nothing looked up, nothing copied */
+    assert_int_equal(secret_lookups, 0);
+    assert_ptr_equal(out, given);
+    assert_string_equal(reason, "abc");
+}
+
+static void test_start_child_masks_secrets(void **state)
+{
+    host_services svc = {&G.svc, NULL, svc_start_child, fake_secret};
+    weft_error err = {0};
+    char id[64] = "";
+    xc_task *a = task_with_input("{'token':'${secrets.S}','note':'key ${secrets.S}'}");
+    weft_ctx *c = ctx_for(a, &svc);
+    assert_int_equal(host_ctx_secrets(c, &err), 0);
+    assert_json(G.h->task(c)->input, "{'token':'abc','note':'key abc'}");
+    /* the child's input is stored: the secrets this task used are masked */
+    assert_int_equal(
+        G.h->start_child(c, NULL, "child", 1, G.h->task(c)->input, id, sizeof id, &err), 0);
+    assert_json(J(G.svc.input_text), "{'token':'***','note':'key ***'}");
+    assert_int_equal(G.h->start_child(c, NULL, "child", 1, J("{'t':'x abc'}"), id, sizeof id, &err),
+                     0);
+    assert_json(J(G.svc.input_text), "{'t':'x ***'}");
+}
+
+/* A placeholder that came in with data (a client's workflow input) is text:
+ * only those the task's own inputParameters write are filled. */
+static void test_data_placeholders_stay_text(void **state)
+{
+    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    weft_error err = {0};
+    json_object *filled = NULL;
+    xc_task *a = task_from("{'url':'${workflow.input.url}','obj':'${workflow.input.o}',"
+                           "'auth':'Bearer ${secrets.S} for ${workflow.input.who}',"
+                           "'list':['${secrets.LONG}','${workflow.input.x}']}",
+                           "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                           "'auth':'Bearer ${secrets.S} for ${secrets.LONG}',"
+                           "'list':['${secrets.LONG}','${secrets.S}']}");
+    weft_ctx *c = ctx_for(a, &svc);
+    assert_int_equal(host_ctx_secrets(c, &err), 0);
+    assert_json(G.h->task(c)->input,
+                "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
+    assert_int_equal(secret_lookups, 2);
+    /* the same for what a worker is handed */
+    assert_int_equal(host_fill_secrets(a, a->input, fake_secret, NULL, &filled, &err), 0);
+    track_js(filled);
+    assert_json(filled,
+                "{'url':'http://x/${secrets.LONG}','obj':{'k':'${secrets.S}'},"
+                "'auth':'Bearer abc for ${secrets.LONG}','list':['abcdef','${secrets.S}']}");
+    /* a dynamic fork's task was built from data: none of its placeholders */
+    a->dyn_json = json_object_get(J("{'taskReferenceName':'a','type':'T','inputParameters':"
+                                    "{'auth':'Bearer ${secrets.S} for ${workflow.input.who}'}}"));
+    assert_int_equal(host_fill_secrets(a, a->input, fake_secret, NULL, &filled, &err), 0);
+    track_js(filled);
+    assert_ptr_equal(filled, a->input);
+}
+
+typedef struct heard {
+    int level;
+    char plugin[64];
+    char msg[1100];
+    int n;
+} heard;
+
+static void hear(void *ud, int level, const char *plugin, const char *msg)
+{
+    heard *h = ud;
+    h->level = level;
+    snprintf(h->plugin, sizeof h->plugin, "%s", plugin ? plugin : "(none)");
+    snprintf(h->msg, sizeof h->msg, "%s", msg);
+    h->n++;
+}
+
+static void test_log_sink_names_plugin_masks_secrets(void **state)
+{
+    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    heard h = {0};
+    weft_error err = {0};
+    xc_task *a = task_with_input("{'token':'${secrets.S}'}");
+    host_set_log(hear, &h, NULL);
+    G.h->log(WEFT_LOG_INFO, "outside %d", 1);
+    assert_string_equal(h.plugin, "(none)");
+    assert_string_equal(h.msg, "outside 1");
+    assert_int_equal(host_ctx_secrets(ctx_for(a, &svc), &err), 0);
+    G.h->log(WEFT_LOG_WARN, "sent %s", "abc");
+    /* no registry to name the plugin: the task type stands in */
+    assert_int_equal(h.level, WEFT_LOG_WARN);
+    assert_string_equal(h.plugin, "T");
+    assert_string_equal(h.msg, "sent ***");
+    host_ctx_done(&G.ctx);
+    G.ctx_live = 0;
+    {
+        /* masked before the line is cut at 1023 bytes */
+        char big[1100];
+        memset(big, 'y', 1020);
+        big[1020] = 0;
+        assert_int_equal(host_ctx_secrets(ctx_for(a, &svc), &err), 0);
+        G.h->log(WEFT_LOG_INFO, "%s abc", big);
+        assert_null(strstr(h.msg, "ab"));
+        G.h->log(WEFT_LOG_INFO, "%s", "abc");
+        assert_string_equal(h.msg, "***");
+    }
+    host_ctx_done(&G.ctx);
+    G.ctx_live = 0;
+    G.h->log(WEFT_LOG_DEBUG, "after");
+    assert_string_equal(h.plugin, "(none)");
+    assert_int_equal(h.n, 5);
+    host_set_log(NULL, NULL, NULL);
+}
+
 /* ---- results ---- */
 
 static void test_result_init_clear(void **state)
@@ -1062,6 +1273,13 @@ int main(void)
         T(test_start_child_no_service),
         T(test_start_child_fails),
         T(test_start_child_ok),
+        T(test_redact_reported),
+        T(test_redact_reported_cut),
+        T(test_redact_cut_tail),
+        T(test_redact_reported_no_secret_named),
+        T(test_start_child_masks_secrets),
+        T(test_data_placeholders_stay_text),
+        T(test_log_sink_names_plugin_masks_secrets),
         T(test_result_init_clear),
     };
 #undef T

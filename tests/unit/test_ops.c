@@ -625,6 +625,40 @@ static int fn_fail(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     return task_ended(dec, x, o, ud, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, err);
 }
 
+/* What op_hooks.note heard: "<level> <msg>" lines. */
+static void hear_note(void *ud, int level, const char *msg)
+{
+    char *seen = ud;
+    size_t n = strlen(seen);
+    snprintf(seen + n, 2048 - n, "%d %s\n", level, msg);
+}
+
+/* Failures and ends are told to the note hook once saved, successes not;
+ * a change that is not saved tells nothing. */
+static void test_notes(void **state)
+{
+    char id[64], seen[2048] = "", want[512];
+    op_hooks hooks = {0};
+    change c = {0, WEFT_ESTATE, "x"};
+    weft_error err = {0};
+    hooks.ud = seen;
+    hooks.note = hear_note;
+    F.env.hooks = &hooks;
+    start(NULL, NULL, id);
+    assert_int_equal(op_update(&F.env, id, fn_decide, NULL, &err), 0);
+    assert_int_equal(op_update(&F.env, id, fn_done, "a", &err), 0);
+    assert_string_equal(seen, "");
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_ESTATE);
+    assert_string_equal(seen, "");
+    assert_int_equal(op_update(&F.env, id, fn_fail, "b", &err), 0);
+    snprintf(want, sizeof want,
+             "%d workflow %s: task 'b' (Q) FAILED_WITH_TERMINAL_ERROR: broken\n"
+             "%d workflow %s (ops_w) FAILED: task 'b' (Q) failed: broken\n",
+             WEFT_LOG_WARN, id, WEFT_LOG_WARN, id);
+    assert_string_equal(seen, want);
+    F.env.hooks = NULL;
+}
+
 /*
  * The decider-queue entry: a running execution keeps one due within
  * sweep_ms (saves that want it no sooner write no wake), an ended one has
@@ -1419,6 +1453,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_decides, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_notes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idempotent_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),

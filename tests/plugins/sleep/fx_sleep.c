@@ -1,7 +1,8 @@
 /*
  * Fixture: task type FX_SLEEP sleeps input.ms milliseconds, then completes with
  * { slept = ms }. If input.mark is a path, it appends a line there each time it
- * runs (so tests can count executions).
+ * runs (so tests can count executions). If input.say is a string, it logs
+ * "slept <ms> ms: <say>" at info (so tests can see a plugin's log line).
  */
 #include <stdio.h>
 #include <time.h>
@@ -12,7 +13,7 @@ static const weft_host *H;
 static int sleep_execute(weft_ctx *ctx, weft_result *r)
 {
     const weft_task_view *t = H->task(ctx);
-    json_object *ms = NULL, *mark = NULL;
+    json_object *ms = NULL, *mark = NULL, *say = NULL;
     long n;
     struct timespec ts;
     json_object_object_get_ex(t->input, "ms", &ms);
@@ -27,6 +28,9 @@ static int sleep_execute(weft_ctx *ctx, weft_result *r)
     ts.tv_sec = n / 1000;
     ts.tv_nsec = (n % 1000) * 1000000L;
     nanosleep(&ts, NULL);
+    if (json_object_object_get_ex(t->input, "say", &say) &&
+        json_object_is_type(say, json_type_string))
+        H->log(WEFT_LOG_INFO, "slept %ld ms: %s", n, json_object_get_string(say));
     r->output = json_object_new_object();
     json_object_object_add(r->output, "slept", json_object_new_int64(n));
     r->status = WEFT_TASK_COMPLETED;

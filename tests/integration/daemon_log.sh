@@ -1,0 +1,95 @@
+#!/bin/bash
+# The daemon says what happens: task failures, retries and timeouts and every
+# workflow end (COMPLETED, FAILED, TIMED_OUT, TERMINATED) are logged with the
+# workflow id, the task ref and the reason, in weftd's line format; a plugin's
+# log line carries the plugin's name in the same format; SIGHUP is logged and
+# weftd goes on working.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
+PLUGINS="$BUILD/tests/plugins/sleep:"   # the sleep fixture, then weft's own plugins
+TS='ts=[0-9-]*T[0-9:.]*Z'
+
+start_redis
+echo 'return { log_level = "info" }' >"$TMP/weftd.lua"
+start_weftd d1 --config "$TMP/weftd.lua" --workers 2 --plugin-path "$PLUGINS" --api 127.0.0.1:0
+wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
+API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+
+# expect_line NAME REGEX: a line of d1's log matches REGEX (waits up to 10 s)
+expect_line() {
+    if wait_for 10 grep -q -- "$2" "$TMP/d1.log"; then ok "$1"; else
+        not_ok "$1: no line like: $2"; grep -v 'level=debug' "$TMP/d1.log" | tail -n 15 | sed 's/^/# /'; fi
+}
+# expect_msg NAME LEVEL MSG: a whole line of d1's, at LEVEL, saying MSG
+expect_msg() { expect_line "$1" "^$TS level=$2 node=d1 msg=\"$3\"\$"; }
+# start_wf NAME TASKS: start the workflow NAME made of TASKS (Lua); its id in $id
+start_wf() {
+    printf 'local w = require "weft"\nreturn w.workflow { name = "%s",\n%s }\n' "$1" "$2" >"$TMP/$1.lua"
+    run_weft start "$TMP/$1.lua"
+    expect_rc "start $1" 0
+    id=$last
+}
+
+# 1. a task that fails once and is retried: the failure, the retry, the end
+start_wf flaky_wf 'w.lambda { ref = "flaky", retry = { count = 2, delay = "100ms" },
+  input = { n = "${flaky.retryCount}" },
+  script = "if input.n == 0 then error([[first try fails]]) end return input.n" }'
+flaky=$id
+expect_msg "task failure: warn, workflow id, ref, type, reason" warn \
+    "workflow $flaky: task 'flaky' (LAMBDA) FAILED: lambda 'flaky':1: first try fails"
+expect_msg "retry: info, workflow id, ref, attempt" info "workflow $flaky: task 'flaky' (LAMBDA) retry 1 of 2"
+expect_msg "workflow COMPLETED: info" info "workflow $flaky (flaky_wf) COMPLETED"
+
+# 2. a task that fails for good fails its workflow
+start_wf fails_wf 'w.lambda { ref = "boom", script = "error([[no way]])" }'
+expect_msg "workflow FAILED: warn, with the task's reason" warn \
+    "workflow $id (fails_wf) FAILED: task 'boom' (LAMBDA) failed: lambda 'boom':1: no way"
+
+# 3. a task that runs too long times out, and so does its workflow
+start_wf slow_wf 'w.wait { ref = "forever", timeout = "1s" }'
+expect_msg "task timeout: warn, ref and reason" warn \
+    "workflow $id: task 'forever' (WAIT) TIMED_OUT: task timed out after 1s"
+expect_msg "workflow TIMED_OUT: warn" warn \
+    "workflow $id (slow_wf) TIMED_OUT: task 'forever' (WAIT) timed out: task timed out after 1s"
+
+# 4. an operator ends one through the daemon's API (one that goes straight to
+# Redis, without --api, is not seen by any daemon: the client reports it)
+start_wf waits_wf 'w.wait { ref = "hold" }'
+run_weft terminate "$id" --reason "operator says stop" --api "$API"
+expect_rc "terminate" 0
+expect_msg "workflow TERMINATED: warn, with the operator's reason" warn \
+    "workflow $id (waits_wf) TERMINATED: operator says stop"
+
+# 5. a plugin's log line: the daemon's format, the plugin's name
+start_wf say_wf 'w.task { ref = "nap", type = "FX_SLEEP", ms = 1, say = "hello from the fixture" }'
+expect_line "plugin line: daemon format, plugin name" \
+    "^$TS level=info node=d1 plugin=fx_sleep msg=\"slept 1 ms: hello from the fixture\"$"
+
+# a plain success logs nothing at info per task
+if grep "$flaky" "$TMP/d1.log" | grep -v 'level=debug' | grep -q 'COMPLETED\"$' &&
+    [ "$(grep "$flaky" "$TMP/d1.log" | grep -vc 'level=debug')" -eq 3 ]; then
+    ok "flaky_wf: three lines (failure, retry, end), none for the success"
+else
+    not_ok "flaky_wf's lines:"; grep "$flaky" "$TMP/d1.log" | sed 's/^/# /'
+fi
+
+# 6. SIGHUP: the configuration is read again and log_level applied; logged,
+# and weftd goes on
+echo 'return { log_level = "debug" }' >"$TMP/weftd.lua"
+kill -HUP "$(weftd_pid d1)"
+expect_msg "SIGHUP: log_level reloaded, logged" info \
+    "SIGHUP received: log_level debug (was info); other settings take a restart"
+curl -s "$API/health" >/dev/null
+expect_line "debug lines follow" "^$TS level=debug node=d1 msg=\"api method=GET path=/health status=200"
+echo 'return { log_level = "loud" }' >"$TMP/weftd.lua"
+kill -HUP "$(weftd_pid d1)"
+expect_line "a bad configuration is logged and left" \
+    "^$TS level=warn node=d1 msg=\"SIGHUP received: configuration not reloaded: .*loud"
+sleep 0.5
+kill -0 "$(weftd_pid d1)" 2>/dev/null && ok "weftd lives on after SIGHUP" || not_ok "SIGHUP ended weftd"
+run_weft start "$SRC/examples/hello.lua" --input '{"name":"hup"}'
+run_weft wait "$last" --timeout 20
+expect_json "and still runs workflows" '{"greeting":"hello, hup!"}'
+
+stop_weftd_clean d1
+finish
