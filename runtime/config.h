@@ -52,6 +52,13 @@ typedef struct cf_config {
     char *payload_dir;      /* payload_dir: NULL = $TMPDIR/weft-payloads */
     int64_t payload_soft;   /* payload_soft: "128KiB" */
     int64_t payload_hard;   /* payload_hard: "16MiB" */
+
+    /* the REST API's connections (docs/rest-api.md) */
+    int api_threads;                /* api_threads: 16 */
+    int api_max_connections;        /* api_max_connections: 512 (more: 503) */
+    int api_max_connections_per_ip; /* api_max_connections_per_ip: 128 (0 = no limit) */
+    int64_t api_request_timeout_ms; /* api_request_timeout: "60s" (headers and body) */
+    int64_t api_idle_timeout_ms;    /* api_idle_timeout: "30s" */
 } cf_config;
 
 /* Fill with defaults (allocates strings). */

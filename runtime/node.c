@@ -1039,6 +1039,11 @@ static int start_api(nd_node *n, weft_error *err)
     a->listen = cfg->api_listen;
     a->token = cfg->api_token;
     a->body_limit = cfg->api_body_limit;
+    a->threads = cfg->api_threads;
+    a->max_conns = cfg->api_max_connections;
+    a->max_conns_per_ip = cfg->api_max_connections_per_ip;
+    a->request_timeout_ms = cfg->api_request_timeout_ms;
+    a->idle_timeout_ms = cfg->api_idle_timeout_ms;
     a->store.url = cfg->redis_url;
     a->store.prefix = cfg->key_prefix;
     a->store.retention_ms = cfg->retention_ms;

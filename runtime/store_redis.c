@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -826,6 +827,18 @@ const char *rs_prefix(const rs *r)
 const char *rs_url(const rs *r)
 {
     return r->shown;
+}
+
+/* No round trip: between round trips the socket has nothing to read, so a
+ * readable one was closed (or reset) by the server. */
+void rs_revive(rs *r)
+{
+    struct pollfd p;
+    if (!r || !r->c || r->fly) return;
+    p.fd = r->c->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 0) > 0) drop(r);
 }
 
 int rs_broken(const rs *r)

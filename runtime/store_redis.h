@@ -62,6 +62,10 @@ void rs_free(rs *r);
 const char *rs_prefix(const rs *r);
 /* The URL with any password masked (":***@"): the form used in messages. */
 const char *rs_url(const rs *r);
+/* Drop the connection if the server closed it (Redis restarted), so that
+ * the next call connects again rather than fails once. A system call, no
+ * round trip: for a connection that may have sat idle (an API thread's). */
+void rs_revive(rs *r);
 /* 1 when the last call failed for connection reasons (the caller backs off). */
 int rs_broken(const rs *r);
 
