@@ -70,7 +70,7 @@ struct ap_server {
     pthread_mutex_t mu;
     wu_map *leases;    /* queue -> the lease (ms) its tasks last needed */
     char mhd_msg[256]; /* libmicrohttpd's last complaint while starting */
-    conn_rec *conns; /* every open connection (under mu) */
+    conn_rec *conns;   /* every open connection (under mu) */
     int nconns;
     /* the waiter: suspended connections waiting for something to send */
     pthread_mutex_t pmu;
@@ -1018,8 +1018,30 @@ static mhd_result h_health(ctx *c)
     weft_error err = {0};
     int up = c->t && rs_command(c->t->r, &err, "PING") == 0;
     json_object *j = json_object_new_object();
-    json_object_object_add(j, "status", json_object_new_string(up ? "UP" : "DOWN"));
+    rs_loss l = {0};
+    if (c->s->cfg.store.epoch) rs_epoch_last(c->s->cfg.store.epoch, &l);
+    /* a loss stays reported until the daemon restarts: an operator must see it */
+    json_object_object_add(j, "status",
+                           json_object_new_string(!up       ? "DOWN"
+                                                  : l.count ? "DEGRADED"
+                                                            : "UP"));
     json_object_object_add(j, "redis", json_object_new_string(up ? "UP" : "DOWN"));
+    if (l.count) {
+        char at[32], msg[512];
+        time_t sec = (time_t)(l.at_ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(msg, sizeof msg,
+                 "the store lost its data at %s: the epoch key %s %s (Redis restarted empty, was "
+                 "flushed, or is another server); workflows and queues from before are gone; "
+                 "%lld loss(es) since this daemon started (see its log)",
+                 at, l.key, l.gone ? "was gone" : "held another epoch", l.count);
+        json_object_object_add(j, "store", json_object_new_string("DATA_LOST"));
+        json_object_object_add(j, "problem", json_object_new_string(msg));
+        json_object_object_add(j, "storeLosses", json_object_new_int64(l.count));
+        json_object_object_add(j, "storeLostAt", json_object_new_int64(l.at_ms));
+    }
     return send_json(c, up ? 200 : 503, j);
 }
 
