@@ -107,5 +107,20 @@ secs=$($SLOW closes "$PORT" 127.0.0.8 15)
 case $secs in open) not_ok "a dripping request is never dropped" ;;
     *) awk "BEGIN{exit !($secs >= 2 && $secs <= 9)}" && ok "a dripping request is dropped after ${secs} s (api_request_timeout=3s)" ||
         not_ok "a dripping request was dropped after $secs s" ;; esac
+# stopping with event streams and long polls waiting: they are ended, the daemon stops
+wid=$(curl -s -X POST "$API/api/workflow" -d '{"workflowDef":{"name":"slow","tasks":[{"name":"slow_q","taskReferenceName":"s","type":"SIMPLE"}]}}')
+pids=
+for i in 1 2 3 4; do
+    curl -s -N --max-time 60 "$API/api/workflow/$wid/events" >/dev/null &
+    pids="$pids $!"
+    curl -s --max-time 60 "$API/api/tasks/poll/batch/none_q?timeout=20000" >/dev/null &
+    pids="$pids $!"
+done
+sleep 1
+t0=$(date +%s)
 stop_weftd_clean d2
+for p in $pids; do wait "$p"; done
+t1=$(date +%s)
+[ $((t1 - t0)) -lt 15 ] && ok "stopped with 4 streams and 4 long polls waiting, in $((t1 - t0)) s; their clients were answered" ||
+    not_ok "stopping with streams and long polls took $((t1 - t0)) s"
 finish
