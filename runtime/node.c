@@ -844,17 +844,22 @@ static void store_lost(void *ud, const rs_loss *l)
 {
     nd_node *n = ud;
     char seen[96] = "how many workflows it held is unknown (no heartbeat since the last loss)";
+    int i, running = 0;
     mt_store_lost(n->metrics, l->at_ms);
+    pthread_mutex_lock(&n->mu);
+    for (i = 0; n->workers && i < n->nworkers; i++)
+        running += n->workers[i].nleases;
+    pthread_mutex_unlock(&n->mu);
     if (l->unfinished >= 0)
         snprintf(seen, sizeof seen,
                  "%lld unfinished workflow(s) were in it at the last heartbeat and are gone",
                  l->unfinished);
     nd_log(n, WEFT_LOG_ERROR,
            "the store lost its data: the epoch key %s %s%s (Redis restarted empty, was flushed, "
-           "or is another server); %s; a new epoch %s is written (loss %lld since this daemon "
-           "started)",
-           l->key, l->gone ? "is gone, was " : "holds another epoch than ", l->was, seen, l->now,
-           l->count);
+           "or is another server); %s; this daemon was running %d of their task(s); a new "
+           "epoch %s is written (loss %lld since this daemon started)",
+           l->key, l->gone ? "is gone, was " : "holds another epoch than ", l->was, seen, running,
+           l->now, l->count);
 }
 
 static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
