@@ -426,45 +426,38 @@ static int query_long(ctx *c, const char *name, long def, long min, long max, lo
     return 0;
 }
 
-/* Members that hold data, where any string is fine. */
-static int data_member(const char *key)
+static int one_of(const char *key, const char *const *keys)
 {
-    static const char *const keys[] = {
-        "input",           "inputData",        "output",        "outputData", "variables",
-        "inputParameters", "outputParameters", "inputTemplate", "logs"};
-    size_t i;
-    for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(key, keys[i])) return 1;
+    for (; *keys; keys++)
+        if (!strcmp(key, *keys)) return 1;
     return 0;
 }
+
+/* Members that hold data, where any string is fine. */
+static const char *const data_members[] = {
+    "input",           "inputData",        "output",        "outputData", "variables",
+    "inputParameters", "outputParameters", "inputTemplate", "logs",       NULL};
 
 /* Members that name something: a NUL in one would cut the name short where
  * it is used as a C string (a key, a queue, a log line). */
-static int name_member(const char *key)
-{
-    static const char *const keys[] = {"name",          "taskReferenceName",
-                                       "type",          "workflowInstanceId",
-                                       "taskId",        "workerId",
-                                       "correlationId", "idempotencyKey",
-                                       "taskDefName",   "workflowType",
-                                       "status",        "version",
-                                       "keyId",         "joinOn",
-                                       "loopCondition"};
-    size_t i;
-    for (i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!strcmp(key, keys[i])) return 1;
-    return 0;
-}
+static const char *const name_members[] = {"name",          "taskReferenceName",
+                                           "type",          "workflowInstanceId",
+                                           "taskId",        "workerId",
+                                           "correlationId", "idempotencyKey",
+                                           "taskDefName",   "workflowType",
+                                           "status",        "version",
+                                           "keyId",         "joinOn",
+                                           "loopCondition", NULL};
 
 /* A string name (or list of names) holding a NUL, anywhere outside data
- * members; its key goes to key. 1 when found. */
+ * members: 1, and the member's name goes to *where. */
 static int nul_in_names(json_object *j, const char *key, const char **where, int depth)
 {
     size_t i, n;
     if (depth > 200) return 0;
     switch (json_object_get_type(j)) {
     case json_type_string:
-        if (key && name_member(key) &&
+        if (key && one_of(key, name_members) &&
             strlen(json_object_get_string(j)) != (size_t)json_object_get_string_len(j)) {
             *where = key;
             return 1;
@@ -478,7 +471,7 @@ static int nul_in_names(json_object *j, const char *key, const char **where, int
     case json_type_object: {
         json_object_object_foreach(j, k, v)
         {
-            if (!data_member(k) && nul_in_names(v, k, where, depth + 1)) return 1;
+            if (!one_of(k, data_members) && nul_in_names(v, k, where, depth + 1)) return 1;
         }
         return 0;
     }
