@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,17 +39,25 @@ typedef int mhd_result;
 typedef enum MHD_Result mhd_result;
 #endif
 
-#define API_CONNECTIONS 512     /* connections (each one a thread) at most */
-#define API_IDLE_S 30           /* a connection silent this long is closed */
+#define API_THREADS 16 /* the pool, when the config says 0 */
+#define API_THREADS_MAX 1024
+#define API_CONNS 512           /* connections served, when the config says 0 */
+#define API_REQUEST_MS 60000    /* a whole request must arrive within this (config 0) */
+#define API_IDLE_MS 30000       /* a connection silent this long is closed (config 0) */
+#define REAP_EVERY_MS 250       /* how often the waiter looks for slow requests */
 #define POLL_MAX 100            /* tasks one batch poll hands out at most */
 #define LONG_POLL_MAX_MS 20000  /* the longest a batch poll waits */
 #define LEASE_DEFAULT_MS 600000 /* a polled task's lease when it has no responseTimeout */
 #define LEASE_MARGIN_MS 1000    /* lease past the responseTimeout: the decider's timeout wins */
-#define SSE_BLOCK_MS 1000       /* an event stream looks at `stopping` this often */
+#define SSE_LOOK_MIN_MS 10      /* an idle event stream looks for events after this, */
+#define SSE_LOOK_MAX_MS 200     /* doubling up to this */
 #define SSE_KEEPALIVE_MS 15000
 #define REASON_MAX 500 /* Conductor cuts reasonForIncompletion here */
 #define SEGS_MAX 8
 #define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+typedef struct park park;
+typedef struct conn_rec conn_rec;
 
 struct ap_server {
     ap_config cfg;
@@ -61,14 +70,59 @@ struct ap_server {
     pthread_mutex_t mu;
     wu_map *leases;    /* queue -> the lease (ms) its tasks last needed */
     char mhd_msg[256]; /* libmicrohttpd's last complaint while starting */
-    struct tls *idle;  /* states of ended threads, for the next ones (under mu) */
-    int nidle;
+    conn_rec *conns;   /* every open connection (under mu) */
+    int nconns;
+    /* the waiter: suspended connections waiting for something to send */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcond;
+    park *parked; /* under pmu */
+    int kicked;   /* under pmu: parked changed while the waiter was busy */
+    pthread_t waiter;
+    int waiter_made;
 };
+
+/*
+ * One client connection, from accept to close (libmicrohttpd's socket
+ * context). The request timeout counts from `since` while no handler has
+ * the request: a slow client is dropped, a long poll or stream is not.
+ */
+struct conn_rec {
+    conn_rec *prev, *next;
+    int fd;
+    struct sockaddr_storage addr;
+    char ip[INET6_ADDRSTRLEN];
+    int64_t since; /* the connect, or the end of the previous request (mono ms) */
+    int busy;      /* a handler has its request */
+    int dropped;
+    int nul;  /* the request's URL or query held %00 */
+    int over; /* past a limit when it came: 1 the total, 2 its address's */
+};
+
+/*
+ * A suspended connection with the waiter. When due, the waiter calls fn:
+ * 1 = resume the connection now (its handler or content reader runs again
+ * on a pool thread and answers), 0 = not yet (fn set a new due).
+ */
+struct park {
+    park *next;
+    struct MHD_Connection *conn;
+    int64_t due; /* wu_mono_ms */
+    int (*fn)(ap_server *s, park *p);
+};
+
+/* A batch poll waiting for a task. */
+typedef struct longpoll {
+    park pk;
+    const char *queue, *worker; /* borrowed from the request */
+    int count, got, failed;
+    int64_t deadline, pause;
+    json_object *arr;
+    weft_error err;
+} longpoll;
 
 /* What each handler thread keeps: its own connection and compiled definitions. */
 typedef struct tls {
     ap_server *s;
-    struct tls *next; /* in the pool of idle states */
     rs *r;
     op_cache *cache;
     dec_env dec;
@@ -86,8 +140,10 @@ typedef struct req {
     int code; /* the status sent; 0 = none yet */
     int too_big;
     int oom;
+    int close; /* answer with Connection: close */
     const struct route *route;
-    int m; /* method index */
+    int m;        /* method index */
+    longpoll *lp; /* a batch poll that waited */
     wu_buf body;
     char why[200]; /* the message of a 5xx, for the log */
 } req;
@@ -101,6 +157,9 @@ typedef struct ctx {
 } ctx;
 
 typedef mhd_result (*handler)(ctx *c);
+
+static int park_add(ap_server *s, park *p);
+static conn_rec *conn_of(struct MHD_Connection *conn);
 
 static int stopping(const ap_server *s)
 {
@@ -118,16 +177,7 @@ __attribute__((format(printf, 3, 4))) static void say(ap_server *s, int level, c
     s->cfg.log(s->cfg.log_ud, level, msg);
 }
 
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) && errno == EINTR)
-        ;
-}
-
 /* ---- per-thread state ---- */
-
-#define IDLE_MAX 32 /* thread states kept for new connections */
 
 static void tls_free(tls *t)
 {
@@ -137,25 +187,10 @@ static void tls_free(tls *t)
     free(t);
 }
 
-/*
- * A connection's thread ended: its state goes to the pool, so the next
- * connection skips connecting to Redis and compiling definitions again. It
- * is never shared: a state belongs to one thread at a time, and the thread
- * that used it is gone.
- */
+/* A thread ended (the pool and the waiter end when the server stops). */
 static void tls_release(void *p)
 {
-    tls *t = p;
-    ap_server *s = t->s;
-    pthread_mutex_lock(&s->mu);
-    if (s->nidle < IDLE_MAX && !stopping(s) && !rs_broken(t->r)) {
-        t->next = s->idle;
-        s->idle = t;
-        s->nidle++;
-        t = NULL;
-    }
-    pthread_mutex_unlock(&s->mu);
-    tls_free(t);
+    tls_free(p);
 }
 
 static void api_ended(void *ud, op_env *env, const xc_exec *x)
@@ -170,20 +205,6 @@ static tls *tls_get(ap_server *s)
     tls *t = pthread_getspecific(s->key);
     weft_error err = {0};
     if (t) return t;
-    pthread_mutex_lock(&s->mu);
-    if ((t = s->idle)) {
-        s->idle = t->next;
-        s->nidle--;
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (t) {
-        t->next = NULL;
-        if (pthread_setspecific(s->key, t)) {
-            tls_free(t);
-            return NULL;
-        }
-        return t;
-    }
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->s = s;
     if (!(t->cache = op_cache_new()) || (rs_open(&s->cfg.store, &t->r, &err) && !t->r)) {
@@ -227,6 +248,8 @@ static mhd_result send_raw(ctx *c, int code, const char *type, const char *body,
     if (!r) return c->res = MHD_NO;
     if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hname) MHD_add_response_header(r, hname, hvalue);
+    if (code == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (c->q->close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     c->res = MHD_queue_response(c->conn, (unsigned)code, r);
     MHD_destroy_response(r);
     c->q->code = code;
@@ -260,15 +283,65 @@ static mhd_result send_empty(ctx *c, int code)
     return send_raw(c, code, NULL, "", 0, NULL, NULL);
 }
 
+/* The length of the valid UTF-8 sequence at p (n bytes left), or 0. */
+static size_t utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t len, i;
+    if (p[0] < 0x80) return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4;
+    else
+        return 0;
+    /* no overlong forms, no surrogates, nothing past U+10FFFF */
+    if (p[0] == 0xe0) lo = 0xa0;
+    if (p[0] == 0xed) hi = 0x9f;
+    if (p[0] == 0xf0) lo = 0x90;
+    if (p[0] == 0xf4) hi = 0x8f;
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+    return len;
+}
+
+/* in as valid UTF-8 into out (cap bytes): each byte that is not part of a
+ * valid sequence becomes the text \xNN, so a message that quotes the
+ * request stays valid JSON and still shows what was sent. */
+static void utf8_clean(char *out, size_t cap, const char *in)
+{
+    const unsigned char *p = (const unsigned char *)in;
+    size_t n = strlen(in), o = 0, k;
+    while (n) {
+        if ((k = utf8_seq(p, n)) != 0) {
+            if (o + k >= cap) break;
+            memcpy(out + o, p, k);
+            o += k;
+        } else {
+            if (o + 4 >= cap) break;
+            snprintf(out + o, cap - o, "\\x%02x", *p);
+            o += 4;
+            k = 1;
+        }
+        p += k;
+        n -= k;
+    }
+    out[o] = 0;
+}
+
 /* Conductor's error shape: {"status": N, "message": "...", "retryable": bool}. */
 static mhd_result send_error_v(ctx *c, int code, const char *hname, const char *hvalue,
                                const char *fmt, va_list ap)
 {
-    char msg[WEFT_ERROR_MAX + 128];
+    char raw[WEFT_ERROR_MAX + 128], msg[sizeof raw * 4];
     json_object *j = json_object_new_object();
     const char *text;
     mhd_result r;
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    utf8_clean(msg, sizeof msg, raw);
     if (code >= 500) snprintf(c->q->why, sizeof c->q->why, "%.199s", msg);
     json_object_object_add(j, "status", json_object_new_int(code));
     json_object_object_add(j, "message", json_object_new_string(msg));
@@ -353,12 +426,78 @@ static int query_long(ctx *c, const char *name, long def, long min, long max, lo
     return 0;
 }
 
+static int one_of(const char *key, const char *const *keys)
+{
+    for (; *keys; keys++)
+        if (!strcmp(key, *keys)) return 1;
+    return 0;
+}
+
+/* Members that hold data, where any string is fine. */
+static const char *const data_members[] = {
+    "input",           "inputData",        "output",        "outputData", "variables",
+    "inputParameters", "outputParameters", "inputTemplate", "logs",       NULL};
+
+/* Members that name something: a NUL in one would cut the name short where
+ * it is used as a C string (a key, a queue, a log line). */
+static const char *const name_members[] = {"name",          "taskReferenceName",
+                                           "type",          "workflowInstanceId",
+                                           "taskId",        "workerId",
+                                           "correlationId", "idempotencyKey",
+                                           "taskDefName",   "workflowType",
+                                           "status",        "version",
+                                           "keyId",         "joinOn",
+                                           "loopCondition", NULL};
+
+/* A string name (or list of names) holding a NUL, anywhere outside data
+ * members: 1, and the member's name goes to *where. */
+static int nul_in_names(json_object *j, const char *key, const char **where, int depth)
+{
+    size_t i, n;
+    if (depth > 200) return 0;
+    switch (json_object_get_type(j)) {
+    case json_type_string:
+        if (key && one_of(key, name_members) &&
+            strlen(json_object_get_string(j)) != (size_t)json_object_get_string_len(j)) {
+            *where = key;
+            return 1;
+        }
+        return 0;
+    case json_type_array:
+        n = json_object_array_length(j);
+        for (i = 0; i < n; i++)
+            if (nul_in_names(json_object_array_get_idx(j, i), key, where, depth + 1)) return 1;
+        return 0;
+    case json_type_object: {
+        json_object_object_foreach(j, k, v)
+        {
+            if (!one_of(k, data_members) && nul_in_names(v, k, where, depth + 1)) return 1;
+        }
+        return 0;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* -1 after answering 400 when a name in j (from what) holds a NUL. */
+static int refuse_nul_names(ctx *c, const char *what, json_object *j)
+{
+    const char *where = NULL;
+    if (!nul_in_names(j, NULL, &where, 0)) return 0;
+    send_error(c, 400, "%s: %s holds a NUL byte (\\u0000): names and ids cannot hold one", what,
+               where);
+    return -1;
+}
+
 /* The request body as JSON. An empty body gives NULL when empty_ok, else
- * 400. -1 after answering 400 (the parse error, with its line). */
+ * 400. -1 after answering 400 (the parse error, with its line; invalid
+ * UTF-8, with its place; a name holding a NUL). */
 static int body_json(ctx *c, int empty_ok, json_object **out)
 {
     weft_error err = {0};
     const wu_buf *b = &c->q->body;
+    size_t i, k, line = 1, col = 1;
     *out = NULL;
     if (!b->len) {
         if (empty_ok) return 0;
@@ -369,8 +508,22 @@ static int body_json(ctx *c, int empty_ok, json_object **out)
         send_error(c, 400, "request body: holds a NUL byte");
         return -1;
     }
+    /* JSON is UTF-8 (RFC 8259): what is stored and echoed must be too */
+    for (i = 0; i < b->len; i += k, col++) {
+        if (!(k = utf8_seq((const unsigned char *)b->data + i, b->len - i))) {
+            send_error(c, 400, "request body: invalid UTF-8 at line %zu, column %zu (byte 0x%02x)",
+                       line, col, (unsigned char)b->data[i]);
+            return -1;
+        }
+        if (b->data[i] == '\n') line++, col = 0;
+    }
     if (wu_parse_json("request body", b->data, out, &err)) {
         send_error(c, 400, "%s", err.msg);
+        return -1;
+    }
+    if (refuse_nul_names(c, "request body", *out)) {
+        json_object_put(*out);
+        *out = NULL;
         return -1;
     }
     return 0;
@@ -860,8 +1013,30 @@ static mhd_result h_health(ctx *c)
     weft_error err = {0};
     int up = c->t && rs_command(c->t->r, &err, "PING") == 0;
     json_object *j = json_object_new_object();
-    json_object_object_add(j, "status", json_object_new_string(up ? "UP" : "DOWN"));
+    rs_loss l = {0};
+    if (c->s->cfg.store.epoch) rs_epoch_last(c->s->cfg.store.epoch, &l);
+    /* a loss stays reported until the daemon restarts: an operator must see it */
+    json_object_object_add(j, "status",
+                           json_object_new_string(!up       ? "DOWN"
+                                                  : l.count ? "DEGRADED"
+                                                            : "UP"));
     json_object_object_add(j, "redis", json_object_new_string(up ? "UP" : "DOWN"));
+    if (l.count) {
+        char at[32], msg[512];
+        time_t sec = (time_t)(l.at_ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(msg, sizeof msg,
+                 "the store lost its data at %s: the epoch key %s %s (Redis restarted empty, was "
+                 "flushed, or is another server); workflows and queues from before are gone; "
+                 "%lld loss(es) since this daemon started (see its log)",
+                 at, l.key, l.gone ? "was gone" : "held another epoch", l.count);
+        json_object_object_add(j, "store", json_object_new_string("DATA_LOST"));
+        json_object_object_add(j, "problem", json_object_new_string(msg));
+        json_object_object_add(j, "storeLosses", json_object_new_int64(l.count));
+        json_object_object_add(j, "storeLostAt", json_object_new_int64(l.at_ms));
+    }
     return send_json(c, up ? 200 : 503, j);
 }
 
@@ -953,6 +1128,7 @@ static mhd_result h_start(ctx *c)
                 send_error(c, 400, "%s", err.msg);
                 goto out;
             }
+            if (refuse_nul_names(c, "workflowDef", defj)) goto out;
         } else if (json_object_is_type(v, json_type_object)) {
             defj = json_object_get(v);
         } else {
@@ -1051,6 +1227,8 @@ static mhd_result h_restart(ctx *c)
 /* ---- handlers: the status lane as Server-Sent Events ---- */
 
 typedef struct sse {
+    park pk; /* with the waiter while there is nothing to send */
+    int64_t gap;
     ap_server *s;
     rs *r; /* its own: the stream outlives the request's handler */
     char id[64];
@@ -1120,19 +1298,38 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             return (ssize_t)k;
         }
         if (e->done || stopping(e->s)) return MHD_CONTENT_READER_END_OF_STREAM;
-        n = rs_events(e->r, e->id, e->last, e->maybe_end ? 0 : SSE_BLOCK_MS, sse_event, e, &err);
-        if (n > 0) continue;
+        n = rs_events(e->r, e->id, e->last, 0, sse_event, e, &err);
+        if (n > 0) {
+            e->gap = 0;
+            continue;
+        }
         if (n == 0 && e->maybe_end) {
             e->done = 1;
             continue;
         }
         if (n < 0 && err.code != WEFT_EIO) return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (n < 0) sleep_ms(200); /* Redis away: keep the stream, keep trying */
         if (wu_mono_ms() - e->wrote_ms >= SSE_KEEPALIVE_MS) {
             wu_buf_add(&e->out, ": keepalive\n\n", 13);
             if (n == 0 && sse_ended(e)) e->maybe_end = 1;
+            continue;
         }
+        /* nothing to send: off the pool thread until it is time to look
+         * again (sooner after events; Redis away: keep the stream, keep trying) */
+        e->gap = n < 0    ? SSE_LOOK_MAX_MS
+                 : e->gap ? (e->gap * 2 > SSE_LOOK_MAX_MS ? SSE_LOOK_MAX_MS : e->gap * 2)
+                          : SSE_LOOK_MIN_MS;
+        e->pk.due = wu_mono_ms() + e->gap;
+        if (park_add(e->s, &e->pk)) return MHD_CONTENT_READER_END_OF_STREAM;
+        return 0;
     }
+}
+
+/* The waiter's turn at a parked stream: resume it, the reader looks. */
+static int sse_again(ap_server *s, park *p)
+{
+    (void)s;
+    (void)p;
+    return 1;
 }
 
 static void sse_free(void *cls)
@@ -1177,6 +1374,8 @@ static mhd_result h_events(ctx *c)
         free(e);
         return send_werr(c, &err);
     }
+    e->pk.conn = c->conn;
+    e->pk.fn = sse_again;
     snprintf(e->id, sizeof e->id, "%s", c->q->seg[2]);
     snprintf(e->last, sizeof e->last, "%s", last ? last : "0");
     e->maybe_end = ended;
@@ -1346,39 +1545,68 @@ static mhd_result h_poll(ctx *c)
     return r;
 }
 
-/* GET /api/tasks/poll/batch/{name}?workerid=&count=&timeout=: a list; waits
- * up to timeout ms for the first task. */
+static mhd_result poll_reply(ctx *c, longpoll *lp)
+{
+    if (lp->failed) return send_werr(c, &lp->err);
+    return send_json(c, 200, json_object_get(lp->arr));
+}
+
+/* The waiter's turn at a parked batch poll: 1 when it has its answer. */
+static int poll_again(ap_server *s, park *p)
+{
+    longpoll *lp = (longpoll *)p;
+    tls *t = tls_get(s);
+    int64_t left;
+    int n;
+    if (!t) return 1;
+    n = take(s, t, lp->queue, lp->count - lp->got, lp->worker, lp->arr, &lp->err);
+    if (n < 0) {
+        lp->failed = !lp->got;
+        return 1;
+    }
+    lp->got += n;
+    left = lp->deadline - wu_mono_ms();
+    if (lp->got > 0 || left <= 0) return 1;
+    lp->pause = lp->pause * 2 > 50 ? 50 : lp->pause * 2;
+    p->due = wu_mono_ms() + (lp->pause < left ? lp->pause : left);
+    return 0;
+}
+
+/*
+ * GET /api/tasks/poll/batch/{name}?workerid=&count=&timeout=: a list; waits
+ * up to timeout ms for the first task. The first try is made here; then the
+ * connection is parked with the waiter, which tries again (5 ms apart, then
+ * up to 50) and resumes it with the answer: no pool thread waits.
+ */
 static mhd_result h_poll_batch(ctx *c)
 {
-    weft_error err = {0};
-    json_object *arr;
+    longpoll *lp = c->q->lp;
     long count, timeout;
-    int64_t deadline, pause = 5;
-    int got = 0;
+    int n;
+    if (lp) return poll_reply(c, lp); /* resumed by the waiter */
     if (query_long(c, "count", 1, 1, 1000000, &count) ||
         query_long(c, "timeout", 100, 0, 1000000000L, &timeout))
         return c->res;
     if (count > POLL_MAX) count = POLL_MAX;
     if (timeout > LONG_POLL_MAX_MS) timeout = LONG_POLL_MAX_MS;
-    arr = json_object_new_array();
-    deadline = wu_mono_ms() + timeout;
-    for (;;) {
-        int64_t left;
-        int n = take(c->s, c->t, c->q->seg[4], (int)count - got, query(c, "workerid"), arr, &err);
-        if (n < 0) {
-            if (!got) {
-                json_object_put(arr);
-                return send_werr(c, &err);
-            }
-            break;
-        }
-        got += n;
-        left = deadline - wu_mono_ms();
-        if (got > 0 || left <= 0 || stopping(c->s)) break;
-        sleep_ms(pause < left ? pause : left);
-        pause = pause * 2 > 50 ? 50 : pause * 2;
+    if (!(lp = calloc(1, sizeof *lp)) || !(lp->arr = json_object_new_array())) {
+        free(lp);
+        return send_error(c, 500, "out of memory");
     }
-    return send_json(c, 200, arr);
+    c->q->lp = lp;
+    lp->queue = c->q->seg[4];
+    lp->worker = query(c, "workerid");
+    lp->count = (int)count;
+    n = take(c->s, c->t, lp->queue, lp->count, lp->worker, lp->arr, &lp->err);
+    if (n < 0) lp->failed = 1;
+    if (n != 0 || timeout <= 0) return poll_reply(c, lp);
+    lp->deadline = wu_mono_ms() + timeout;
+    lp->pause = 5;
+    lp->pk.conn = c->conn;
+    lp->pk.fn = poll_again;
+    lp->pk.due = wu_mono_ms() + (lp->pause < timeout ? lp->pause : timeout);
+    if (park_add(c->s, &lp->pk)) return poll_reply(c, lp); /* stopping */
+    return MHD_YES;
 }
 
 static mhd_result result_reply(ctx *c, const char *wfid, result_args *a)
@@ -1623,7 +1851,26 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
     req *q = c->q;
     const char *len;
     int m;
-    if (split(q, url)) return MHD_NO;
+    conn_rec *cr = conn_of(c->conn);
+    if (split(q, url)) {
+        q->close = 1;
+        return send_error(c, 500, "out of memory");
+    }
+    if (cr && cr->over) {
+        q->close = 1;
+        if (cr->over == 1)
+            return send_error(c, 503,
+                              "too many connections: %d are open (api_max_connections); try again",
+                              c->s->cfg.max_conns);
+        return send_error(c, 503,
+                          "too many connections from %s: at most %d (api_max_connections_per_ip); "
+                          "try again",
+                          cr->ip, c->s->cfg.max_conns_per_ip);
+    }
+    if (cr && cr->nul)
+        return send_error(c, 400,
+                          "the URL holds a NUL byte (%%00) in its path or query: names and ids "
+                          "cannot hold one");
     if (q->nseg >= 1 && !strcmp(q->seg[0], "api") &&
         !(q->nseg == 2 && !strcmp(q->seg[1], "token")) && !authorized(c->s, c->conn))
         return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"weft\"",
@@ -1657,13 +1904,14 @@ static mhd_result on_request(void *cls, struct MHD_Connection *conn, const char 
 {
     ap_server *s = cls;
     req *q = *con_cls;
+    conn_rec *cr;
     ctx c;
     memset(&c, 0, sizeof c);
     c.s = s;
     c.conn = conn;
     c.res = MHD_YES;
     if (!q) {
-        if (!(q = calloc(1, sizeof *q))) return MHD_NO;
+        if (!(q = calloc(1, sizeof *q))) return MHD_NO; /* libmicrohttpd answers 500 */
         *con_cls = q;
         q->t0 = wu_mono_ms();
         snprintf(q->method, sizeof q->method, "%s", method);
@@ -1693,6 +1941,9 @@ static mhd_result on_request(void *cls, struct MHD_Connection *conn, const char 
                           (long long)s->cfg.body_limit);
     c.t = tls_get(s);
     if (!c.t && q->route->h[q->m] != h_health) return send_error(&c, 500, "out of memory");
+    /* a connection Redis closed (it restarted) is replaced before it fails the request */
+    if (c.t && !q->lp) rs_revive(c.t->r);
+    if ((cr = conn_of(conn)) != NULL) __atomic_store_n(&cr->busy, 1, __ATOMIC_RELEASE);
     return q->route->h[q->m](&c);
 }
 
@@ -1701,6 +1952,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     ap_server *s = cls;
     req *q = *con_cls;
+    conn_rec *cr = conn_of(conn);
+    if (cr) {
+        /* the request timeout counts again, for the next request */
+        pthread_mutex_lock(&s->mu);
+        cr->since = wu_mono_ms();
+        cr->busy = 0;
+        cr->nul = 0;
+        pthread_mutex_unlock(&s->mu);
+    }
     if (!q) return;
     if (q->code) {
         say(s, q->code >= 500 ? WEFT_LOG_WARN : WEFT_LOG_DEBUG,
@@ -1710,6 +1970,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             q->why[0] ? " error=" : "", q->why);
         mt_api_request(s->cfg.metrics, q->code);
     }
+    if (q->lp) json_object_put(q->lp->arr);
+    free(q->lp);
     wu_buf_free(&q->body);
     free(q->path);
     free(q);
@@ -1727,6 +1989,231 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         msg[--n] = 0;
     snprintf(s->mhd_msg, sizeof s->mhd_msg, "%s", msg);
     say(s, WEFT_LOG_DEBUG, "api: libmicrohttpd: %s", msg);
+}
+
+/* ---- connections: limits and the request timeout ---- */
+
+static conn_rec *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static int same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) return 0;
+    if (a->ss_family == AF_INET)
+        return !memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+                       &((const struct sockaddr_in *)b)->sin_addr, sizeof(struct in_addr));
+    if (a->ss_family == AF_INET6)
+        return !memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+                       &((const struct sockaddr_in6 *)b)->sin6_addr, sizeof(struct in6_addr));
+    return 1;
+}
+
+/*
+ * libmicrohttpd accepts up to a quarter more connections (and per address)
+ * than the limits, so that one past a limit is answered 503 rather than
+ * closed unanswered; past that margin it closes them at once.
+ */
+static unsigned with_margin(int n)
+{
+    long long m = (long long)n + n / 4 + 8;
+    return m > 1000000 ? 1000000U : (unsigned)m;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    ap_server *s = cls;
+    conn_rec *cr = *socket_context, *o;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ad =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        int same = 0;
+        if (!(cr = calloc(1, sizeof *cr))) return; /* untracked: no limits, no timeout */
+        cr->fd = fd ? fd->connect_fd : -1;
+        if (ad && ad->client_addr) {
+            const struct sockaddr *sa = ad->client_addr;
+            if (sa->sa_family == AF_INET6) {
+                memcpy(&cr->addr, sa, sizeof(struct sockaddr_in6));
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, cr->ip,
+                          sizeof cr->ip);
+            } else if (sa->sa_family == AF_INET) {
+                memcpy(&cr->addr, sa, sizeof(struct sockaddr_in));
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, cr->ip,
+                          sizeof cr->ip);
+            }
+        }
+        cr->since = wu_mono_ms();
+        pthread_mutex_lock(&s->mu);
+        for (o = s->conns; o && s->cfg.max_conns_per_ip > 0; o = o->next)
+            same += same_addr(&o->addr, &cr->addr);
+        if (s->nconns >= s->cfg.max_conns)
+            cr->over = 1;
+        else if (s->cfg.max_conns_per_ip > 0 && same >= s->cfg.max_conns_per_ip)
+            cr->over = 2;
+        cr->next = s->conns;
+        if (s->conns) s->conns->prev = cr;
+        s->conns = cr;
+        s->nconns++;
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = cr;
+        return;
+    }
+    if (!cr) return;
+    /* libmicrohttpd closes the socket after this returns: the waiter, which
+     * shuts down slow ones under mu, never touches a reused descriptor */
+    pthread_mutex_lock(&s->mu);
+    if (cr->prev)
+        cr->prev->next = cr->next;
+    else
+        s->conns = cr->next;
+    if (cr->next) cr->next->prev = cr->prev;
+    s->nconns--;
+    pthread_mutex_unlock(&s->mu);
+    free(cr);
+    *socket_context = NULL;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
+    return -1;
+}
+
+/*
+ * Percent-decoding of the URL path and query arguments, in place. %00
+ * would end the C string there, so that "/api/workflow/abc%00def" read as
+ * "abc": it is noted on the connection instead (begin answers 400) and
+ * left encoded.
+ */
+static size_t unescape(void *cls, struct MHD_Connection *conn, char *str)
+{
+    char *r = str, *w = str;
+    (void)cls;
+    while (*r) {
+        int hi, lo;
+        if (*r == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
+            if (hi == 0 && lo == 0) {
+                conn_rec *cr = conn_of(conn);
+                if (cr) cr->nul = 1;
+                *w++ = *r++;
+                continue;
+            }
+            *w++ = (char)(hi * 16 + lo);
+            r += 3;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = 0;
+    return (size_t)(w - str);
+}
+
+/* Drop connections whose request has not arrived whole in time: shutdown
+ * makes libmicrohttpd see the end of the stream and close it. */
+static void drop_slow(ap_server *s)
+{
+    int64_t now = wu_mono_ms();
+    conn_rec *cr;
+    int n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (cr = s->conns; cr; cr = cr->next)
+        if (!__atomic_load_n(&cr->busy, __ATOMIC_ACQUIRE) && !cr->dropped && cr->fd >= 0 &&
+            now - cr->since >= s->cfg.request_timeout_ms) {
+            shutdown(cr->fd, SHUT_RDWR);
+            cr->dropped = 1;
+            n++;
+        }
+    pthread_mutex_unlock(&s->mu);
+    if (n) {
+        mt_api_slow_dropped(s->cfg.metrics, n);
+        say(s, WEFT_LOG_DEBUG,
+            "api: dropped %d connection(s) whose request did not arrive within %lld ms "
+            "(api_request_timeout)",
+            n, (long long)s->cfg.request_timeout_ms);
+    }
+}
+
+/* ---- the waiter: parked long polls and event streams ---- */
+
+/* Suspend p->conn and hand it to the waiter; -1 when stopping (not parked:
+ * the caller answers now). Called from a handler or a content reader. */
+static int park_add(ap_server *s, park *p)
+{
+    pthread_mutex_lock(&s->pmu);
+    if (stopping(s)) {
+        pthread_mutex_unlock(&s->pmu);
+        return -1;
+    }
+    /* suspended before it is listed: the waiter resumes only listed ones */
+    MHD_suspend_connection(p->conn);
+    p->next = s->parked;
+    s->parked = p;
+    s->kicked = 1;
+    pthread_cond_signal(&s->pcond);
+    pthread_mutex_unlock(&s->pmu);
+    return 0;
+}
+
+static void *waiter_main(void *arg)
+{
+    ap_server *s = arg;
+    int64_t reaped = 0;
+    pthread_mutex_lock(&s->pmu);
+    for (;;) {
+        int64_t now = wu_mono_ms(), next = now + REAP_EVERY_MS;
+        int stop = stopping(s);
+        park *due = NULL, **pp = &s->parked, *p;
+        s->kicked = 0;
+        while ((p = *pp) != NULL) {
+            if (stop || p->due <= now) {
+                *pp = p->next;
+                p->next = due;
+                due = p;
+            } else {
+                if (p->due < next) next = p->due;
+                pp = &p->next;
+            }
+        }
+        pthread_mutex_unlock(&s->pmu);
+        /* off the lock: a poll's try talks to Redis */
+        while ((p = due) != NULL) {
+            due = p->next;
+            if (stop || p->fn(s, p)) {
+                MHD_resume_connection(p->conn);
+            } else {
+                pthread_mutex_lock(&s->pmu);
+                p->next = s->parked;
+                s->parked = p;
+                pthread_mutex_unlock(&s->pmu);
+                if (p->due < next) next = p->due;
+            }
+        }
+        if (wu_mono_ms() - reaped >= REAP_EVERY_MS) {
+            drop_slow(s);
+            reaped = wu_mono_ms();
+        }
+        pthread_mutex_lock(&s->pmu);
+        if (stop && !s->parked) break;
+        if (!stopping(s) && !s->kicked && next > wu_mono_ms()) {
+            struct timespec ts;
+            int64_t wait = next - wu_mono_ms();
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += (time_t)(wait / 1000);
+            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&s->pcond, &s->pmu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&s->pmu);
+    return NULL;
 }
 
 /* ---- the server ---- */
@@ -1786,12 +2273,26 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
     int fd;
     *out = NULL;
     if (cfg->body_limit <= 0) return wu_err(err, WEFT_EINVAL, "api_body_limit must be positive");
+    if (cfg->threads < 0 || cfg->threads > API_THREADS_MAX)
+        return wu_err(err, WEFT_EINVAL, "api_threads %d: expected 1 to %d", cfg->threads,
+                      API_THREADS_MAX);
+    if (cfg->max_conns < 0 || cfg->max_conns_per_ip < 0 || cfg->request_timeout_ms < 0 ||
+        cfg->idle_timeout_ms < 0)
+        return wu_err(err, WEFT_EINVAL,
+                      "api_max_connections, api_max_connections_per_ip, api_request_timeout and "
+                      "api_idle_timeout cannot be negative");
     if (!(s = calloc(1, sizeof *s))) return wu_err(err, WEFT_ENOMEM, "out of memory");
     s->cfg = *cfg;
+    if (!s->cfg.threads) s->cfg.threads = API_THREADS;
+    if (!s->cfg.max_conns) s->cfg.max_conns = API_CONNS;
+    if (!s->cfg.request_timeout_ms) s->cfg.request_timeout_ms = API_REQUEST_MS;
+    if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = API_IDLE_MS;
     s->hooks.ud = s;
     s->hooks.ended = api_ended;
     s->hooks.note = api_note;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->pmu, NULL);
+    pthread_cond_init(&s->pcond, NULL);
     if (!(s->leases = wu_map_new()) || pthread_key_create(&s->key, tls_release)) {
         ap_stop(s);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
@@ -1801,13 +2302,35 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
         ap_stop(s);
         return fd;
     }
-    s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                                MHD_USE_AUTO | MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-                            MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)API_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)API_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_END);
+    if (pthread_create(&s->waiter, NULL, waiter_main, s)) {
+        close(fd);
+        ap_stop(s);
+        return wu_err(err, WEFT_ENOMEM, "REST API: cannot start a thread");
+    }
+    s->waiter_made = 1;
+    {
+        /* a pool of epoll loops; suspend/resume lets long polls and event
+         * streams wait off them (MHD_ALLOW_SUSPEND_RESUME brings the
+         * inter-thread channel that wakes a loop for a resumed connection) */
+        struct MHD_OptionItem o[12];
+        size_t k = 0;
+#define OPT(opt, v, p) (o[k].option = (opt), o[k].value = (intptr_t)(v), o[k++].ptr_value = (p))
+        OPT(MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s);
+        OPT(MHD_OPTION_LISTEN_SOCKET, fd, NULL);
+        OPT(MHD_OPTION_CONNECTION_LIMIT, with_margin(s->cfg.max_conns), NULL);
+        OPT(MHD_OPTION_CONNECTION_TIMEOUT, (s->cfg.idle_timeout_ms + 999) / 1000, NULL);
+        OPT(MHD_OPTION_NOTIFY_COMPLETED, on_completed, s);
+        OPT(MHD_OPTION_NOTIFY_CONNECTION, on_connection, s);
+        OPT(MHD_OPTION_UNESCAPE_CALLBACK, unescape, s);
+        if (s->cfg.threads > 1) OPT(MHD_OPTION_THREAD_POOL_SIZE, s->cfg.threads, NULL);
+        if (s->cfg.max_conns_per_ip > 0)
+            OPT(MHD_OPTION_PER_IP_CONNECTION_LIMIT, with_margin(s->cfg.max_conns_per_ip), NULL);
+        OPT(MHD_OPTION_END, 0, NULL);
+#undef OPT
+        s->d = MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_INTERNAL_POLLING_THREAD |
+                                    MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                                0, NULL, NULL, on_request, s, MHD_OPTION_ARRAY, o, MHD_OPTION_END);
+    }
     if (!s->d) {
         close(fd);
         wu_err(err, WEFT_EIO, "REST API on %s: libmicrohttpd would not start%s%s", s->address,
@@ -1827,15 +2350,18 @@ const char *ap_address(const ap_server *s)
 void ap_stop(ap_server *s)
 {
     if (!s) return;
+    pthread_mutex_lock(&s->pmu);
     __atomic_store_n(&s->stopping, 1, __ATOMIC_RELEASE);
-    if (s->d) MHD_stop_daemon(s->d); /* joins every connection thread: their state is freed */
+    pthread_cond_signal(&s->pcond);
+    pthread_mutex_unlock(&s->pmu);
+    /* the waiter resumes every parked connection before it ends: stopping
+     * libmicrohttpd with suspended ones is not allowed */
+    if (s->waiter_made) pthread_join(s->waiter, NULL);
+    if (s->d) MHD_stop_daemon(s->d); /* joins the pool threads: their state is freed */
     if (s->key_made) pthread_key_delete(s->key);
-    while (s->idle) {
-        tls *t = s->idle;
-        s->idle = t->next;
-        tls_free(t);
-    }
     wu_map_free(s->leases);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->pmu);
+    pthread_cond_destroy(&s->pcond);
     free(s);
 }

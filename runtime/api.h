@@ -3,11 +3,17 @@
  * external-worker calls, Server-Sent Events of the status lane, /metrics and
  * /health. Every route and its shapes are in docs/rest-api.md. Prefix ap_.
  *
- * One thread per connection, so a slow client, a long poll or an event
- * stream never holds up other requests. Each thread that serves a request
- * gets its own Redis connection and definition cache (made on first use,
- * freed when the thread ends). Changes go through ops.h as a client does:
- * the API never runs plugins; the daemon's deciders take over from there.
+ * A pool of threads, each an epoll loop over many connections, serves the
+ * requests; a slow client costs a socket, not a thread. Nothing waits on a
+ * pool thread: a long poll or an event stream with nothing to send is
+ * suspended and parked with the waiter thread, which takes it up again
+ * when there is something to send (or it is time to look). Connections
+ * past the total or per-client limit are answered 503; a request that
+ * does not arrive whole within the request timeout is dropped. Each
+ * thread that serves a request gets its own Redis connection and
+ * definition cache (made on first use, freed when the thread ends).
+ * Changes go through ops.h as a client does: the API never runs plugins;
+ * the daemon's deciders take over from there.
  */
 #ifndef WEFT_API_H
 #define WEFT_API_H
@@ -25,6 +31,11 @@ typedef struct ap_config {
     const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; port 0 = any free port */
     const char *token;              /* NULL or "" = no auth; else every /api/ call needs it */
     int64_t body_limit;             /* largest request body in bytes */
+    int threads;                    /* pool threads; 0 = 16 */
+    int max_conns;                  /* connections served; past it 503; 0 = 512 */
+    int max_conns_per_ip;           /* from one address; past it 503; 0 = no limit */
+    int64_t request_timeout_ms;     /* a whole request must arrive within it; 0 = 60 s */
+    int64_t idle_timeout_ms;        /* a silent connection is closed; 0 = 30 s */
     rs_opts store;                  /* where workflows live (strings borrowed) */
     const def_env *defs;            /* compiling definitions (shared, read-only) */
     const weft_lock_provider *lock; /* used only when fencing is off */

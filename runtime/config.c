@@ -89,6 +89,18 @@ static const cf_field fields[] = {
      "Bearer token every /api/ request must carry (unset: no auth)"},
     {"api_body_limit", CF_BYTES, F(api_body_limit), 0, "8MiB", 1, NULL, NULL,
      "largest request body the REST API accepts (bytes, or 512KiB, 8MiB ...)"},
+    {"api_threads", CF_INT, F(api_threads), 0, "16", 1, NULL, NULL,
+     "threads serving the REST API (one epoll loop each; event streams and long polls wait off "
+     "them)"},
+    {"api_max_connections", CF_INT, F(api_max_connections), 0, "512", 1, NULL, NULL,
+     "REST API connections served at once; a request on one past this is answered 503"},
+    {"api_max_connections_per_ip", CF_INT, F(api_max_connections_per_ip), 0, "128", 0, NULL, NULL,
+     "REST API connections from one client address; past this 503 (0 = no limit; raise it "
+     "behind a proxy)"},
+    {"api_request_timeout", CF_DURATION, F(api_request_timeout_ms), 0, "60s", 1, NULL, NULL,
+     "time a client has to send a whole request (headers and body); slower ones are dropped"},
+    {"api_idle_timeout", CF_DURATION, F(api_idle_timeout_ms), 0, "30s", 1000, NULL, NULL,
+     "a REST API connection with no traffic this long is closed"},
     {"payload_dir", CF_STRING, F(payload_dir), 0, NULL, 0, NULL, "WEFT_PAYLOAD_DIR",
      "where large payloads are kept (shared between hosts; unset: $TMPDIR/weft-payloads)"},
     {"payload_soft", CF_BYTES, F(payload_soft), 0, "128KiB", 0, NULL, "WEFT_PAYLOAD_SOFT",

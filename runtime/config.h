@@ -65,6 +65,13 @@ typedef struct cf_config {
     int max_subworkflow_depth;  /* max_subworkflow_depth: 1000 */
     int max_loop_iterations;    /* max_loop_iterations: 1000 (DO_WHILE without maxIterations) */
     int64_t max_variables_size; /* max_variables_size: "256KiB" */
+
+    /* the REST API's connections (docs/rest-api.md) */
+    int api_threads;                /* api_threads: 16 */
+    int api_max_connections;        /* api_max_connections: 512 (more: 503) */
+    int api_max_connections_per_ip; /* api_max_connections_per_ip: 128 (0 = no limit) */
+    int64_t api_request_timeout_ms; /* api_request_timeout: "60s" (headers and body) */
+    int64_t api_idle_timeout_ms;    /* api_idle_timeout: "30s" */
 } cf_config;
 
 /* The recursion and size limits of c (def.h). */

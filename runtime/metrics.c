@@ -35,11 +35,14 @@ typedef struct family {
 struct mt_metrics {
     uint64_t started;
     uint64_t reaps;
-    family ended;    /* {status} */
-    family tasks;    /* {type, status} */
-    family duration; /* {type} histogram */
-    family api;      /* {code} */
-    family queues;   /* queue names polled through the API (no values) */
+    uint64_t slow_dropped; /* connections dropped by the request timeout */
+    uint64_t losses;       /* times the store was found to have lost its data */
+    uint64_t lost_at_ms;   /* the last of those (wall clock), 0 = never */
+    family ended;          /* {status} */
+    family tasks;          /* {type, status} */
+    family duration;       /* {type} histogram */
+    family api;            /* {code} */
+    family queues;         /* queue names polled through the API (no values) */
 };
 
 static const char *const wf_statuses[] = {"COMPLETED", "FAILED", "TIMED_OUT", "TERMINATED", NULL};
@@ -167,6 +170,18 @@ void mt_task(mt_metrics *m, const char *type, const char *status, double seconds
 void mt_lease_reaps(mt_metrics *m, long n)
 {
     if (m && n > 0) add(&m->reaps, (uint64_t)n);
+}
+
+void mt_api_slow_dropped(mt_metrics *m, long n)
+{
+    if (m && n > 0) add(&m->slow_dropped, (uint64_t)n);
+}
+
+void mt_store_lost(mt_metrics *m, int64_t at_ms)
+{
+    if (!m) return;
+    add(&m->losses, 1);
+    __atomic_store_n(&m->lost_at_ms, (uint64_t)at_ms, __ATOMIC_RELEASE);
 }
 
 void mt_api_request(mt_metrics *m, int code)
@@ -304,5 +319,18 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
     put(&o, "weft_lease_reaps_total %llu\n", (unsigned long long)get(&m->reaps));
     head(&o, "weft_api_requests_total", "counter", "REST API requests, by HTTP status code.");
     counters(&o, &m->api, "weft_api_requests_total", "code", NULL);
+    head(&o, "weft_api_slow_connections_dropped_total", "counter",
+         "REST API connections dropped because their request did not arrive within "
+         "api_request_timeout.");
+    put(&o, "weft_api_slow_connections_dropped_total %llu\n",
+        (unsigned long long)get(&m->slow_dropped));
+    head(&o, "weft_store_data_losses_total", "counter",
+         "Times the store was found to have lost its data (its epoch key gone or changed: Redis "
+         "restarted empty, flushed, or replaced).");
+    put(&o, "weft_store_data_losses_total %llu\n", (unsigned long long)get(&m->losses));
+    head(&o, "weft_store_data_lost_timestamp_seconds", "gauge",
+         "When the store was last found to have lost its data (Unix time; 0 = never).");
+    put(&o, "weft_store_data_lost_timestamp_seconds %.3f\n",
+        (double)__atomic_load_n(&m->lost_at_ms, __ATOMIC_ACQUIRE) / 1000.0);
     return o.oom ? WEFT_ENOMEM : 0;
 }

@@ -30,6 +30,10 @@ void mt_workflow_ended(mt_metrics *m, const char *status);
 void mt_task(mt_metrics *m, const char *type, const char *status, double seconds);
 /* weft_lease_reaps_total += n. */
 void mt_lease_reaps(mt_metrics *m, long n);
+/* weft_api_slow_connections_dropped_total += n. */
+void mt_api_slow_dropped(mt_metrics *m, long n);
+/* weft_store_data_losses_total += 1; weft_store_data_lost_timestamp_seconds = at_ms / 1000. */
+void mt_store_lost(mt_metrics *m, int64_t at_ms);
 /* weft_api_requests_total{code}. */
 void mt_api_request(mt_metrics *m, int code);
 /* Remember a queue polled through the API, so GET /metrics reports its depth too. */

@@ -77,6 +77,7 @@ struct nd_node {
     int64_t ps_next;    /* the keeper: when the next payload sweep starts (monotonic ms) */
     int ps_pass;        /* a payload sweep is under way */
     size_t ps_removed;  /* files it removed so far */
+    rs_epoch *epoch;   /* the store's, shared by every connection */
     ap_config api_cfg; /* must outlive api */
     ap_server *api;    /* NULL when the REST API is off */
 };
@@ -934,6 +935,29 @@ static void *keeper_main(void *arg)
 
 /* ---- set-up ---- */
 
+/* Called by whichever connection found the store's epoch gone or changed. */
+static void store_lost(void *ud, const rs_loss *l)
+{
+    nd_node *n = ud;
+    char seen[96] = "how many workflows it held is unknown (no heartbeat since the last loss)";
+    int i, running = 0;
+    mt_store_lost(n->metrics, l->at_ms);
+    pthread_mutex_lock(&n->mu);
+    for (i = 0; n->workers && i < n->nworkers; i++)
+        running += n->workers[i].nleases;
+    pthread_mutex_unlock(&n->mu);
+    if (l->unfinished >= 0)
+        snprintf(seen, sizeof seen,
+                 "%lld unfinished workflow(s) were in it at the last heartbeat and are gone",
+                 l->unfinished);
+    nd_log(n, WEFT_LOG_ERROR,
+           "the store lost its data: the epoch key %s %s%s (Redis restarted empty, was flushed, "
+           "or is another server); %s; this daemon was running %d of their task(s); a new "
+           "epoch %s is written (loss %lld since this daemon started)",
+           l->key, l->gone ? "is gone, was " : "holds another epoch than ", l->was, seen, running,
+           l->now, l->count);
+}
+
 static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
 {
     rs_opts o = {0};
@@ -945,6 +969,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.prefix = n->cfg->key_prefix;
     o.retention_ms = n->cfg->retention_ms;
     o.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
+    o.epoch = n->epoch;
     rc = rs_open(&o, &w->r, err);
     if (rc && !w->r)
         return rc;
@@ -1052,7 +1077,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     pthread_mutex_init(&n->mu, NULL);
     n->cfg = cfg;
     n->level = WEFT_LOG_INFO;
-    if (!(n->metrics = mt_new())) {
+    if (!(n->metrics = mt_new()) || !(n->epoch = rs_epoch_new(store_lost, n))) {
         nd_free(n);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
@@ -1143,9 +1168,15 @@ static int start_api(nd_node *n, weft_error *err)
     a->listen = cfg->api_listen;
     a->token = cfg->api_token;
     a->body_limit = cfg->api_body_limit;
+    a->threads = cfg->api_threads;
+    a->max_conns = cfg->api_max_connections;
+    a->max_conns_per_ip = cfg->api_max_connections_per_ip;
+    a->request_timeout_ms = cfg->api_request_timeout_ms;
+    a->idle_timeout_ms = cfg->api_idle_timeout_ms;
     a->store.url = cfg->redis_url;
     a->store.prefix = cfg->key_prefix;
     a->store.retention_ms = cfg->retention_ms;
+    a->store.epoch = n->epoch;
     a->defs = &n->defs;
     a->lock = n->lock;
     a->lock_handle = n->lock_handle;
@@ -1261,6 +1292,7 @@ void nd_free(nd_node *n)
     pl_free(n->plugins); /* the plugins' fini may still log, in our format */
     host_set_log(NULL, NULL, NULL);
     mt_free(n->metrics);
+    rs_epoch_free(n->epoch);
     pthread_mutex_destroy(&n->mu);
     free(n);
 }

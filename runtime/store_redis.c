@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -79,12 +80,14 @@ struct rs {
     int early;   /* rs_opts.early_steps */
     int guard;   /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly; /* a steps pipeline sent, its replies not read yet */
+    rs_epoch *epoch;    /* shared; NULL = no epoch checks */
     wu_buf proto;       /* commands in the wire format, before they go to hiredis */
     const char *src[S_COUNT];
     char sha[S_COUNT][41];
 };
 
 static void flight_free(struct flight *f);
+static void epoch_seen(rs *r, const redisReply *x, long long unfinished);
 
 /* ---- commands ---- */
 
@@ -461,8 +464,14 @@ static int rs_connect(rs *r, weft_error *err)
     first_load = n;
     for (i = 0; i < S_COUNT; i++, n++)
         cmd_script_load(&cmds[n], r, (int)i);
+    if (r->epoch) {
+        /* a connect is when a restarted Redis shows: read the epoch with the loads */
+        cmd_add(&cmds[n], "GET");
+        cmd_addf(&cmds[n], "%sepoch", r->prefix);
+        n++;
+    }
     rc = exchange(r, cmds, n, rep, NULL, err);
-    for (i = 0; i < n && !rc; i++) {
+    for (i = 0; i < first_load + S_COUNT && !rc; i++) {
         if (is_err(rep[i])) {
             /* AUTH/SELECT errors never echo the password; the reply does not hold it */
             const char *what = i < first_load ? (r->password && i == 0 ? "AUTH" : "SELECT")
@@ -477,15 +486,17 @@ static int rs_connect(rs *r, weft_error *err)
                 memcpy(r->sha[i - first_load], rep[i]->str, 41);
         }
     }
-    replies_free(rep, n);
     cmds_free(cmds, n);
     if (rc) {
+        replies_free(rep, n);
         if (r->c) redisFree(r->c);
         r->c = NULL;
         r->broken = 1;
         return rc;
     }
     r->broken = 0;
+    if (r->epoch) epoch_seen(r, rep[n - 1], -1);
+    replies_free(rep, n);
     return 0;
 }
 
@@ -793,6 +804,7 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
     r->retention_ms = opts->retention_ms ? opts->retention_ms : DEFAULT_RETENTION_MS;
     r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->early = opts->early_steps;
+    r->epoch = opts->epoch;
     {
         struct sigaction sa;
         r->guard = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
@@ -828,9 +840,132 @@ const char *rs_url(const rs *r)
     return r->shown;
 }
 
+/* No round trip: between round trips the socket has nothing to read, so a
+ * readable one was closed (or reset) by the server. */
+void rs_revive(rs *r)
+{
+    struct pollfd p;
+    if (!r || !r->c || r->fly) return;
+    p.fd = r->c->fd;
+    p.events = POLLIN;
+    p.revents = 0;
+    if (poll(&p, 1, 0) > 0) drop(r);
+}
+
 int rs_broken(const rs *r)
 {
     return r->broken;
+}
+
+/* ---- the store's epoch ---- */
+
+struct rs_epoch {
+    pthread_mutex_t mu;
+    char known[40];       /* the epoch this process works in; "" = none yet */
+    long long unfinished; /* unfinished workflows at the last heartbeat; -1 = unknown */
+    rs_loss last;         /* the last loss; count 0 = none */
+    void (*lost)(void *ud, const rs_loss *l);
+    void *ud;
+};
+
+rs_epoch *rs_epoch_new(void (*lost)(void *ud, const rs_loss *l), void *ud)
+{
+    rs_epoch *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    pthread_mutex_init(&e->mu, NULL);
+    e->unfinished = -1;
+    e->lost = lost;
+    e->ud = ud;
+    return e;
+}
+
+void rs_epoch_free(rs_epoch *e)
+{
+    if (!e) return;
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+void rs_epoch_last(rs_epoch *e, rs_loss *out)
+{
+    pthread_mutex_lock(&e->mu);
+    *out = e->last;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* Write a new epoch unless one is there (another process's): the one in
+ * Redis afterwards goes to known, or "" when that failed (the next connect
+ * or heartbeat tries again). Two round trips at most, at first use and
+ * after a loss only. */
+static void epoch_make(rs *r, char known[40])
+{
+    weft_error err = {0};
+    redisReply *x = NULL;
+    rs_cmd c = {0};
+    char id[37], key[KEY_MAX];
+    int rc;
+    known[0] = 0;
+    snprintf(key, sizeof key, "%sepoch", r->prefix);
+    wu_uuid(id);
+    cmd_add(&c, "SET");
+    cmd_add(&c, key);
+    cmd_add(&c, id);
+    cmd_add(&c, "NX");
+    if (rs_one(r, &c, &x, key, &err)) return;
+    rc = x->type == REDIS_REPLY_STATUS;
+    replies_free(&x, 1);
+    if (rc) {
+        snprintf(known, 40, "%s", id);
+        return;
+    }
+    cmd_add(&c, "GET");
+    cmd_add(&c, key);
+    if (rs_one(r, &c, &x, key, &err)) return;
+    if (x->type == REDIS_REPLY_STRING) snprintf(known, 40, "%.*s", (int)x->len, x->str);
+    replies_free(&x, 1);
+}
+
+/*
+ * The epoch key's value as read (x: a GET reply). Gone or changed while
+ * this process knew one: the store lost its data (Redis restarted empty,
+ * flushed, or another server). Counted, reported through the hook, and a
+ * new epoch made. The epoch's lock is held across the check and the write,
+ * so the many connections of one process count one loss once.
+ */
+static void epoch_seen(rs *r, const redisReply *x, long long unfinished)
+{
+    rs_epoch *e = r->epoch;
+    rs_loss loss;
+    int found = x && x->type == REDIS_REPLY_STRING, lost = 0;
+    if (x && !found && x->type != REDIS_REPLY_NIL) return; /* not ours to judge */
+    pthread_mutex_lock(&e->mu);
+    if (found && e->known[0] && x->len == strlen(e->known) && !memcmp(x->str, e->known, x->len)) {
+        /* counted in the same round trip: what a loss found later would take */
+        if (unfinished >= 0) e->unfinished = unfinished;
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    memset(&loss, 0, sizeof loss);
+    if (e->known[0]) {
+        lost = 1;
+        snprintf(loss.was, sizeof loss.was, "%s", e->known);
+        loss.unfinished = e->unfinished;
+        loss.at_ms = wu_now_ms();
+        loss.count = e->last.count + 1;
+        snprintf(loss.key, sizeof loss.key, "%sepoch", r->prefix);
+    }
+    if (found)
+        snprintf(e->known, sizeof e->known, "%.*s", (int)(x->len < 39 ? x->len : 39), x->str);
+    else
+        epoch_make(r, e->known);
+    if (lost) {
+        loss.gone = !found;
+        snprintf(loss.now, sizeof loss.now, "%s", e->known);
+        e->last = loss;
+    }
+    e->unfinished = unfinished; /* of the new epoch (or -1, unknown) */
+    pthread_mutex_unlock(&e->mu);
+    if (lost && e->lost) e->lost(e->ud, &loss);
 }
 
 /* ---- keys and names ---- */
@@ -2753,14 +2888,17 @@ int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], wef
     return wu_err(err, WEFT_EIO, "%s: %s: idempotency key keeps changing", r->shown, k);
 }
 
-/* One round trip: HSET (info gets "seen": now in ms). */
+/* One round trip: HSET (info gets "seen": now in ms); with an epoch, GET
+ * of the epoch and ZCARD of the decider queue in the same pipeline. */
 int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_error *err)
 {
-    char k[KEY_MAX];
+    char k[KEY_MAX], dq[KEY_MAX];
     json_object *j;
-    rs_cmd c = {0};
-    redisReply *x = NULL;
+    rs_cmd c[3];
+    redisReply *x[3] = {NULL, NULL, NULL};
+    size_t n = 1;
     int rc;
+    memset(c, 0, sizeof c);
     if ((rc = check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
     j = json_tokener_parse(info_json ? info_json : "{}");
     if (!j || !json_object_is_type(j, json_type_object)) {
@@ -2769,14 +2907,28 @@ int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_err
     }
     json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
     k_name(r, "daemons", "", k);
-    cmd_add(&c, "HSET");
-    cmd_add(&c, k);
-    cmd_add(&c, daemon_id);
-    cmd_dup(&c, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    cmd_add(&c[0], "HSET");
+    cmd_add(&c[0], k);
+    cmd_add(&c[0], daemon_id);
+    cmd_dup(&c[0], json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     json_object_put(j);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    replies_free(&x, 1);
-    return 0;
+    if (r->epoch) {
+        /* the heartbeat also sees a flush that left the connection up, and
+         * how many workflows a loss would take: no round trip of its own */
+        k_dq(r, dq);
+        cmd_add(&c[1], "GET");
+        cmd_addf(&c[1], "%sepoch", r->prefix);
+        cmd_add(&c[2], "ZCARD");
+        cmd_add(&c[2], dq);
+        n = 3;
+    }
+    rc = rs_pipe(r, c, n, x, k, err);
+    cmds_free(c, n);
+    if (!rc && is_err(x[0])) rc = reply_err(r, x[0], k, err);
+    if (!rc && n == 3 && !is_err(x[1]) && !is_err(x[2]))
+        epoch_seen(r, x[1], x[2]->type == REDIS_REPLY_INTEGER ? x[2]->integer : -1);
+    replies_free(x, n);
+    return rc;
 }
 
 /* One round trip: HGETALL. */

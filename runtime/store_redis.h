@@ -44,6 +44,30 @@
 
 typedef struct rs rs;
 
+/*
+ * The store's epoch: a random id under P"epoch", written at first use.
+ * Each connect reads it in its own round trip, and so does each
+ * rs_daemon_beat; gone or changed while this process knew one means the
+ * store lost its data (Redis restarted empty, FLUSHALL, another server).
+ * The loss is counted and reported once per process, and a new epoch
+ * written. One rs_epoch is shared (thread-safe) by every rs of a process.
+ */
+typedef struct rs_epoch rs_epoch;
+typedef struct rs_loss {
+    long long count;      /* losses seen by this process, this one included */
+    int64_t at_ms;        /* when found (wall clock) */
+    int gone;             /* 1: the key was gone; 0: it held another epoch */
+    long long unfinished; /* unfinished workflows at the last heartbeat before; -1 = unknown */
+    char key[160];        /* the epoch key */
+    char was[40], now[40];
+} rs_loss;
+/* lost (may be NULL) is called on the thread that found the loss, after
+ * the new epoch is written. NULL when out of memory. */
+rs_epoch *rs_epoch_new(void (*lost)(void *ud, const rs_loss *l), void *ud);
+void rs_epoch_free(rs_epoch *e);
+/* The last loss into out (out->count 0: none). */
+void rs_epoch_last(rs_epoch *e, rs_loss *out);
+
 typedef struct rs_opts {
     const char *url;      /* redis://[:password@]host[:port][/db] or unix:///path; NULL = $WEFT_REDIS_URL or redis://127.0.0.1:6379 */
     const char *prefix;   /* NULL = $WEFT_KEY_PREFIX or "weft:" */
@@ -52,6 +76,7 @@ typedef struct rs_opts {
     int early_steps;      /* rs_exec_save_many sends its steps pipeline without waiting:
                            * the replies are read at the start of the next round trip on
                            * this handle (or by rs_free). For a loop that saves often. */
+    rs_epoch *epoch;      /* NULL = no epoch checks; else shared, outlives the rs */
 } rs_opts;
 
 /* Connect. WEFT_EIO with the reason ("redis://127.0.0.1:6390: Connection
@@ -62,6 +87,10 @@ void rs_free(rs *r);
 const char *rs_prefix(const rs *r);
 /* The URL with any password masked (":***@"): the form used in messages. */
 const char *rs_url(const rs *r);
+/* Drop the connection if the server closed it (Redis restarted), so that
+ * the next call connects again rather than fails once. A system call, no
+ * round trip: for a connection that may have sat idle (an API thread's). */
+void rs_revive(rs *r);
 /* 1 when the last call failed for connection reasons (the caller backs off). */
 int rs_broken(const rs *r);
 

@@ -1652,6 +1652,115 @@ static void test_command(void **state)
     assert_int_equal(rs_broken(r), 0);
 }
 
+/* ---- the store's epoch, a connection Redis closed ---- */
+
+typedef struct losses {
+    int n;
+    rs_loss last;
+} losses;
+
+static void on_loss(void *ud, const rs_loss *l)
+{
+    losses *x = ud;
+    x->n++;
+    x->last = *l;
+}
+
+static rs *open_epoch(rs_epoch *e)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    weft_error err = {0};
+    o.url = srv.url;
+    o.epoch = e;
+    if (rs_open(&o, &x, &err) != 0) fail_msg("rs_open: %s", err.msg);
+    return x;
+}
+
+static void test_epoch(void **state)
+{
+    losses got = {0};
+    rs_epoch *e = rs_epoch_new(on_loss, &got);
+    rs *a, *b;
+    rs_loss l;
+    redisReply *x;
+    char key[128], first[40];
+    weft_error err = {0};
+    assert_non_null(e);
+    a = open_epoch(e);
+    b = open_epoch(e);
+    snprintf(key, sizeof key, "%sepoch", rs_prefix(a));
+    /* written at first use, read again by the second connection: no loss */
+    x = qc("GET %s", key);
+    assert_int_equal(x->type, REDIS_REPLY_STRING);
+    snprintf(first, sizeof first, "%s", x->str);
+    freeReplyObject(x);
+    assert_int_equal(rs_daemon_beat(a, "d1", NULL, &err), 0);
+    assert_int_equal(got.n, 0);
+    rs_epoch_last(e, &l);
+    assert_int_equal(l.count, 0);
+
+    /* flushed: the heartbeat finds it gone, with the workflows it saw before */
+    create("wf1", 0);
+    create("wf2", 0);
+    assert_int_equal(rs_daemon_beat(a, "d1", NULL, &err), 0);
+    freeReplyObject(qc("FLUSHALL"));
+    assert_int_equal(rs_daemon_beat(a, "d1", NULL, &err), 0);
+    assert_int_equal(got.n, 1);
+    assert_int_equal(got.last.gone, 1);
+    assert_int_equal(got.last.count, 1);
+    assert_int_equal(got.last.unfinished, 2);
+    assert_string_equal(got.last.was, first);
+    assert_string_equal(got.last.key, key);
+    assert_string_not_equal(got.last.now, first);
+    x = qc("GET %s", key);
+    assert_int_equal(x->type, REDIS_REPLY_STRING);
+    assert_string_equal(x->str, got.last.now);
+    freeReplyObject(x);
+    /* the other connection of the same process sees the new epoch: one loss */
+    assert_int_equal(rs_daemon_beat(b, "d1", NULL, &err), 0);
+    assert_int_equal(got.n, 1);
+
+    /* another server's epoch (or one re-made by another process): a loss too */
+    freeReplyObject(qc("SET %s other-epoch", key));
+    assert_int_equal(rs_daemon_beat(b, "d1", NULL, &err), 0);
+    assert_int_equal(got.n, 2);
+    assert_int_equal(got.last.gone, 0);
+    assert_string_equal(got.last.now, "other-epoch");
+    rs_epoch_last(e, &l);
+    assert_int_equal(l.count, 2);
+
+    /* a reconnect finds it gone (Redis restarted empty) */
+    freeReplyObject(qc("DEL %s", key));
+    freeReplyObject(qc("CLIENT KILL TYPE normal SKIPME yes"));
+    rf_sleep_ms(50);
+    rs_revive(a);
+    assert_int_equal(rs_command(a, &err, "PING"), 0);
+    assert_int_equal(got.n, 3);
+    rs_free(a);
+    rs_free(b);
+    rs_epoch_free(e);
+}
+
+static void test_revive(void **state)
+{
+    weft_error err = {0};
+    /* Redis closed the connection (a restart does): the first call fails ... */
+    assert_int_equal(rs_command(r, &err, "PING"), 0);
+    freeReplyObject(qc("CLIENT KILL TYPE normal SKIPME yes"));
+    rf_sleep_ms(50);
+    assert_int_equal(rs_command(r, &err, "PING"), WEFT_EIO);
+    /* ... unless rs_revive saw the closed socket first; a live one is kept */
+    assert_int_equal(rs_command(r, &err, "PING"), 0);
+    freeReplyObject(qc("CLIENT KILL TYPE normal SKIPME yes"));
+    rf_sleep_ms(50);
+    rs_revive(r);
+    assert_int_equal(rs_command(r, &err, "PING"), 0);
+    rs_revive(r);
+    assert_int_equal(rs_broken(r), 0);
+    assert_int_equal(rs_command(r, &err, "PING"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1697,6 +1806,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_goes_away, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_epoch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_revive, setup, teardown),
     };
     int rc = rf_start(&srv);
     if (rc == RF_SKIP) {
