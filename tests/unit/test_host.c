@@ -1067,7 +1067,7 @@ static void test_redact_reported_cut(void **state)
 /* A plugin's reason that filled its buffer: a secret's beginning at the end is masked. */
 static void test_redact_cut_tail(void **state)
 {
-    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    host_services svc = {&G.svc, NULL, NULL, fake_secret, NULL};
     weft_error err = {0};
     weft_result r;
     xc_task *a = task_with_input("{'k':'${secrets.LONG}'}");
@@ -1101,7 +1101,7 @@ static void test_redact_reported_no_secret_named(void **state)
 
 static void test_start_child_masks_secrets(void **state)
 {
-    host_services svc = {&G.svc, NULL, svc_start_child, fake_secret};
+    host_services svc = {&G.svc, NULL, svc_start_child, fake_secret, NULL};
     weft_error err = {0};
     char id[64] = "";
     xc_task *a = task_with_input("{'token':'${secrets.S}','note':'key ${secrets.S}'}");
@@ -1121,7 +1121,7 @@ static void test_start_child_masks_secrets(void **state)
  * only those the task's own inputParameters write are filled. */
 static void test_data_placeholders_stay_text(void **state)
 {
-    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    host_services svc = {&G.svc, NULL, NULL, fake_secret, NULL};
     weft_error err = {0};
     json_object *filled = NULL;
     xc_task *a = task_from("{'url':'${workflow.input.url}','obj':'${workflow.input.o}',"
@@ -1168,7 +1168,7 @@ static void hear(void *ud, int level, const char *plugin, const char *msg)
 
 static void test_log_sink_names_plugin_masks_secrets(void **state)
 {
-    host_services svc = {&G.svc, NULL, NULL, fake_secret};
+    host_services svc = {&G.svc, NULL, NULL, fake_secret, NULL};
     heard h = {0};
     weft_error err = {0};
     xc_task *a = task_with_input("{'token':'${secrets.S}'}");
