@@ -205,6 +205,7 @@ static tls *tls_get(ap_server *s)
     }
     t->op.lock_ttl_ms = s->cfg.lock_ttl_ms;
     t->op.lock_wait_ms = s->cfg.lock_wait_ms;
+    t->op.command_wait_ms = s->cfg.command_wait_ms;
     t->op.sweep_ms = s->cfg.sweep_ms;
     t->op.unfenced = !s->cfg.fencing;
     t->op.ps = s->cfg.payloads;
@@ -1019,21 +1020,29 @@ static mhd_result change(ctx *c, op_fn fn, void *ud)
     return send_empty(c, 200);
 }
 
+/* terminate, pause, resume: recorded first, so a busy workflow cannot outrun them */
+static mhd_result command(ctx *c, op_cmd cmd, const char *reason)
+{
+    weft_error err = {0};
+    c->t->op.client = 1;
+    if (op_command(&c->t->op, c->q->seg[2], cmd, reason, &err)) return send_werr(c, &err);
+    return send_empty(c, 200);
+}
+
 static mhd_result h_terminate(ctx *c)
 {
     const char *reason = query(c, "reason");
-    return change(c, op_fn_terminate,
-                  (void *)(reason && *reason ? reason : "terminated through the REST API"));
+    return command(c, OP_TERMINATE, reason && *reason ? reason : "terminated through the REST API");
 }
 
 static mhd_result h_pause(ctx *c)
 {
-    return change(c, op_fn_pause, NULL);
+    return command(c, OP_PAUSE, NULL);
 }
 
 static mhd_result h_resume(ctx *c)
 {
-    return change(c, op_fn_resume, NULL);
+    return command(c, OP_RESUME, NULL);
 }
 
 static mhd_result h_retry(ctx *c)

@@ -377,6 +377,15 @@ static int cmd_change(client *k, op_fn fn, void *ud)
     return EXIT_OK;
 }
 
+/* terminate, pause, resume: recorded first, so a busy workflow cannot outrun them */
+static int cmd_command(client *k, op_cmd cmd, const char *reason)
+{
+    weft_error err = {0};
+    if (op_command(&k->op, k->c->args[0], cmd, reason, &err))
+        return fail(&err);
+    return EXIT_OK;
+}
+
 static int cmd_signal(client *k)
 {
     weft_error err = {0};
@@ -972,12 +981,11 @@ int client_main(const cli *c)
     else if (!strcmp(cmd, "watch"))
         rc = cmd_watch(&k);
     else if (!strcmp(cmd, "terminate"))
-        rc = cmd_change(&k, op_fn_terminate,
-                        (void *)(c->reason ? c->reason : "terminated by an operator"));
+        rc = cmd_command(&k, OP_TERMINATE, c->reason ? c->reason : "terminated by an operator");
     else if (!strcmp(cmd, "pause"))
-        rc = cmd_change(&k, op_fn_pause, NULL);
+        rc = cmd_command(&k, OP_PAUSE, NULL);
     else if (!strcmp(cmd, "resume"))
-        rc = cmd_change(&k, op_fn_resume, NULL);
+        rc = cmd_command(&k, OP_RESUME, NULL);
     else if (!strcmp(cmd, "retry"))
         rc = cmd_change(&k, op_fn_retry, NULL);
     else if (!strcmp(cmd, "restart"))

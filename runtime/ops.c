@@ -10,6 +10,9 @@
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
 
+/* How long op_command waits for its command to land, unless told. */
+#define OP_COMMAND_WAIT_MS 10000
+
 struct op_cache {
     pthread_mutex_t mu;
     wu_map *defs; /* defkey -> def_workflow */
@@ -185,6 +188,8 @@ static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_e
     rc = cd_from_doc(doc, def, env->defs, out, err);
     if (rc == 0) {
         (*out)->fence = e->fence;
+        (*out)->cmd = e->cmd;
+        e->cmd = NULL;
         if ((rc = load_payloads(env, *out, err))) {
             xc_free(*out);
             *out = NULL;
@@ -380,11 +385,17 @@ static void after_save(op_env *env, xc_exec *x, dec_out *o)
         dec_action *a = &o->a[i];
         if (a->kind == DEC_CANCEL && a->task->child_id) {
             weft_error e = {0};
-            op_update(env, a->task->child_id, op_fn_terminate, "parent task canceled", &e);
+            op_command(env, a->task->child_id, OP_TERMINATE, "parent task canceled", &e);
         }
     }
-    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended)
+    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended) {
         env->hooks->ended(env->hooks->ud, env, x);
+    } else if (xc_wf_terminal(x->status) && x->parent_id) {
+        /* no hooks (a client): the parent's decider reads the child's end
+         * when it looks at the parent, so it looks now */
+        weft_error e = {0};
+        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
+    }
 }
 
 /* A document that cannot be read fails its workflow, so nothing waits on it forever. */
@@ -458,6 +469,7 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     sv->status = weft_wf_status_name(p->x->status);
     sv->terminal = xc_wf_terminal(p->x->status);
     sv->revive = p->x->revived;
+    sv->cmd = p->x->cmd;
     sv->steps = p->steps;
     sv->nsteps = p->nsteps;
     sv->events = (const char *const *)p->col.events.items;
@@ -470,11 +482,41 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
     return op_update_from(env, id, NULL, fn, ud, err);
 }
 
+static const char *const cmd_kinds[] = {"terminate", "pause", "resume"};
+
+/*
+ * Apply the operator command x was loaded with ("<token>|<kind>|<reason>",
+ * rs_exec_command), before any other change: x->cmd stays set, so the save
+ * tells the store it was applied. command.lua checked the status when it
+ * recorded the command and no save since went without it, so it applies;
+ * a command that somehow does not is dropped all the same. 1 when there
+ * was one (x must be saved), else 0.
+ */
+static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
+{
+    const char *kind, *reason;
+    weft_error ignored = {0};
+    size_t n;
+    if (!x->cmd)
+        return 0;
+    kind = strchr(x->cmd, '|');
+    kind = kind ? kind + 1 : "";
+    n = strcspn(kind, "|");
+    reason = kind[n] ? kind + n + 1 : "";
+    if (n == strlen(cmd_kinds[OP_TERMINATE]) && !strncmp(kind, cmd_kinds[OP_TERMINATE], n))
+        dec_end(dec, x, WEFT_WF_TERMINATED, *reason ? reason : "terminated", o);
+    else if (n == strlen(cmd_kinds[OP_PAUSE]) && !strncmp(kind, cmd_kinds[OP_PAUSE], n))
+        dec_pause(dec, x, &ignored);
+    else if (n == strlen(cmd_kinds[OP_RESUME]) && !strncmp(kind, cmd_kinds[OP_RESUME], n))
+        dec_resume(dec, x, &ignored);
+    return 1;
+}
+
 int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
                    weft_error *err)
 {
     char token[128] = "";
-    int locked = 0, attempt, rc = 0;
+    int locked = 0, attempt, rc = 0, cmd, frc;
     dec_env dec = *env->dec;
 
     dec.on_change = on_change;
@@ -517,14 +559,15 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         if (rc)
             break;
         dec.ud = &p.col;
-        rc = fn(env, &dec, p.x, &p.o, ud, err);
-        if (rc != 0) {
+        cmd = apply_cmd(&dec, p.x, &p.o);
+        frc = fn(env, &dec, p.x, &p.o, ud, err);
+        if (frc != 0 && !cmd) {
             /* fn's own error (WEFT_ESTATE too) is final: no redo */
             prep_clear(&p);
-            if (rc == OP_NOCHANGE)
-                rc = 0;
+            rc = frc == OP_NOCHANGE ? 0 : frc;
             break;
         }
+        /* an operator command applied is saved even when fn then failed */
         if ((rc = prepare(env, &dec, id, &p, NULL, NULL, NULL, &sv)) != 0)
             wu_err(err, rc, "out of memory");
         else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
@@ -532,6 +575,11 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         else if (rc == 0)
             after_save(env, p.x, &p.o);
         prep_clear(&p);
+        if (rc == 0) {
+            if (frc != OP_NOCHANGE)
+                rc = frc; /* fn's message is still in err: a successful save writes none */
+            break;
+        }
         if (rc != WEFT_ESTATE)
             break;
         if (wu_mono_ms() >= until) {
@@ -626,8 +674,11 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         it->x = NULL;
         if (it->rc)
             continue;
-        if (!pp->x) {
-            one_by_one(env, it, NULL); /* its error (or a failed corrupt workflow) */
+        if (!pp->x || pp->x->cmd) {
+            /* its error (or a failed corrupt workflow); or an operator
+             * command to apply first, whatever fn says: alone */
+            one_by_one(env, it, pp->x);
+            pp->x = NULL;
             continue;
         }
         dec.on_change = on_change;
@@ -860,6 +911,95 @@ out:
     free(c);
     free(ps);
     free(keys);
+    return rc;
+}
+
+/* A change that changes nothing: an update that only applies a waiting command. */
+static int fn_none(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    return OP_NOCHANGE;
+}
+
+/* The refusal of a command the status does not allow, worded as the
+ * decider's own (op_fn_terminate, dec_pause, dec_resume). */
+static int cmd_refused(weft_error *err, const char *id, op_cmd cmd, const char *status)
+{
+    if (cmd == OP_TERMINATE)
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", id, status);
+    return wu_err(err, WEFT_ESTATE, "workflow %s is %s: only %s workflows can be %s", id, status,
+                  cmd == OP_PAUSE ? "RUNNING" : "PAUSED", cmd == OP_PAUSE ? "paused" : "resumed");
+}
+
+int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft_error *err)
+{
+    int64_t wait = env->command_wait_ms > 0 ? env->command_wait_ms : OP_COMMAND_WAIT_MS;
+    int64_t until = wu_mono_ms() + wait;
+    char token[37], status[32], *text, *mine = NULL, *pending = NULL;
+    size_t n;
+    int rc;
+
+    wu_uuid(token);
+    n = strlen(token) + strlen(cmd_kinds[cmd]) + (reason ? strlen(reason) : 0) + 3;
+    if (!(text = malloc(n)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    snprintf(text, n, "%s|%s|%s", token, cmd_kinds[cmd], reason ? reason : "");
+    for (;;) {
+        rc = rs_exec_command(env->r, id, text, cmd_kinds[cmd], &pending, status, err);
+        if (rc == RS_CMD_RECORDED) {
+            mine = text;
+            text = NULL;
+            break;
+        }
+        if (rc == RS_CMD_SAME) {
+            mine = pending; /* an operator asked the same: that one is ours too */
+            break;
+        }
+        free(pending);
+        if (rc == WEFT_ESTATE)
+            rc = cmd_refused(err, id, cmd, status);
+        if (rc != RS_CMD_OTHER)
+            goto out;
+        /* another operator's command waits (a pause before this resume):
+         * it lands first, then this one is asked for again */
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc && rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            goto out;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT, "workflow %s: another operator command waits since "
+                        "more than %lld ms", id, (long long)wait);
+            goto out;
+        }
+    }
+    /* Apply it now; or, when the lock or the races went to a decider, see
+     * it applied by that decider's next save, which cannot go without it. */
+    for (;;) {
+        rs_exec e = {0};
+        int gone;
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            break;
+        if ((rc = rs_exec_load(env->r, id, 0, &e, err)) != 0)
+            break;
+        gone = !e.cmd || strcmp(e.cmd, mine);
+        rs_exec_clear(&e);
+        if (gone)
+            break;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT,
+                        "workflow %s: the %s is recorded, but no decider applied it within %lld "
+                        "ms (it is applied at the workflow's next save)",
+                        id, cmd_kinds[cmd], (long long)wait);
+            break;
+        }
+        {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+out:
+    free(text);
+    free(mine);
     return rc;
 }
 

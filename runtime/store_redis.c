@@ -44,10 +44,11 @@ enum {
     S_REAP,
     S_DUE,
     S_UNQUEUE,
+    S_COMMAND,
     S_COUNT
 };
 static const char *const script_names[S_COUNT] = {
-    "create", "save", "flush", "claim", "renew", "ack", "check", "reap", "due", "unqueue",
+    "create", "save", "flush", "claim", "renew", "ack", "check", "reap", "due", "unqueue", "command",
 };
 
 #define KEY_MAX 512
@@ -1706,10 +1707,21 @@ void rs_exec_clear(rs_exec *e)
     free(e->def);
     free(e->defkey);
     free(e->status);
+    free(e->cmd);
     memset(e, 0, sizeof *e);
 }
 
-/* An HMGET doc defkey status fence [def] reply into out: 0, WEFT_ENOTFOUND,
+/* The fields a load reads, in exec_reply's order (def after them when asked for). */
+static void load_fields(rs_cmd *c)
+{
+    cmd_add(c, "doc");
+    cmd_add(c, "defkey");
+    cmd_add(c, "status");
+    cmd_add(c, "fence");
+    cmd_add(c, "cmd");
+}
+
+/* An HMGET doc defkey status fence cmd [def] reply into out: 0, WEFT_ENOTFOUND,
  * WEFT_EINVAL or WEFT_EIO. */
 static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exec *out,
                       weft_error *err)
@@ -1719,19 +1731,21 @@ static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exe
     memset(out, 0, sizeof *out);
     k_exec(r, id, "", h);
     if (is_err(x)) return reply_err(r, x, h, err);
-    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 5 : 4))
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 6 : 5))
         return bad_reply(r, h, err);
     el = x->element;
     if (el[0]->type != REDIS_REPLY_STRING) return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[4]->type != REDIS_REPLY_STRING))
+    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[5]->type != REDIS_REPLY_STRING))
         return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
                       el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
     out->doc = reply_dup(el[0]);
     out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
     out->status = el[2]->type == REDIS_REPLY_STRING ? reply_dup(el[2]) : strdup("");
     out->fence = strtoull(el[3]->str, NULL, 10);
-    if (want_def) out->def = reply_dup(el[4]);
-    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def)) {
+    if (el[4]->type == REDIS_REPLY_STRING) out->cmd = reply_dup(el[4]);
+    if (want_def) out->def = reply_dup(el[5]);
+    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def) ||
+        (el[4]->type == REDIS_REPLY_STRING && !out->cmd)) {
         rs_exec_clear(out);
         return oom(err);
     }
@@ -1751,10 +1765,7 @@ int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *
     k_exec(r, id, "", h);
     cmd_add(&c, "HMGET");
     cmd_add(&c, h);
-    cmd_add(&c, "doc");
-    cmd_add(&c, "defkey");
-    cmd_add(&c, "status");
-    cmd_add(&c, "fence");
+    load_fields(&c);
     if (want_def) cmd_add(&c, "def");
     if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
     rc = exec_reply(r, id, x, want_def, out, err);
@@ -1828,6 +1839,7 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     cmd_add(c, STREAM_MAXLEN);
     cmd_dup(c, evk);
     cmd_addf(c, "%zu", s->nsteps);
+    cmd_add(c, s->cmd ? s->cmd : "");
     for (i = 0; i < s->nsteps; i++) {
         char *t = step_text(&s->steps[i]);
         if (!t)
@@ -1862,6 +1874,9 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
         s->rc = bad_reply(r, h, &err);
     } else if (x->element[0]->integer == -1) {
         s->rc = wu_err(&err, WEFT_ENOTFOUND, "no workflow %s", s->id);
+    } else if (x->element[0]->integer == 0 && x->elements > 2) {
+        s->rc = wu_err(&err, WEFT_ESTATE, "execution %s has an operator command to apply first",
+                       s->id);
     } else if (x->element[0]->integer == 0) {
         long long cur = x->elements > 1 ? x->element[1]->integer : -1;
         s->rc = wu_err(&err, WEFT_ESTATE,
@@ -2035,11 +2050,53 @@ int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const c
     s.nsteps = nsteps;
     s.events = events;
     s.nevents = nevents;
+    s.cmd = "*";
     rc = rs_exec_save_many(r, &s, 1, err);
     if (rc) return rc;
     if (s.rc) return wu_err(err, s.rc, "%s", s.why);
     if (new_fence) *new_fence = s.new_fence;
     return 0;
+}
+
+/* One round trip: command.lua. */
+int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, char **pending,
+                    char status[32], weft_error *err)
+{
+    char h[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    long long k;
+    int rc;
+
+    *pending = NULL;
+    status[0] = 0;
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_exec(r, id, "", h);
+    cmd_script(&c, r, S_COMMAND, 1);
+    cmd_add(&c, h);
+    cmd_add(&c, text);
+    cmd_add(&c, kind);
+    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+    if (is_err(x)) {
+        rc = reply_err(r, x, h, err);
+    } else if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+               x->element[0]->type != REDIS_REPLY_INTEGER || x->element[0]->integer < -1 ||
+               x->element[0]->integer > 3 ||
+               (x->element[0]->integer != 1 && x->element[0]->integer != -1 &&
+                (x->elements < 2 || !is_str(x->element[1])))) {
+        rc = bad_reply(r, h, err);
+    } else if ((k = x->element[0]->integer) == -1) {
+        rc = wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    } else if (k == 0) {
+        copy_str(status, 32, x->element[1]);
+        rc = wu_err(err, WEFT_ESTATE, "workflow %s is %s", id, status);
+    } else if (k > 1 && !(*pending = reply_dup(x->element[1]))) {
+        rc = oom(err);
+    } else {
+        rc = (int)k;
+    }
+    replies_free(&x, 1);
+    return rc;
 }
 
 /* One round trip: an HMGET per execution, pipelined. */
@@ -2061,10 +2118,7 @@ int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int
         k_exec(r, ids[i] ? ids[i] : "", "", h);
         cmd_add(&c[i], "HMGET");
         cmd_dup(&c[i], h);
-        cmd_add(&c[i], "doc");
-        cmd_add(&c[i], "defkey");
-        cmd_add(&c[i], "status");
-        cmd_add(&c[i], "fence");
+        load_fields(&c[i]);
     }
     if ((rc = rs_pipe(r, c, n, x, "load", err)) != 0)
         for (i = 0; i < n; i++)

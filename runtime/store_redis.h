@@ -102,10 +102,11 @@ typedef struct rs_exec {
     char *defkey; /* malloc'd */
     char *status; /* malloc'd */
     uint64_t fence;
+    char *cmd;    /* malloc'd: the operator command waiting (rs_exec_command), or NULL */
 } rs_exec;
 void rs_exec_clear(rs_exec *e);
 
-/* Load doc, defkey, status, fence (and def if want_def). WEFT_ENOTFOUND for
+/* Load doc, defkey, status, fence, cmd (and def if want_def). WEFT_ENOTFOUND for
  * an unknown id; WEFT_EINVAL when the key holds something else. */
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
 /* Just the definition JSON (after a cache miss on defkey). */
@@ -138,7 +139,8 @@ typedef struct rs_step {
  * record the steps in the outbox, append events (JSON texts) to the status
  * stream and publish them, and set expiry on every key of the execution when
  * `terminal`. Then apply the steps and trim the outbox, pipelined. On
- * success *new_fence (optional) is the fence now stored.
+ * success *new_fence (optional) is the fence now stored. It overrides (drops)
+ * any waiting operator command.
  *
  * Once the fenced write is done the call returns 0, even if applying the
  * steps then failed: they stay in the outbox (rs_broken tells a lost
@@ -162,6 +164,10 @@ typedef struct rs_save {
     const char *const *events; /* one line of JSON each */
     size_t nevents;
     int revive; /* a finished execution made to run again: keep its keys again */
+    /* the operator command (rs_exec.cmd) this save applied, NULL for none,
+     * "*" to drop any: while one waits, a save that did not apply it is
+     * refused (rc WEFT_ESTATE, as a lost fence race) */
+    const char *cmd;
     /* claims known current (the saver's own, taken less than half a lease
      * ago): dropped without a token check once the save is committed */
     const struct rs_lease *acks;
@@ -185,6 +191,21 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err);
  * returns an error only when the round trip failed. */
 int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
                       weft_error *err);
+
+/*
+ * Record an operator command for an execution, in its hash: text is
+ * "<token>|<kind>|<reason>" with kind terminate, pause or resume. Every save
+ * from then on is refused (WEFT_ESTATE) unless it applied this very command
+ * (rs_save.cmd), so the next save of any decider applies it. Returns
+ * RS_CMD_RECORDED; RS_CMD_SAME when a command of that kind waits already
+ * (its text into *pending, malloc'd); RS_CMD_OTHER when another waits
+ * (*pending: apply it first, then ask again); WEFT_ESTATE when the status
+ * does not allow the command (the status into status); WEFT_ENOTFOUND.
+ * One round trip.
+ */
+enum { RS_CMD_RECORDED = 1, RS_CMD_SAME = 2, RS_CMD_OTHER = 3 };
+int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, char **pending,
+                    char status[32], weft_error *err);
 
 /* Apply and trim whatever is left in an execution's outbox (sweeper).
  * Returns the number of entries applied (at most 1000 per call), or a

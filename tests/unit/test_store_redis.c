@@ -476,8 +476,8 @@ static void test_save_applies_leftovers(void **state)
     assert_non_null(src);
     /* save.lua ran, the follow-up pipeline never did */
     x = qc("EVAL %s 3 weft:{wf1} weft:{wf1}:out weft:{wf1}:ev 1 {} RUNNING 0 1000 1000 "
-           "weft:{wf1}:ev 1 push|HTTP|t1|5",
-           src);
+           "weft:{wf1}:ev 1 %s push|HTTP|t1|5",
+           src, "");
     assert_int_equal(x->type, REDIS_REPLY_ARRAY);
     assert_int_equal(x->element[1]->integer, 2);
     freeReplyObject(x);
@@ -492,8 +492,8 @@ static void test_save_applies_leftovers(void **state)
     /* or the sweeper applies it */
     create("wf2", 0);
     x = qc("EVAL %s 3 weft:{wf2} weft:{wf2}:out weft:{wf2}:ev 1 {} RUNNING 0 1000 1000 "
-           "weft:{wf2}:ev 2 unqueue|HTTP|t1|0 push|HTTP|t2|6",
-           src);
+           "weft:{wf2}:ev 2 %s unqueue|HTTP|t1|0 push|HTTP|t2|6",
+           src, "");
     assert_int_equal(x->type, REDIS_REPLY_ARRAY);
     freeReplyObject(x);
     freeReplyObject(qc("ZADD weft:{q:HTTP}:ready 0 wf2|t1"));
