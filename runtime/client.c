@@ -329,23 +329,22 @@ static int print_event(void *ud, const char *id, const char *json)
         xc_wf_status_parse(json_object_get_string(status), &st) == 0 && xc_wf_terminal(st))
         end = 1;
     json_object_put(ev);
-    snprintf(ud, 64, "%s", id);
     return end;
 }
 
 static int cmd_watch(client *k)
 {
     weft_error err = {0};
-    char last[64] = "0";
+    char last[RS_EVENT_ID_MAX] = "0";
     rs_exec e = {0};
     if (rs_exec_load(k->r, k->c->args[0], 0, &e, &err))
         return fail(&err);
     rs_exec_clear(&e);
     for (;;) {
-        char before[64];
+        char before[RS_EVENT_ID_MAX];
         int n;
         snprintf(before, sizeof before, "%s", last);
-        n = rs_events(k->r, k->c->args[0], last, 1000, print_event, last, &err);
+        n = rs_events(k->r, k->c->args[0], last, last, 1000, print_event, NULL, &err);
         if (n < 0) {
             if (err.code == WEFT_EIO) {
                 sleep_ms(500);
@@ -360,7 +359,7 @@ static int cmd_watch(client *k)
             if (rs_exec_load(k->r, k->c->args[0], 0, &s, &err) == 0 && s.status &&
                 xc_wf_status_parse(s.status, &st) == 0 && xc_wf_terminal(st)) {
                 /* drain what is left, then stop */
-                rs_events(k->r, k->c->args[0], last, 0, print_event, last, &err);
+                rs_events(k->r, k->c->args[0], last, last, 0, print_event, NULL, &err);
                 rs_exec_clear(&s);
                 return EXIT_OK;
             }

@@ -451,7 +451,7 @@ static void test_update(void **state)
     assert_has(err.msg, "TERMINATED");
     assert_null(strstr(err.msg, "gave up")); /* a change's own refusal is final, not a race */
     /* the status lane got the workflow's end */
-    assert_true(rs_events(F.env.r, id, "0", 0, on_event, seen, &err) >= 1);
+    assert_true(rs_events(F.env.r, id, "0", NULL, 0, on_event, seen, &err) >= 1);
     assert_has(seen, "\"status\":\"TERMINATED\"");
     assert_has(seen, "by test");
 }

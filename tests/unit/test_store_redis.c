@@ -552,6 +552,7 @@ typedef struct seen {
     int n, stop_after;
     char last_id[64];
     char json[4][128];
+    char ids[4][64];
 } seen;
 
 /* Events come with the workflow's id and their entry's time in front:
@@ -566,6 +567,7 @@ static int on_event(void *ud, const char *id, const char *json)
     while (*p >= '0' && *p <= '9') p++;
     if (*p == ',') p++;
     if (s->n < 4) snprintf(s->json[s->n], sizeof s->json[0], "{%s", p);
+    if (s->n < 4) snprintf(s->ids[s->n], sizeof s->ids[0], "%s", id);
     snprintf(s->last_id, sizeof s->last_id, "%s", id);
     s->n++;
     return s->stop_after && s->n >= s->stop_after;
@@ -584,6 +586,64 @@ static void *late_saver(void *arg)
     rs_exec_clear(&e);
     rs_free(x);
     return arg;
+}
+
+/* Every event has its own id, the events of one save (one stream entry)
+ * too: a reader that resumes after any of them gets exactly the rest. */
+static void test_event_ids(void **state)
+{
+    weft_error err = {0};
+    const char *ev[] = {"{\"n\":1}", "{\"n\":2}", "{\"n\":3}", "{\"n\":4}"};
+    char after[64];
+    seen all, s;
+    int i, j;
+    int64_t t0;
+
+    create("wf1", 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 1, DOC, "RUNNING", 0, NULL, 0, ev, 3, NULL, &err), 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "RUNNING", 0, NULL, 0, ev + 3, 1, NULL, &err),
+                     0);
+    memset(&all, 0, sizeof all);
+    assert_int_equal(rs_events(r, "wf1", "0", NULL, 0, on_event, &all, &err), 4);
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < i; j++)
+            if (!strcmp(all.ids[i], all.ids[j]))
+                fail_msg("events %d and %d share the id %s", j + 1, i + 1, all.ids[i]);
+    for (i = 0; i < 4; i++) {
+        memset(&s, 0, sizeof s);
+        snprintf(after, sizeof after, "%s", all.ids[i]);
+        if (rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err) != 3 - i)
+            fail_msg("after event %d (%s): %d events, wanted %d", i + 1, all.ids[i], s.n, 3 - i);
+        for (j = 0; j < 3 - i; j++) {
+            assert_string_equal(s.json[j], all.json[i + 1 + j]);
+            assert_string_equal(s.ids[j], all.ids[i + 1 + j]);
+        }
+    }
+    /* where a reader resumes next (its own buffer will do): the entry read last */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%s", all.ids[0]);
+    assert_int_equal(rs_events(r, "wf1", after, after, 0, on_event, &s, &err), 3);
+    assert_int_equal(strncmp(after, all.ids[3], strlen(after)), 0);
+    assert_string_equal(all.ids[3] + strlen(after), "-0");
+    /* resumed after the last event: a wait waits (it does not return at
+     * once with the entry that event came from) */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%s", all.ids[3]);
+    t0 = wu_mono_ms();
+    assert_int_equal(rs_events(r, "wf1", after, NULL, 300, on_event, &s, &err), 0);
+    assert_true(wu_mono_ms() - t0 >= 250);
+    /* a plain stream id (what older servers sent) is after its whole entry */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%.*s", (int)(strrchr(all.ids[0], '-') - all.ids[0]), all.ids[0]);
+    if (strchr(after, '-') == strrchr(after, '-')) {
+        /* all.ids[0] had the entry-index form: "<ms>-<seq>" is its entry */
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 1);
+        assert_string_equal(s.json[0], "{\"n\":4}");
+    }
+    /* malformed ids are refused, naming the id */
+    memset(&s, 0, sizeof s);
+    assert_true(rs_events(r, "wf1", "12-x-3", NULL, 0, on_event, &s, &err) < 0);
+    assert_non_null(strstr(err.msg, "12-x-3"));
 }
 
 static void test_events(void **state)
@@ -623,21 +683,21 @@ static void test_events(void **state)
 
     /* history */
     memset(&s, 0, sizeof s);
-    assert_int_equal(rs_events(r, "wf1", "0", 0, on_event, &s, &err), 3);
+    assert_int_equal(rs_events(r, "wf1", "0", NULL, 0, on_event, &s, &err), 3);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.json[0], "{\"n\":1}");
     assert_string_equal(s.json[2], "{\"n\":3}");
     /* stop early */
     memset(&s, 0, sizeof s);
     s.stop_after = 2;
-    assert_int_equal(rs_events(r, "wf1", NULL, 0, on_event, &s, &err), 2);
+    assert_int_equal(rs_events(r, "wf1", NULL, NULL, 0, on_event, &s, &err), 2);
     assert_string_equal(s.json[1], "{\"n\":2}");
     /* after the second: only the third */
     {
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 1);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 1);
         assert_string_equal(s.json[0], "{\"n\":3}");
     }
     /* nothing new, no wait */
@@ -645,10 +705,10 @@ static void test_events(void **state)
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 0);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 0);
         /* a short wait that times out is not an error */
         t0 = wu_mono_ms();
-        assert_int_equal(rs_events(r, "wf1", after, 200, on_event, &s, &err), 0);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 200, on_event, &s, &err), 0);
         assert_true(wu_mono_ms() - t0 >= 150);
         assert_int_equal(rs_broken(r), 0);
 
@@ -658,7 +718,7 @@ static void test_events(void **state)
         assert_int_equal(pthread_create(&t, NULL, late_saver, NULL), 0);
         memset(&s, 0, sizeof s);
         t0 = wu_mono_ms();
-        assert_int_equal(rs_events(r, "wf1", after, 5000, on_event, &s, &err), 1);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 5000, on_event, &s, &err), 1);
         assert_true(wu_mono_ms() - t0 < 4000);
         assert_string_equal(s.json[0], "{\"live\":true}");
         pthread_join(t, NULL);
@@ -669,13 +729,13 @@ static void test_events(void **state)
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 2);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 2);
         assert_string_equal(s.json[0], "{}");
         assert_string_equal(s.json[1], "{\"x\":1}");
     }
     /* unknown execution: no events */
     memset(&s, 0, sizeof s);
-    assert_int_equal(rs_events(r, "nope", "0", 0, on_event, &s, &err), 0);
+    assert_int_equal(rs_events(r, "nope", "0", NULL, 0, on_event, &s, &err), 0);
 }
 
 /* ---- work queues ---- */
@@ -1642,6 +1702,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_save_applies_leftovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminal_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
