@@ -496,19 +496,29 @@ static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
 {
     const char *kind, *reason;
     weft_error ignored = {0};
-    size_t n;
+    size_t n, k;
     if (!x->cmd)
         return 0;
     kind = strchr(x->cmd, '|');
     kind = kind ? kind + 1 : "";
     n = strcspn(kind, "|");
     reason = kind[n] ? kind + n + 1 : "";
-    if (n == strlen(cmd_kinds[OP_TERMINATE]) && !strncmp(kind, cmd_kinds[OP_TERMINATE], n))
+    for (k = 0; k < sizeof cmd_kinds / sizeof cmd_kinds[0]; k++)
+        if (strlen(cmd_kinds[k]) == n && !strncmp(kind, cmd_kinds[k], n))
+            break;
+    switch (k) {
+    case OP_TERMINATE:
         dec_end(dec, x, WEFT_WF_TERMINATED, *reason ? reason : "terminated", o);
-    else if (n == strlen(cmd_kinds[OP_PAUSE]) && !strncmp(kind, cmd_kinds[OP_PAUSE], n))
+        break;
+    case OP_PAUSE:
         dec_pause(dec, x, &ignored);
-    else if (n == strlen(cmd_kinds[OP_RESUME]) && !strncmp(kind, cmd_kinds[OP_RESUME], n))
+        break;
+    case OP_RESUME:
         dec_resume(dec, x, &ignored);
+        break;
+    default:
+        break; /* unknown: dropped */
+    }
     return 1;
 }
 
@@ -528,6 +538,13 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
             return rc;
         }
         locked = 1;
+    }
+    if (loaded && env->unfenced) {
+        /* a copy loaded before the lock was had may be older than what is
+         * stored, and with fencing off nothing would refuse its save: it
+         * would undo a newer change (an operator's pause) */
+        xc_free(loaded);
+        loaded = NULL;
     }
     int64_t until = wu_mono_ms() + OP_RACE_MS;
     for (attempt = 0;; attempt++) {

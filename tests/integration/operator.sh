@@ -2,7 +2,8 @@
 # Operators win: terminate, pause and resume take effect on a busy workflow
 # (a DO_WHILE of trivial LAMBDAs that saves as fast as weftd can), through
 # the weft client and the REST API, with locking off (fencing alone), with
-# the redis lock module, and with two daemons sharing the work. A command
+# the redis lock module (with and without fencing), and with two daemons
+# sharing the work. A command
 # that never lands would answer 409 after 10 s of lost fence races.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/redis_lib.sh"
@@ -125,7 +126,13 @@ API="http://$(api_of d2)"
 round "redis lock"
 stop_weftd_clean d2
 
-# 4. two daemons (no lock) working on the same workflows
+# 4. fencing off: the redis lock alone guards each workflow (the REST API takes it too)
+start_weftd d5 --workers 2 --api 127.0.0.1:0 --lock redis --set fencing=false
+API="http://$(api_of d5)"
+round "lock without fencing"
+stop_weftd_clean d5
+
+# 5. two daemons (no lock) working on the same workflows
 start_weftd d3 --workers 2 --api 127.0.0.1:0
 start_weftd d4 --workers 2
 API="http://$(api_of d3)"
