@@ -546,6 +546,57 @@ static void test_terminal_ttl(void **state)
     rs_free(x);
 }
 
+/* An operator command waits in the execution: every save that has not
+ * applied it is refused, fenced or not; the one that has removes it. */
+static void test_command_store(void **state)
+{
+    weft_error err = {0};
+    rs_save sv;
+    rs_exec e;
+    char st[32], *pending = NULL;
+
+    create("wf1", 0);
+    assert_int_equal(rs_exec_command(r, "wf1", "tk|pause|", "pause", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_load(r, "wf1", 0, &e, &err), 0);
+    assert_string_equal(e.cmd, "tk|pause|");
+    rs_exec_clear(&e);
+    memset(&sv, 0, sizeof sv);
+    sv.id = "wf1";
+    sv.doc = DOC;
+    sv.status = "PAUSED";
+    sv.fence = 1;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    assert_non_null(strstr(sv.why, "operator command"));
+    sv.fence = 0; /* unfenced */
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.cmd = "tk|other|";
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.fence = 1;
+    sv.cmd = "tk|pause|";
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, 0);
+    assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
+    /* the status decides what may be recorded */
+    assert_int_equal(rs_exec_command(r, "wf1", "t2|pause|", "pause", &pending, st, &err),
+                     WEFT_ESTATE);
+    assert_string_equal(st, "PAUSED");
+    assert_int_equal(rs_exec_command(r, "wf1", "t3|resume|", "resume", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_command(r, "nope", "t4|terminate|", "terminate", &pending, st, &err),
+                     WEFT_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "nope"));
+    /* a save that overrides (a corrupt document failed) drops it */
+    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "FAILED", 1, NULL, 0, NULL, 0, NULL, &err), 0);
+    assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
+    assert_int_equal(rs_exec_command(r, "wf1", "t5|terminate|", "terminate", &pending, st, &err),
+                     WEFT_ESTATE);
+    assert_string_equal(st, "FAILED");
+}
+
 /* ---- the status lane ---- */
 
 typedef struct seen {
@@ -1703,6 +1754,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_terminal_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
