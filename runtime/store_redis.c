@@ -49,7 +49,8 @@ enum {
     S_COUNT
 };
 static const char *const script_names[S_COUNT] = {
-    "create", "save", "flush", "claim", "renew", "ack", "check", "reap", "due", "unqueue", "command",
+    "create", "save", "flush", "claim",   "renew",   "ack",
+    "check",  "reap", "due",   "unqueue", "command",
 };
 
 #define KEY_MAX 512
@@ -2883,11 +2884,13 @@ int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *in
         return 0;
     }
     ok = n < RS_EVENT_ID_MAX && id_part(id, d1 ? (size_t)(d1 - id) : n, 20, &ms) &&
-         (!d1 || id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
+         (!d1 ||
+          id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
          (!d2 || (id_part(d2 + 1, n - (size_t)(d2 + 1 - id), 9, &i) && !strchr(d2 + 1, '-')));
     if (!ok)
         return wu_err(err, WEFT_EINVAL,
-                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2", id);
+                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
+                      id);
     snprintf(entry, RS_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
     if (d2) *index = (long long)i;
     return 0;
