@@ -380,8 +380,20 @@ static int cmd_change(client *k, op_fn fn, void *ud)
 static int cmd_command(client *k, op_cmd cmd, const char *reason)
 {
     weft_error err = {0};
-    if (op_command(&k->op, k->c->args[0], cmd, reason, &err))
-        return fail(&err);
+    if (k->c->timeout) {
+        char *end;
+        double s = strtod(k->c->timeout, &end);
+        if (end == k->c->timeout || *end || !(s > 0) || s > 86400)
+            return die(EXIT_USAGE, "--timeout: expected seconds, above 0 and at most 86400 (got %s)",
+                       k->c->timeout);
+        k->op.command_wait_ms = (int64_t)(s * 1000);
+    }
+    if (op_command(&k->op, k->c->args[0], cmd, reason, &err)) {
+        if (err.code != WEFT_ETIMEOUT)
+            return fail(&err);
+        fprintf(stderr, "weft: %s\n", err.msg);
+        return EXIT_TIMEOUT;
+    }
     return EXIT_OK;
 }
 

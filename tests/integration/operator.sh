@@ -94,6 +94,12 @@ round() { # LABEL: every operator command against busy loops on the daemons runn
 start_weftd d1 --workers 2 --api 127.0.0.1:0
 API="http://$(api_of d1)"
 round "fencing only"
+run_weft pause "$id" --timeout abc
+expect_rc "a bad --timeout" 2
+expect_err "a bad --timeout" "--timeout: expected seconds"
+start_busy
+timed "weft pause --timeout 5" 8 weft_ok pause "$id" --timeout 5
+timed "weft terminate --timeout 5" 8 weft_ok terminate "$id" --timeout 5
 
 # 2. a sub-workflow that is busy: terminating its parent terminates it
 run_weft register "$TMP/busy.lua"

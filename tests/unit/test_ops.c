@@ -521,6 +521,43 @@ static void test_command(void **state)
     assert_string_equal(hget(id2, "cmd", buf, sizeof buf), "(nil)");
 }
 
+/* A lock some decider holds for good: acquire always times out. */
+static int held_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms, char *token,
+                        size_t token_size, weft_error *err)
+{
+    return wu_err(err, WEFT_ETIMEOUT, "lock %s is held", key);
+}
+
+static int held_release(void *lock, const char *key, const char *token, weft_error *err)
+{
+    return 0;
+}
+
+/* A command nobody can apply in time says so after command_wait_ms, and
+ * stays recorded: the next save of any decider lands it. */
+static void test_command_wait(void **state)
+{
+    static const weft_lock_provider held = {"held", NULL, held_acquire, held_release, NULL};
+    op_env e = F.env;
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    char id[64], buf[256];
+    int64_t t0;
+
+    start(NULL, NULL, id);
+    e.lock = &held;
+    e.command_wait_ms = 300;
+    t0 = wu_mono_ms();
+    assert_int_equal(op_command(&e, id, OP_PAUSE, NULL, &err), WEFT_ETIMEOUT);
+    assert_true(wu_mono_ms() - t0 >= 250);
+    assert_has(err.msg, id);
+    assert_has(err.msg, "no decider applied it within 300 ms");
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "RUNNING");
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "PAUSED");
+    assert_string_equal(hget(id, "cmd", buf, sizeof buf), "(nil)");
+}
+
 static void test_update_unknown(void **state)
 {
     change c = {0, 0, "x"};
@@ -1488,6 +1525,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_without_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_other_id, setup, teardown),
