@@ -24,6 +24,21 @@ run_weft start "$TMP/fan.lua"
 id=$last
 wait_for 20 sh -c "redis-cli -p $REDIS_PORT XRANGE '${WEFT_KEY_PREFIX}{$id}:ev' - + | grep -q '\"referenceTaskName\":\"c\"'" ||
     not_ok "the fork did not schedule its branches"
+
+# live, on the running workflow: a stream resumed mid-save gets the rest of
+# it and then waits; one resumed after the last event gets nothing while it waits
+curl -s -N --max-time 2 "$API/api/workflow/$id/events" | tr -d '\r' | grep '^id: ' | cut -c5- >"$TMP/live_ids"
+nl=$(wc -l <"$TMP/live_ids")
+[ "$nl" -ge 3 ] && ok "a running workflow's stream: $nl events so far" || not_ok "live stream: $nl events"
+curl -s -N --max-time 2 -H "Last-Event-ID: $(sed -n 2p "$TMP/live_ids")" "$API/api/workflow/$id/events" |
+    tr -d '\r' | grep '^id: ' | cut -c5- >"$TMP/live_rest"
+tail -n +3 "$TMP/live_ids" | cmp -s - "$TMP/live_rest" && ok "resumed live after event 2: the rest, then it waits" ||
+    not_ok "resumed live after event 2: $(tr '\n' ' ' <"$TMP/live_rest")"
+curl -s -N --max-time 2 -H "Last-Event-ID: $(tail -n 1 "$TMP/live_ids")" "$API/api/workflow/$id/events" |
+    tr -d '\r' | grep -c '^id: ' >"$TMP/live_none"
+[ "$(cat "$TMP/live_none")" = 0 ] && ok "resumed live after the last event: nothing repeated" ||
+    not_ok "resumed after the last event: $(cat "$TMP/live_none") events"
+
 run_weft terminate "$id" --reason "enough"
 expect_rc "terminated" 0
 saves=$(rcli XLEN "${WEFT_KEY_PREFIX}{$id}:ev")
