@@ -465,6 +465,7 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     memset(sv, 0, sizeof *sv);
     sv->id = id;
     sv->fence = env->unfenced ? 0 : p->x->fence;
+    sv->loaded_fence = p->x->fence;
     sv->doc = p->doc.data;
     sv->status = weft_wf_status_name(p->x->status);
     sv->terminal = xc_wf_terminal(p->x->status);

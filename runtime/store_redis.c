@@ -1832,8 +1832,10 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     cmd_dup(c, evk);
     if (s->fence)
         cmd_addf(c, "%llu", (unsigned long long)s->fence);
+    else if (s->loaded_fence) /* unfenced: the last writer wins, but not over an operator */
+        cmd_addf(c, "*%llu", (unsigned long long)s->loaded_fence);
     else
-        cmd_add(c, "*"); /* unfenced: the last writer wins */
+        cmd_add(c, "*");
     cmd_add(c, s->doc);
     cmd_add(c, s->status);
     cmd_add(c, s->terminal ? "1" : s->revive ? "2" : "0");

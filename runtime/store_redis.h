@@ -164,6 +164,9 @@ typedef struct rs_save {
     const char *const *events; /* one line of JSON each */
     size_t nevents;
     int revive; /* a finished execution made to run again: keep its keys again */
+    /* fence 0 (unfenced): the fence the saver's copy was loaded at, so its
+     * save is refused if an operator command landed since (0 = unknown) */
+    uint64_t loaded_fence;
     /* the operator command (rs_exec.cmd) this save applied, NULL for none,
      * "*" to drop any: while one waits, a save that did not apply it is
      * refused (rc WEFT_ESTATE, as a lost fence race) */

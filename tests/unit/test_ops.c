@@ -974,6 +974,32 @@ static void test_update_many_fence_race(void **state)
 }
 
 /* A change that changes nothing: no save, its claims dropped; keep hands the execution back. */
+/* Fencing off, and a decider saving a copy it held from before an
+ * operator's pause (eager dispatch keeps one): the pause is not undone. */
+static void test_command_unfenced(void **state)
+{
+    op_env unfenced = F.env;
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    op_item it;
+    char id[64], buf[256];
+    uint64_t fence;
+    xc_exec *x;
+
+    start(NULL, NULL, id);
+    x = load(id, &fence);
+    assert_int_equal(op_command(&F.env, id, OP_PAUSE, NULL, &err), 0);
+    unfenced.unfenced = 1;
+    item_init(&it, id, x, set_var, &c);
+    op_update_many(&unfenced, &it, 1, NULL);
+    assert_int_equal(it.rc, 0);
+    item_clear(&it);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "PAUSED");
+    x = load(id, &fence);
+    assert_int_equal(json_object_get_int(json_object_object_get(x->variables, "x")), c.calls);
+    xc_free(x);
+}
+
 static void test_update_many_nochange(void **state)
 {
     char id[64];
@@ -1526,6 +1552,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_unfenced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_without_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_other_id, setup, teardown),

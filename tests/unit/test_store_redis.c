@@ -580,6 +580,16 @@ static void test_command_store(void **state)
     assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
     assert_int_equal(sv.rc, 0);
     assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
+    /* fencing off, the last writer wins, but not a copy loaded before the
+     * command landed (at fence 2) */
+    sv.cmd = NULL;
+    sv.fence = 0;
+    sv.loaded_fence = 1;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.loaded_fence = 2;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, 0);
     /* the status decides what may be recorded */
     assert_int_equal(rs_exec_command(r, "wf1", "t2|pause|", "pause", &pending, st, &err),
                      WEFT_ESTATE);
@@ -590,7 +600,7 @@ static void test_command_store(void **state)
                      WEFT_ENOTFOUND);
     assert_non_null(strstr(err.msg, "nope"));
     /* a save that overrides (a corrupt document failed) drops it */
-    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "FAILED", 1, NULL, 0, NULL, 0, NULL, &err), 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 3, DOC, "FAILED", 1, NULL, 0, NULL, 0, NULL, &err), 0);
     assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
     assert_int_equal(rs_exec_command(r, "wf1", "t5|terminate|", "terminate", &pending, st, &err),
                      WEFT_ESTATE);
