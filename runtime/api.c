@@ -226,6 +226,7 @@ static tls *tls_get(ap_server *s)
     }
     t->op.lock_ttl_ms = s->cfg.lock_ttl_ms;
     t->op.lock_wait_ms = s->cfg.lock_wait_ms;
+    t->op.command_wait_ms = s->cfg.command_wait_ms;
     t->op.sweep_ms = s->cfg.sweep_ms;
     t->op.unfenced = !s->cfg.fencing;
     t->op.ps = s->cfg.payloads;
@@ -1197,21 +1198,29 @@ static mhd_result change(ctx *c, op_fn fn, void *ud)
     return send_empty(c, 200);
 }
 
+/* terminate, pause, resume: recorded first, so a busy workflow cannot outrun them */
+static mhd_result command(ctx *c, op_cmd cmd, const char *reason)
+{
+    weft_error err = {0};
+    c->t->op.client = 1;
+    if (op_command(&c->t->op, c->q->seg[2], cmd, reason, &err)) return send_werr(c, &err);
+    return send_empty(c, 200);
+}
+
 static mhd_result h_terminate(ctx *c)
 {
     const char *reason = query(c, "reason");
-    return change(c, op_fn_terminate,
-                  (void *)(reason && *reason ? reason : "terminated through the REST API"));
+    return command(c, OP_TERMINATE, reason && *reason ? reason : "terminated through the REST API");
 }
 
 static mhd_result h_pause(ctx *c)
 {
-    return change(c, op_fn_pause, NULL);
+    return command(c, OP_PAUSE, NULL);
 }
 
 static mhd_result h_resume(ctx *c)
 {
-    return change(c, op_fn_resume, NULL);
+    return command(c, OP_RESUME, NULL);
 }
 
 static mhd_result h_retry(ctx *c)
@@ -1232,7 +1241,8 @@ typedef struct sse {
     ap_server *s;
     rs *r; /* its own: the stream outlives the request's handler */
     char id[64];
-    char last[64];
+    char last[RS_EVENT_ID_MAX];  /* where the next read resumes (rs_events' next_id) */
+    char entry[RS_EVENT_ID_MAX]; /* the stream entry of the last event sent */
     wu_buf out;
     size_t off;
     int done;      /* the workflow ended: close once out is sent */
@@ -1255,6 +1265,7 @@ static int wf_end_event(const char *json)
 static int sse_event(void *ud, const char *id, const char *json)
 {
     sse *e = ud;
+    size_t n = (size_t)(strrchr(id, '-') - id); /* "<entry>-<index>" */
     wu_buf_add(&e->out, "id: ", 4);
     wu_buf_add(&e->out, id, strlen(id));
     wu_buf_add(&e->out, "\ndata: ", 7);
@@ -1262,9 +1273,10 @@ static int sse_event(void *ud, const char *id, const char *json)
     wu_buf_add(&e->out, "\n\n", 2);
     /* the events of one save share an entry: the end may come before its
      * cancels, so an entry ends the stream if any of its events does */
-    if (strcmp(e->last, id))
+    if (strlen(e->entry) != n || strncmp(e->entry, id, n)) {
         e->maybe_end = 0;
-    snprintf(e->last, sizeof e->last, "%s", id);
+        snprintf(e->entry, sizeof e->entry, "%.*s", (int)n, id);
+    }
     e->maybe_end |= wf_end_event(json);
     return 0;
 }
@@ -1298,7 +1310,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             return (ssize_t)k;
         }
         if (e->done || stopping(e->s)) return MHD_CONTENT_READER_END_OF_STREAM;
-        n = rs_events(e->r, e->id, e->last, 0, sse_event, e, &err);
+        n = rs_events(e->r, e->id, e->last, e->last, 0, sse_event, e, &err);
         if (n > 0) {
             e->gap = 0;
             continue;
@@ -1340,19 +1352,6 @@ static void sse_free(void *cls)
     free(e);
 }
 
-/* A stream id: "<ms>-<seq>" (or "<ms>", or "0"). */
-static int stream_id_ok(const char *s)
-{
-    size_t i, dash = 0;
-    if (!*s || strlen(s) > 40) return 0;
-    for (i = 0; s[i]; i++)
-        if (s[i] == '-' && i > 0 && !dash)
-            dash = i;
-        else if (s[i] < '0' || s[i] > '9')
-            return 0;
-    return !dash || s[dash + 1];
-}
-
 /* GET /api/workflow/{id}/events: history first (after Last-Event-ID), then live. */
 static mhd_result h_events(ctx *c)
 {
@@ -1362,9 +1361,11 @@ static mhd_result h_events(ctx *c)
     rs_exec x = {0};
     weft_wf_status st;
     sse *e;
+    char entry[RS_EVENT_ID_MAX];
+    long long index;
     int ended;
-    if (last && !stream_id_ok(last))
-        return send_error(c, 400, "Last-Event-ID: expected an event id such as 1700000000000-0");
+    if (last && rs_event_id_parse(last, entry, &index, &err))
+        return send_error(c, 400, "Last-Event-ID: %s", err.msg);
     if (rs_exec_load(c->t->r, c->q->seg[2], 0, &x, &err)) return send_werr(c, &err);
     ended = xc_wf_status_parse(x.status, &st) == 0 && xc_wf_terminal(st);
     rs_exec_clear(&x);

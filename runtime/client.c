@@ -339,23 +339,22 @@ static int print_event(void *ud, const char *id, const char *json)
         xc_wf_status_parse(json_object_get_string(status), &st) == 0 && xc_wf_terminal(st))
         end = 1;
     json_object_put(ev);
-    snprintf(ud, 64, "%s", id);
     return end;
 }
 
 static int cmd_watch(client *k)
 {
     weft_error err = {0};
-    char last[64] = "0";
+    char last[RS_EVENT_ID_MAX] = "0";
     rs_exec e = {0};
     if (rs_exec_load(k->r, k->c->args[0], 0, &e, &err))
         return fail(&err);
     rs_exec_clear(&e);
     for (;;) {
-        char before[64];
+        char before[RS_EVENT_ID_MAX];
         int n;
         snprintf(before, sizeof before, "%s", last);
-        n = rs_events(k->r, k->c->args[0], last, 1000, print_event, last, &err);
+        n = rs_events(k->r, k->c->args[0], last, last, 1000, print_event, NULL, &err);
         if (n < 0) {
             if (err.code == WEFT_EIO) {
                 sleep_ms(500);
@@ -370,7 +369,7 @@ static int cmd_watch(client *k)
             if (rs_exec_load(k->r, k->c->args[0], 0, &s, &err) == 0 && s.status &&
                 xc_wf_status_parse(s.status, &st) == 0 && xc_wf_terminal(st)) {
                 /* drain what is left, then stop */
-                rs_events(k->r, k->c->args[0], last, 0, print_event, last, &err);
+                rs_events(k->r, k->c->args[0], last, last, 0, print_event, NULL, &err);
                 rs_exec_clear(&s);
                 return EXIT_OK;
             }
@@ -384,6 +383,27 @@ static int cmd_change(client *k, op_fn fn, void *ud)
     weft_error err = {0};
     if (op_update(&k->op, k->c->args[0], fn, ud, &err))
         return fail(&err);
+    return EXIT_OK;
+}
+
+/* terminate, pause, resume: recorded first, so a busy workflow cannot outrun them */
+static int cmd_command(client *k, op_cmd cmd, const char *reason)
+{
+    weft_error err = {0};
+    if (k->c->timeout) {
+        char *end;
+        double s = strtod(k->c->timeout, &end);
+        if (end == k->c->timeout || *end || !(s > 0) || s > 86400)
+            return die(EXIT_USAGE, "--timeout: expected seconds, above 0 and at most 86400 (got %s)",
+                       k->c->timeout);
+        k->op.command_wait_ms = (int64_t)(s * 1000);
+    }
+    if (op_command(&k->op, k->c->args[0], cmd, reason, &err)) {
+        if (err.code != WEFT_ETIMEOUT)
+            return fail(&err);
+        fprintf(stderr, "weft: %s\n", err.msg);
+        return EXIT_TIMEOUT;
+    }
     return EXIT_OK;
 }
 
@@ -982,12 +1002,11 @@ int client_main(const cli *c)
     else if (!strcmp(cmd, "watch"))
         rc = cmd_watch(&k);
     else if (!strcmp(cmd, "terminate"))
-        rc = cmd_change(&k, op_fn_terminate,
-                        (void *)(c->reason ? c->reason : "terminated by an operator"));
+        rc = cmd_command(&k, OP_TERMINATE, c->reason ? c->reason : "terminated by an operator");
     else if (!strcmp(cmd, "pause"))
-        rc = cmd_change(&k, op_fn_pause, NULL);
+        rc = cmd_command(&k, OP_PAUSE, NULL);
     else if (!strcmp(cmd, "resume"))
-        rc = cmd_change(&k, op_fn_resume, NULL);
+        rc = cmd_command(&k, OP_RESUME, NULL);
     else if (!strcmp(cmd, "retry"))
         rc = cmd_change(&k, op_fn_retry, NULL);
     else if (!strcmp(cmd, "restart"))

@@ -62,6 +62,9 @@ static const cf_field fields[] = {
      "how long a lock is held at most"},
     {"lock_wait", CF_DURATION, F(lock_wait_ms), 0, "2s", 0, NULL, NULL,
      "how long to wait for a held lock"},
+    {"command_wait", CF_DURATION, F(command_wait_ms), 0, "10s", 1, NULL, NULL,
+     "how long terminate, pause and resume through the REST API wait for their command to land "
+     "on a busy workflow before answering 503 (it stays recorded and lands at the next save)"},
     {"fencing", CF_BOOL, F(fencing), 0, "true", 0, NULL, NULL,
      "refuse state writes from a stale decider"},
     {"retention", CF_DURATION, F(retention_ms), 0, "7d", 0, NULL, NULL,

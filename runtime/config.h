@@ -35,6 +35,7 @@ typedef struct cf_config {
     char *lock;           /* lock: "none" | "local" | "redis" ("redis") */
     int64_t lock_ttl_ms;  /* lock_ttl: "10s" */
     int64_t lock_wait_ms; /* lock_wait: "2s" */
+    int64_t command_wait_ms; /* command_wait: "10s" (terminate/pause/resume landing) */
     int fencing;          /* fencing: true */
     int64_t retention_ms; /* retention: "7d" */
     int64_t lease_ms;     /* lease: "30s" (renewed while a task runs) */

@@ -83,6 +83,7 @@ void xc_free(xc_exec *x)
     free(x->failed_task_id);
     free(x->input_ref);
     free(x->output_ref);
+    free(x->cmd);
     def_unref(x->def);
     free(x);
 }

@@ -61,6 +61,7 @@ typedef struct xc_exec {
     char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;
     uint64_t fence;
+    char *cmd;       /* an operator command waiting in the store (ops.c applies it first) */
     wu_vec tasks;    /* xc_task *, in seq order */
     wu_map *by_ref;  /* instance ref -> latest xc_task */
     wu_map *by_def;  /* def ref -> latest xc_task */

@@ -1004,6 +1004,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.lock_handle = n->lock_handle;
     w->op.lock_ttl_ms = n->cfg->lock_ttl_ms;
     w->op.lock_wait_ms = n->cfg->lock_wait_ms;
+    w->op.command_wait_ms = n->cfg->command_wait_ms;
     w->op.sweep_ms = n->cfg->sweep_ms;
     w->op.unfenced = !n->cfg->fencing;
     w->op.ps = n->payloads;
@@ -1182,6 +1183,7 @@ static int start_api(nd_node *n, weft_error *err)
     a->lock_handle = n->lock_handle;
     a->lock_ttl_ms = cfg->lock_ttl_ms;
     a->lock_wait_ms = cfg->lock_wait_ms;
+    a->command_wait_ms = cfg->command_wait_ms;
     a->sweep_ms = cfg->sweep_ms;
     a->fencing = cfg->fencing;
     a->max_reaps = cfg->max_reaps;

@@ -10,6 +10,9 @@
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
 
+/* How long op_command waits for its command to land, unless told. */
+#define OP_COMMAND_WAIT_MS 10000
+
 struct op_cache {
     pthread_mutex_t mu;
     wu_map *defs; /* defkey -> def_workflow */
@@ -187,6 +190,8 @@ static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_e
     rc = cd_from_doc(doc, def, env->defs, out, err);
     if (rc == 0) {
         (*out)->fence = e->fence;
+        (*out)->cmd = e->cmd;
+        e->cmd = NULL;
         if ((rc = load_payloads(env, *out, err))) {
             wu_err_prefix(err, "workflow %s: ", id);
             xc_free(*out);
@@ -465,7 +470,7 @@ static void later_drain(op_env *env)
         struct op_later l = env->later[env->hlater++];
         if (l.kind == LATER_TERMINATE) {
             weft_error e = {0};
-            op_update(env, l.id, op_fn_terminate, "parent task canceled", &e);
+            op_command(env, l.id, OP_TERMINATE, "parent task canceled", &e);
             free(l.id);
         } else {
             env->hooks->ended(env->hooks->ud, env, l.x);
@@ -513,6 +518,11 @@ static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own, const col
         } else {
             ended_hook(env, x);
         }
+    } else if (xc_wf_terminal(x->status) && x->parent_id) {
+        /* no hooks (a client): the parent's decider reads the child's end
+         * when it looks at the parent, so it looks now */
+        weft_error e = {0};
+        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
     }
 }
 
@@ -584,10 +594,12 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     memset(sv, 0, sizeof *sv);
     sv->id = id;
     sv->fence = env->unfenced ? 0 : p->x->fence;
+    sv->loaded_fence = p->x->fence;
     sv->doc = p->doc.data;
     sv->status = weft_wf_status_name(p->x->status);
     sv->terminal = xc_wf_terminal(p->x->status);
     sv->revive = p->x->revived;
+    sv->cmd = p->x->cmd;
     sv->steps = p->steps;
     sv->nsteps = p->nsteps;
     sv->events = (const char *const *)p->col.events.items;
@@ -600,11 +612,51 @@ int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
     return op_update_from(env, id, NULL, fn, ud, err);
 }
 
+static const char *const cmd_kinds[] = {"terminate", "pause", "resume"};
+
+/*
+ * Apply the operator command x was loaded with ("<token>|<kind>|<reason>",
+ * rs_exec_command), before any other change: x->cmd stays set, so the save
+ * tells the store it was applied. command.lua checked the status when it
+ * recorded the command and no save since went without it, so it applies;
+ * a command that somehow does not is dropped all the same. 1 when there
+ * was one (x must be saved), else 0.
+ */
+static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
+{
+    const char *kind, *reason;
+    weft_error ignored = {0};
+    size_t n, k;
+    if (!x->cmd)
+        return 0;
+    kind = strchr(x->cmd, '|');
+    kind = kind ? kind + 1 : "";
+    n = strcspn(kind, "|");
+    reason = kind[n] ? kind + n + 1 : "";
+    for (k = 0; k < sizeof cmd_kinds / sizeof cmd_kinds[0]; k++)
+        if (strlen(cmd_kinds[k]) == n && !strncmp(kind, cmd_kinds[k], n))
+            break;
+    switch (k) {
+    case OP_TERMINATE:
+        dec_end(dec, x, WEFT_WF_TERMINATED, *reason ? reason : "terminated", o);
+        break;
+    case OP_PAUSE:
+        dec_pause(dec, x, &ignored);
+        break;
+    case OP_RESUME:
+        dec_resume(dec, x, &ignored);
+        break;
+    default:
+        break; /* unknown: dropped */
+    }
+    return 1;
+}
+
 int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
                    weft_error *err)
 {
     char token[128] = "";
-    int locked = 0, attempt, rc = 0;
+    int locked = 0, attempt, rc = 0, cmd, frc;
     dec_env dec = *env->dec;
 
     dec.on_change = on_change;
@@ -616,6 +668,13 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
             return rc;
         }
         locked = 1;
+    }
+    if (loaded && env->unfenced) {
+        /* a copy loaded before the lock was had may be older than what is
+         * stored, and with fencing off nothing would refuse its save: it
+         * would undo a newer change (an operator's pause) */
+        xc_free(loaded);
+        loaded = NULL;
     }
     int64_t until = wu_mono_ms() + OP_RACE_MS;
     for (attempt = 0;; attempt++) {
@@ -647,14 +706,15 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         if (rc)
             break;
         dec.ud = &p.col;
-        rc = fn(env, &dec, p.x, &p.o, ud, err);
-        if (rc != 0) {
+        cmd = apply_cmd(&dec, p.x, &p.o);
+        frc = fn(env, &dec, p.x, &p.o, ud, err);
+        if (frc != 0 && !cmd) {
             /* fn's own error (WEFT_ESTATE too) is final: no redo */
             prep_clear(&p);
-            if (rc == OP_NOCHANGE)
-                rc = 0;
+            rc = frc == OP_NOCHANGE ? 0 : frc;
             break;
         }
+        /* an operator command applied is saved even when fn then failed */
         if ((rc = prepare(env, &dec, id, &p, NULL, NULL, NULL, &sv)) != 0)
             wu_err(err, rc, "out of memory");
         else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
@@ -662,6 +722,11 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         else if (rc == 0)
             after_save(env, &p.x, &p.o, 1, &p.col);
         prep_clear(&p);
+        if (rc == 0) {
+            if (frc != OP_NOCHANGE)
+                rc = frc; /* fn's message is still in err: a successful save writes none */
+            break;
+        }
         if (rc != WEFT_ESTATE)
             break;
         if (wu_mono_ms() >= until) {
@@ -758,8 +823,11 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         it->x = NULL;
         if (it->rc)
             continue;
-        if (!pp->x) {
-            one_by_one(env, it, NULL); /* its error (or a failed corrupt workflow) */
+        if (!pp->x || pp->x->cmd) {
+            /* its error (or a failed corrupt workflow); or an operator
+             * command to apply first, whatever fn says: alone */
+            one_by_one(env, it, pp->x);
+            pp->x = NULL;
             continue;
         }
         dec.on_change = on_change;
@@ -995,6 +1063,95 @@ out:
     free(c);
     free(ps);
     free(keys);
+    return rc;
+}
+
+/* A change that changes nothing: an update that only applies a waiting command. */
+static int fn_none(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    return OP_NOCHANGE;
+}
+
+/* The refusal of a command the status does not allow, worded as the
+ * decider's own (op_fn_terminate, dec_pause, dec_resume). */
+static int cmd_refused(weft_error *err, const char *id, op_cmd cmd, const char *status)
+{
+    if (cmd == OP_TERMINATE)
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", id, status);
+    return wu_err(err, WEFT_ESTATE, "workflow %s is %s: only %s workflows can be %s", id, status,
+                  cmd == OP_PAUSE ? "RUNNING" : "PAUSED", cmd == OP_PAUSE ? "paused" : "resumed");
+}
+
+int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft_error *err)
+{
+    int64_t wait = env->command_wait_ms > 0 ? env->command_wait_ms : OP_COMMAND_WAIT_MS;
+    int64_t until = wu_mono_ms() + wait;
+    char token[37], status[32], *text, *mine = NULL, *pending = NULL;
+    size_t n;
+    int rc;
+
+    wu_uuid(token);
+    n = strlen(token) + strlen(cmd_kinds[cmd]) + (reason ? strlen(reason) : 0) + 3;
+    if (!(text = malloc(n)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    snprintf(text, n, "%s|%s|%s", token, cmd_kinds[cmd], reason ? reason : "");
+    for (;;) {
+        rc = rs_exec_command(env->r, id, text, cmd_kinds[cmd], &pending, status, err);
+        if (rc == RS_CMD_RECORDED) {
+            mine = text;
+            text = NULL;
+            break;
+        }
+        if (rc == RS_CMD_SAME) {
+            mine = pending; /* an operator asked the same: that one is ours too */
+            break;
+        }
+        free(pending);
+        if (rc == WEFT_ESTATE)
+            rc = cmd_refused(err, id, cmd, status);
+        if (rc != RS_CMD_OTHER)
+            goto out;
+        /* another operator's command waits (a pause before this resume):
+         * it lands first, then this one is asked for again */
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc && rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            goto out;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT, "workflow %s: another operator command waits since "
+                        "more than %lld ms", id, (long long)wait);
+            goto out;
+        }
+    }
+    /* Apply it now; or, when the lock or the races went to a decider, see
+     * it applied by that decider's next save, which cannot go without it. */
+    for (;;) {
+        rs_exec e = {0};
+        int gone;
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            break;
+        if ((rc = rs_exec_load(env->r, id, 0, &e, err)) != 0)
+            break;
+        gone = !e.cmd || strcmp(e.cmd, mine);
+        rs_exec_clear(&e);
+        if (gone)
+            break;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT,
+                        "workflow %s: the %s is recorded, but no decider applied it within %lld "
+                        "ms (it is applied at the workflow's next save)",
+                        id, cmd_kinds[cmd], (long long)wait);
+            break;
+        }
+        {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+out:
+    free(text);
+    free(mine);
     return rc;
 }
 

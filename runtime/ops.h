@@ -51,6 +51,7 @@ struct op_env {
     int64_t sweep_ms;     /* an unfinished execution is looked at again within this */
     int client;           /* changes made here are followed by a decider elsewhere: wake it now */
     int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
+    int64_t command_wait_ms; /* op_command: how long to wait for a command to land (0 = 10 s) */
     const op_hooks *hooks;
     ps_store *ps;         /* where large payloads go; NULL = always inline */
     /* Eager dispatch (op_update_many): a task that a save makes visible now
@@ -151,6 +152,20 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
  * failure's code with its message in err. */
 int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64], int *rcs,
                   weft_error *err);
+
+/*
+ * An operator's terminate, pause or resume, which a busy workflow cannot
+ * outrun: the command is recorded in the execution (rs_exec_command), the
+ * store refuses every save that has not applied it, and this call then
+ * applies it itself or sees a decider's save do so. Returns 0 once it is
+ * applied (the workflow TERMINATED, PAUSED or RUNNING again, with the usual
+ * cascade and events); WEFT_ENOTFOUND; WEFT_ESTATE when the status does not
+ * allow it (already ended, not RUNNING, not PAUSED); WEFT_ETIMEOUT when
+ * nothing applied it within env->command_wait_ms (it stays recorded and is
+ * applied at the workflow's next save). reason: terminate only, may be NULL.
+ */
+typedef enum op_cmd { OP_TERMINATE, OP_PAUSE, OP_RESUME } op_cmd;
+int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft_error *err);
 
 /* Ready-made changes (ud as noted). */
 int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,

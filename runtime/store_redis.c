@@ -14,6 +14,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,10 +46,12 @@ enum {
     S_REAP,
     S_DUE,
     S_UNQUEUE,
+    S_COMMAND,
     S_COUNT
 };
 static const char *const script_names[S_COUNT] = {
-    "create", "save", "flush", "claim", "renew", "ack", "check", "reap", "due", "unqueue",
+    "create", "save", "flush", "claim",   "renew",   "ack",
+    "check",  "reap", "due",   "unqueue", "command",
 };
 
 #define KEY_MAX 512
@@ -1841,10 +1844,21 @@ void rs_exec_clear(rs_exec *e)
     free(e->def);
     free(e->defkey);
     free(e->status);
+    free(e->cmd);
     memset(e, 0, sizeof *e);
 }
 
-/* An HMGET doc defkey status fence [def] reply into out: 0, WEFT_ENOTFOUND,
+/* The fields a load reads, in exec_reply's order (def after them when asked for). */
+static const char *const load_names[] = {"doc", "defkey", "status", "fence", "cmd", NULL};
+
+static void load_fields(rs_cmd *c)
+{
+    const char *const *f;
+    for (f = load_names; *f; f++)
+        cmd_add(c, *f);
+}
+
+/* An HMGET doc defkey status fence cmd [def] reply into out: 0, WEFT_ENOTFOUND,
  * WEFT_EINVAL or WEFT_EIO. */
 static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exec *out,
                       weft_error *err)
@@ -1854,19 +1868,21 @@ static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exe
     memset(out, 0, sizeof *out);
     k_exec(r, id, "", h);
     if (is_err(x)) return reply_err(r, x, h, err);
-    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 5 : 4))
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)(want_def ? 6 : 5))
         return bad_reply(r, h, err);
     el = x->element;
     if (el[0]->type != REDIS_REPLY_STRING) return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[4]->type != REDIS_REPLY_STRING))
+    if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[5]->type != REDIS_REPLY_STRING))
         return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
                       el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
     out->doc = reply_dup(el[0]);
     out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
     out->status = el[2]->type == REDIS_REPLY_STRING ? reply_dup(el[2]) : strdup("");
     out->fence = strtoull(el[3]->str, NULL, 10);
-    if (want_def) out->def = reply_dup(el[4]);
-    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def)) {
+    if (el[4]->type == REDIS_REPLY_STRING) out->cmd = reply_dup(el[4]);
+    if (want_def) out->def = reply_dup(el[5]);
+    if (!out->doc || !out->defkey || !out->status || (want_def && !out->def) ||
+        (el[4]->type == REDIS_REPLY_STRING && !out->cmd)) {
         rs_exec_clear(out);
         return oom(err);
     }
@@ -1886,10 +1902,7 @@ int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *
     k_exec(r, id, "", h);
     cmd_add(&c, "HMGET");
     cmd_add(&c, h);
-    cmd_add(&c, "doc");
-    cmd_add(&c, "defkey");
-    cmd_add(&c, "status");
-    cmd_add(&c, "fence");
+    load_fields(&c);
     if (want_def) cmd_add(&c, "def");
     if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
     rc = exec_reply(r, id, x, want_def, out, err);
@@ -1954,8 +1967,10 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     cmd_dup(c, evk);
     if (s->fence)
         cmd_addf(c, "%llu", (unsigned long long)s->fence);
+    else if (s->loaded_fence) /* unfenced: the last writer wins, but not over an operator */
+        cmd_addf(c, "*%llu", (unsigned long long)s->loaded_fence);
     else
-        cmd_add(c, "*"); /* unfenced: the last writer wins */
+        cmd_add(c, "*");
     cmd_add(c, s->doc);
     cmd_add(c, s->status);
     cmd_add(c, s->terminal ? "1" : s->revive ? "2" : "0");
@@ -1963,6 +1978,7 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     cmd_add(c, STREAM_MAXLEN);
     cmd_dup(c, evk);
     cmd_addf(c, "%zu", s->nsteps);
+    cmd_add(c, s->cmd ? s->cmd : "");
     for (i = 0; i < s->nsteps; i++) {
         char *t = step_text(&s->steps[i]);
         if (!t)
@@ -1997,6 +2013,9 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
         s->rc = bad_reply(r, h, &err);
     } else if (x->element[0]->integer == -1) {
         s->rc = wu_err(&err, WEFT_ENOTFOUND, "no workflow %s", s->id);
+    } else if (x->element[0]->integer == 0 && x->elements > 2) {
+        s->rc = wu_err(&err, WEFT_ESTATE, "execution %s has an operator command to apply first",
+                       s->id);
     } else if (x->element[0]->integer == 0) {
         long long cur = x->elements > 1 ? x->element[1]->integer : -1;
         s->rc = wu_err(&err, WEFT_ESTATE,
@@ -2170,11 +2189,53 @@ int rs_exec_save(rs *r, const char *id, uint64_t fence, const char *doc, const c
     s.nsteps = nsteps;
     s.events = events;
     s.nevents = nevents;
+    s.cmd = "*";
     rc = rs_exec_save_many(r, &s, 1, err);
     if (rc) return rc;
     if (s.rc) return wu_err(err, s.rc, "%s", s.why);
     if (new_fence) *new_fence = s.new_fence;
     return 0;
+}
+
+/* One round trip: command.lua. */
+int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, char **pending,
+                    char status[32], weft_error *err)
+{
+    char h[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    long long k;
+    int rc;
+
+    *pending = NULL;
+    status[0] = 0;
+    if ((rc = check_id(id, err)) != 0) return rc;
+    k_exec(r, id, "", h);
+    cmd_script(&c, r, S_COMMAND, 1);
+    cmd_add(&c, h);
+    cmd_add(&c, text);
+    cmd_add(&c, kind);
+    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+    if (is_err(x)) {
+        rc = reply_err(r, x, h, err);
+    } else if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+               x->element[0]->type != REDIS_REPLY_INTEGER || x->element[0]->integer < -1 ||
+               x->element[0]->integer > 3 ||
+               (x->element[0]->integer != 1 && x->element[0]->integer != -1 &&
+                (x->elements < 2 || !is_str(x->element[1])))) {
+        rc = bad_reply(r, h, err);
+    } else if ((k = x->element[0]->integer) == -1) {
+        rc = wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    } else if (k == 0) {
+        copy_str(status, 32, x->element[1]);
+        rc = wu_err(err, WEFT_ESTATE, "workflow %s is %s", id, status);
+    } else if (k > 1 && !(*pending = reply_dup(x->element[1]))) {
+        rc = oom(err);
+    } else {
+        rc = (int)k;
+    }
+    replies_free(&x, 1);
+    return rc;
 }
 
 /*
@@ -2220,12 +2281,11 @@ static void each_exec_free(redisReply **rep, size_t n)
 int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int *rcs,
                       weft_error *err)
 {
-    static const char *const fields[] = {"doc", "defkey", "status", "fence", NULL};
     redisReply **x = NULL;
     size_t i;
     int rc;
     memset(out, 0, n * sizeof *out);
-    if ((rc = each_exec(r, "HMGET", ids, n, fields, "load", &x, err)) != 0)
+    if ((rc = each_exec(r, "HMGET", ids, n, load_names, "load", &x, err)) != 0)
         for (i = 0; i < n; i++)
             rcs[i] = rc;
     else
@@ -2971,7 +3031,6 @@ int rs_daemons(rs *r, char **json, weft_error *err)
 
 /* ---- status lane ---- */
 
-/* One round trip: XREAD (blocking up to block_ms). */
 /*
  * A stored event ({...}, as cd_event_text writes it) as delivered, into
  * *b: the workflow's id and the time of its stream entry (the entry id's
@@ -2993,19 +3052,65 @@ static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, 
     return wu_buf_add(b, line + 1, strlen(line + 1));
 }
 
-int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,
-              int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
+/* digits only, at most max of them, at least one; *v their value (no overflow) */
+static int id_part(const char *s, size_t n, size_t max, unsigned long long *v)
 {
-    wu_buf full = {0};
-    char ev[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    size_t i, j, f;
-    int rc, n = 0, stop = 0;
+    size_t i;
+    *v = 0;
+    if (n == 0 || n > max) return 0;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10) return 0;
+        *v = *v * 10 + (unsigned)(s[i] - '0');
+    }
+    return 1;
+}
 
-    if ((rc = check_id(workflow_id, err)) != 0) return rc;
-    if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
-    k_exec(r, workflow_id, ":ev", ev);
+int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *index,
+                      weft_error *err)
+{
+    const char *d1 = id ? strchr(id, '-') : NULL, *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
+    unsigned long long ms, seq = 0, i = 0;
+    size_t n = id ? strlen(id) : 0;
+    int ok;
+    *index = -1;
+    entry[0] = 0;
+    if (!id || !*id || !strcmp(id, "0")) {
+        snprintf(entry, RS_EVENT_ID_MAX, "0");
+        return 0;
+    }
+    ok = n < RS_EVENT_ID_MAX && id_part(id, d1 ? (size_t)(d1 - id) : n, 20, &ms) &&
+         (!d1 ||
+          id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
+         (!d2 || (id_part(d2 + 1, n - (size_t)(d2 + 1 - id), 9, &i) && !strchr(d2 + 1, '-')));
+    if (!ok)
+        return wu_err(err, WEFT_EINVAL,
+                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
+                      id);
+    snprintf(entry, RS_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
+    if (d2) *index = (long long)i;
+    return 0;
+}
+
+/* The stream id just before entry ms-seq: XREAD from it reads that entry again. */
+static void id_before(const char *entry, char out[RS_EVENT_ID_MAX])
+{
+    const char *d = strchr(entry, '-');
+    unsigned long long ms = strtoull(entry, NULL, 10), seq = d ? strtoull(d + 1, NULL, 10) : 0;
+    if (seq > 0)
+        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms, seq - 1);
+    else if (ms > 0)
+        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms - 1, ULLONG_MAX);
+    else
+        snprintf(out, RS_EVENT_ID_MAX, "0");
+}
+
+/* One round trip: XREAD [BLOCK block_ms] from `from`; *x nil on timeout. */
+static int events_read(rs *r, const char *ev, const char *from, int block_ms, redisReply **x,
+                       weft_error *err)
+{
+    rs_cmd c = {0};
+    int rc;
     cmd_add(&c, "XREAD");
     if (block_ms > 0) {
         cmd_add(&c, "BLOCK");
@@ -3015,7 +3120,7 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
     cmd_add(&c, EVENTS_COUNT);
     cmd_add(&c, "STREAMS");
     cmd_add(&c, ev);
-    cmd_add(&c, after_id && *after_id ? after_id : "0");
+    cmd_add(&c, from);
     if (block_ms > 0) {
         /* the socket must wait longer than the server does */
         if ((rc = ensure(r, err)) != 0) {
@@ -3024,46 +3129,87 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms
         }
         redisSetTimeout(r->c, ms_tv(block_ms + r->timeout_ms));
     }
-    rc = rs_one(r, &c, &x, ev, err);
+    rc = rs_one(r, &c, x, ev, err);
     if (block_ms > 0 && r->c) redisSetTimeout(r->c, ms_tv(r->timeout_ms));
-    if (rc) return rc;
-    /* nil on timeout; else [[key, [[id, [field, value, ...]], ...]]] */
-    if (x->type == REDIS_REPLY_ARRAY) {
-        for (i = 0; i < x->elements && !stop; i++) {
+    return rc;
+}
+
+int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_id, int block_ms,
+              int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
+{
+    wu_buf full = {0};
+    char ev[KEY_MAX], seen[RS_EVENT_ID_MAX], from[RS_EVENT_ID_MAX], next[RS_EVENT_ID_MAX];
+    char evid[RS_EVENT_ID_MAX + 24];
+    redisReply *x = NULL;
+    long long skip;
+    size_t i, j, f;
+    int rc, n = 0, stop = 0, pass, entries;
+
+    if ((rc = check_id(workflow_id, err)) != 0) return rc;
+    if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
+    if ((rc = rs_event_id_parse(after_id, seen, &skip, err)) != 0)
+        return wu_err_prefix(err, "events of %s: ", workflow_id);
+    k_exec(r, workflow_id, ":ev", ev);
+    snprintf(next, sizeof next, "%s", after_id && *after_id ? after_id : "0");
+    /* in the middle of an entry: read it again and skip what was seen */
+    if (skip >= 0)
+        id_before(seen, from);
+    else
+        snprintf(from, sizeof from, "%s", seen);
+    for (pass = 0; pass < 2; pass++) {
+        entries = 0;
+        if ((rc = events_read(r, ev, from, block_ms, &x, err)) != 0) goto out;
+        /* nil on timeout; else [[key, [[id, [field, value, ...]], ...]]] */
+        for (i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements && !stop; i++) {
             const redisReply *s = x->element[i];
             if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
                 s->element[1]->type != REDIS_REPLY_ARRAY)
                 continue;
             for (j = 0; j < s->element[1]->elements && !stop; j++) {
                 const redisReply *e = s->element[1]->element[j];
+                long long k = 0;
+                int again;
                 if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
                     e->element[0]->type != REDIS_REPLY_STRING ||
-                    e->element[1]->type != REDIS_REPLY_ARRAY)
+                    e->element[1]->type != REDIS_REPLY_ARRAY ||
+                    e->element[0]->len >= RS_EVENT_ID_MAX)
                     continue;
-                /* a stop takes effect after the entry: its id resumes after all of it */
+                entries++;
+                again = skip >= 0 && !strcmp(e->element[0]->str, seen);
+                /* a stop takes effect after the entry: the rest of it is delivered */
                 for (f = 0; f + 1 < e->element[1]->elements; f += 2) {
-                    const redisReply *k = e->element[1]->element[f];
+                    const redisReply *kk = e->element[1]->element[f];
                     const redisReply *v = e->element[1]->element[f + 1];
                     char *line, *nl;
-                    if (k->type != REDIS_REPLY_STRING || strcmp(k->str, "json") ||
+                    if (kk->type != REDIS_REPLY_STRING || strcmp(kk->str, "json") ||
                         v->type != REDIS_REPLY_STRING)
                         continue;
                     /* a save's events share its entry, a line each (older
-                     * entries: a field each) */
-                    for (line = v->str; line; line = nl) {
+                     * entries: a field each); an event's index counts them all */
+                    for (line = v->str; line; line = nl, k++) {
                         if ((nl = strchr(line, '\n'))) *nl++ = 0;
+                        if (again && k <= skip) continue;
                         n++;
+                        snprintf(evid, sizeof evid, "%s-%lld", e->element[0]->str, k);
                         if (fn && event_full(&full, workflow_id, e->element[0]->str, line) == 0 &&
-                            fn(ud, e->element[0]->str, full.data))
+                            fn(ud, evid, full.data))
                             stop = 1;
                     }
                 }
+                snprintf(next, sizeof next, "%s", e->element[0]->str);
             }
         }
+        replies_free(&x, 1);
+        /* all it read was the rest of the entry resumed in, and nothing was
+         * left of it: wait from that entry on, as asked */
+        if (n > 0 || entries == 0 || block_ms == 0 || stop) break;
+        snprintf(from, sizeof from, "%s", next);
+        skip = -1;
     }
-    replies_free(&x, 1);
+out:
+    if (next_id && rc == 0) snprintf(next_id, RS_EVENT_ID_MAX, "%s", next);
     wu_buf_free(&full);
-    return n;
+    return rc ? rc : n;
 }
 
 /* One round trip. */

@@ -131,10 +131,11 @@ typedef struct rs_exec {
     char *defkey; /* malloc'd */
     char *status; /* malloc'd */
     uint64_t fence;
+    char *cmd;    /* malloc'd: the operator command waiting (rs_exec_command), or NULL */
 } rs_exec;
 void rs_exec_clear(rs_exec *e);
 
-/* Load doc, defkey, status, fence (and def if want_def). WEFT_ENOTFOUND for
+/* Load doc, defkey, status, fence, cmd (and def if want_def). WEFT_ENOTFOUND for
  * an unknown id; WEFT_EINVAL when the key holds something else. */
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
 /* Just the definition JSON (after a cache miss on defkey). */
@@ -167,7 +168,8 @@ typedef struct rs_step {
  * record the steps in the outbox, append events (JSON texts) to the status
  * stream and publish them, and set expiry on every key of the execution when
  * `terminal`. Then apply the steps and trim the outbox, pipelined. On
- * success *new_fence (optional) is the fence now stored.
+ * success *new_fence (optional) is the fence now stored. It overrides (drops)
+ * any waiting operator command.
  *
  * Once the fenced write is done the call returns 0, even if applying the
  * steps then failed: they stay in the outbox (rs_broken tells a lost
@@ -191,6 +193,13 @@ typedef struct rs_save {
     const char *const *events; /* one line of JSON each */
     size_t nevents;
     int revive; /* a finished execution made to run again: keep its keys again */
+    /* fence 0 (unfenced): the fence the saver's copy was loaded at, so its
+     * save is refused if an operator command landed since (0 = unknown) */
+    uint64_t loaded_fence;
+    /* the operator command (rs_exec.cmd) this save applied, NULL for none,
+     * "*" to drop any: while one waits, a save that did not apply it is
+     * refused (rc WEFT_ESTATE, as a lost fence race) */
+    const char *cmd;
     /* claims known current (the saver's own, taken less than half a lease
      * ago): dropped without a token check once the save is committed */
     const struct rs_lease *acks;
@@ -219,6 +228,21 @@ int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int
  * exists[i] = 1 or 0. An id that cannot be one is 0. Returns an error only
  * when the round trip failed. (The payload sweep: payload.h.) */
 int rs_exec_exists_many(rs *r, const char *const *ids, size_t n, int *exists, weft_error *err);
+
+/*
+ * Record an operator command for an execution, in its hash: text is
+ * "<token>|<kind>|<reason>" with kind terminate, pause or resume. Every save
+ * from then on is refused (WEFT_ESTATE) unless it applied this very command
+ * (rs_save.cmd), so the next save of any decider applies it. Returns
+ * RS_CMD_RECORDED; RS_CMD_SAME when a command of that kind waits already
+ * (its text into *pending, malloc'd); RS_CMD_OTHER when another waits
+ * (*pending: apply it first, then ask again); WEFT_ESTATE when the status
+ * does not allow the command (the status into status); WEFT_ENOTFOUND.
+ * One round trip.
+ */
+enum { RS_CMD_RECORDED = 1, RS_CMD_SAME = 2, RS_CMD_OTHER = 3 };
+int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, char **pending,
+                    char status[32], weft_error *err);
 
 /* Apply and trim whatever is left in an execution's outbox (sweeper).
  * Returns the number of entries applied (at most 1000 per call), or a
@@ -332,14 +356,26 @@ int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err);
 /* ---- status lane ---- */
 
 /*
- * Read events after `after_id` ("0" = from the start) from an execution's
- * stream, waiting up to block_ms (0 = no wait) for new ones. Calls fn for
- * each (event id, JSON text); the events of one save share one entry and
- * its id. Stops early when fn returns non-zero, after the rest of that
- * entry (so its id resumes after all of it).
- * Returns the number read, or a WEFT_E* code.
+ * Every event has its own id, "<stream entry id>-<index>" ("1700000000000-0-2":
+ * the third event of entry 1700000000000-0), though the events of one save
+ * share one stream entry. Parse one: its entry into entry and its index into
+ * *index (-1 for a plain stream id "<ms>-<seq>" or "<ms>", which means the
+ * whole entry; "0" means before everything). WEFT_EINVAL naming the id.
  */
-int rs_events(rs *r, const char *workflow_id, const char *after_id, int block_ms,
+#define RS_EVENT_ID_MAX 64
+int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *index,
+                      weft_error *err);
+
+/*
+ * Read events after the event `after_id` (rs_event_id_parse; "0" or NULL =
+ * from the start) from an execution's stream, waiting up to block_ms (0 = no
+ * wait) for new ones. Calls fn for each (event id, JSON text). Stops early
+ * when fn returns non-zero, after the rest of that event's entry. next_id
+ * (RS_EVENT_ID_MAX bytes, may be NULL, may be after_id's buffer) gets where
+ * the next call resumes: the entry id of the last entry read, else after_id.
+ * Returns the number of events given to fn, or a WEFT_E* code.
+ */
+int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_id, int block_ms,
               int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err);
 
 /* Raw command for tests and tools (hiredis format); the reply is discarded. */

@@ -29,6 +29,9 @@ static const char usage[] =
     "  watch ID                                      its transitions, history first, then live\n"
     "  register FILE                                 store a definition (versioned)\n"
     "  terminate ID [--reason R] | pause ID | resume ID | retry ID | restart ID\n"
+    "                                                terminate, pause, resume: applied even to a\n"
+    "                                                busy workflow; --timeout S (default 10) caps\n"
+    "                                                the wait for it to land (exit 3 past it)\n"
     "  signal ID REF [JSON] [--status FAILED]        complete a WAIT (or any waiting task)\n"
     "  secret set NAME < value | secret list | secret delete NAME\n"
     "                                                secrets for ${secrets.NAME} (weft run: the\n"
@@ -45,7 +48,7 @@ static const char usage[] =
     "\n"
     "exit status: 0 completed, 1 the workflow failed/terminated/timed out (or the\n"
     "operation is not allowed in its state), 2 usage, definition error or unknown id,\n"
-    "3 wait timed out\n";
+    "3 wait (or a command's --timeout) timed out\n";
 
 int die(int code, const char *fmt, const char *arg)
 {

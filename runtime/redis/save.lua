@@ -2,17 +2,27 @@
 -- KEYS[1] P{<wfid>}      execution hash
 -- KEYS[2] P{<wfid>}:out  outbox (queue steps, scored by the fence that decided them)
 -- KEYS[3] P{<wfid>}:ev   status stream
--- ARGV[1] expected fence ("*" = unfenced: fencing switched off)   ARGV[2] doc JSON   ARGV[3] status
+-- ARGV[1] expected fence; "*<fence loaded>" (or "*") = unfenced: fencing
+--         switched off, the last writer wins, but not over an operator
+--         command applied after its copy was loaded (field "cmdf": the fence
+--         of that save)
+-- ARGV[2] doc JSON   ARGV[3] status
 -- ARGV[4] "1": terminal (the keys expire after the retention), "2": revived
 --         (a finished execution made to run again: they are kept again), else "0"
 -- ARGV[5] retention ms   ARGV[6] stream max length
 -- ARGV[7] Pub/Sub channel   ARGV[8] n = number of steps
--- ARGV[9 .. 8+n]  steps "<kind>|<type>|<taskid>|<at>"
--- ARGV[9+n]       optional: the save's events (JSON texts, one per line), as
+-- ARGV[9] the operator command (field "cmd") the saver loaded and applied,
+--         "" for none, "*" to drop any (a save that overrides it)
+-- ARGV[10 .. 9+n] steps "<kind>|<type>|<taskid>|<at>"
+-- ARGV[10+n]      optional: the save's events (JSON texts, one per line), as
 --                 one stream entry (field "json") and one message
 -- Returns {1, new fence, leftover...} on success, where leftover are outbox
 -- entries of earlier saves not applied yet ("<fence>|<kind>|<type>|<taskid>|<at>");
--- {0, stored fence} when the fence moved; {-1} when there is no such execution.
+-- {0, stored fence} when the fence moved; {0, stored fence, 1} when an
+-- operator command waits that the saver has not applied (whatever the
+-- fence: so a command lands at the next save of any decider, which reloads
+-- and applies it first), or an unfenced saver's copy predates one applied;
+-- {-1} when there is no such execution.
 -- unpack() has a limit on values: a large fan-out goes in parts
 local function call_in_parts(head, args, per)
     for i = 1, #args, per do
@@ -23,26 +33,39 @@ local function call_in_parts(head, args, per)
     end
 end
 
-local cur = redis.call('HGET', KEYS[1], 'fence')
+local got = redis.call('HMGET', KEYS[1], 'fence', 'cmd', 'cmdf')
+local cur, cmd, cmdf = got[1], got[2], got[3]
 if not cur then
     return {-1}
 end
-if ARGV[1] ~= '*' and cur ~= ARGV[1] then
+if cmd and ARGV[9] ~= cmd and ARGV[9] ~= '*' then
+    return {0, tonumber(cur), 1}
+end
+if string.sub(ARGV[1], 1, 1) == '*' then
+    local seen = tonumber(string.sub(ARGV[1], 2))
+    if seen and cmdf and tonumber(cmdf) > seen and ARGV[9] ~= '*' then
+        return {0, tonumber(cur), 1}
+    end
+elseif cur ~= ARGV[1] then
     return {0, tonumber(cur)}
 end
 local leftover = redis.call('ZRANGE', KEYS[2], 0, -1)
 local fence = tonumber(cur) + 1
 redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'fence', fence)
+if cmd then
+    redis.call('HDEL', KEYS[1], 'cmd')
+    redis.call('HSET', KEYS[1], 'cmdf', fence)
+end
 local n = tonumber(ARGV[8])
 if n > 0 then
     local z = {}
-    for i = 9, 8 + n do
+    for i = 10, 9 + n do
         z[#z + 1] = fence
         z[#z + 1] = fence .. '|' .. ARGV[i]
     end
     call_in_parts({'ZADD', KEYS[2]}, z, 2000)
 end
-local ev = ARGV[9 + n]
+local ev = ARGV[10 + n]
 if ev then
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'json', ev)
     redis.call('PUBLISH', ARGV[7], ev)

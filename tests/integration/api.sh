@@ -390,7 +390,7 @@ http DELETE "/api/workflow/$ops"
 curl -s -N --max-time 10 "$API/api/workflow/$cb_wid/events" >"$TMP/sse1"
 rc=$?
 [ "$rc" = 0 ] && ok "the event stream of an ended workflow closes by itself" || not_ok "sse: curl exit $rc"
-grep -q '^id: [0-9]*-[0-9]*$' "$TMP/sse1" && ok "events carry ids" || not_ok "no id lines"
+grep -q '^id: [0-9]*-[0-9]*-[0-9]*$' "$TMP/sse1" && ok "events carry ids" || not_ok "no id lines"
 grep -q '^data: {.*"status":"SCHEDULED"' "$TMP/sse1" && ok "history: SCHEDULED" || not_ok "no SCHEDULED event"
 grep -q '^data: {.*"status":"IN_PROGRESS"' "$TMP/sse1" && ok "history: IN_PROGRESS" || not_ok "no IN_PROGRESS event"
 last_data=$(grep '^data: ' "$TMP/sse1" | tail -n 1)

@@ -451,9 +451,111 @@ static void test_update(void **state)
     assert_has(err.msg, "TERMINATED");
     assert_null(strstr(err.msg, "gave up")); /* a change's own refusal is final, not a race */
     /* the status lane got the workflow's end */
-    assert_true(rs_events(F.env.r, id, "0", 0, on_event, seen, &err) >= 1);
+    assert_true(rs_events(F.env.r, id, "0", NULL, 0, on_event, seen, &err) >= 1);
     assert_has(seen, "\"status\":\"TERMINATED\"");
     assert_has(seen, "by test");
+}
+
+/*
+ * Operator commands win over a decider that holds an older copy: the
+ * command waits in the execution, the stale save is refused, and the redo
+ * applies the command first, then the decider's own change.
+ */
+static void test_command(void **state)
+{
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    char id[64], id2[64], buf[256], *pending = NULL, st[32];
+    uint64_t fence;
+    xc_exec *x;
+
+    start(NULL, NULL, id);
+    x = load(id, &fence); /* a decider's copy, from before the command */
+    assert_int_equal(rs_exec_command(F.env.r, id, "tok1|pause|", "pause", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_command(F.env.r, id, "tok2|pause|", "pause", &pending, st, &err),
+                     RS_CMD_SAME);
+    assert_string_equal(pending, "tok1|pause|");
+    free(pending);
+    assert_int_equal(rs_exec_command(F.env.r, id, "tok3|resume|", "resume", &pending, st, &err),
+                     RS_CMD_OTHER);
+    free(pending);
+    assert_int_equal(op_update_from(&F.env, id, x, set_var, &c, &err), 0);
+    x = load(id, &fence);
+    assert_int_equal(x->status, WEFT_WF_PAUSED);
+    /* set on the stale copy (refused), then again on the reloaded one */
+    assert_int_equal(c.calls, 2);
+    assert_int_equal(json_object_get_int(json_object_object_get(x->variables, "x")), 2);
+    assert_null(x->cmd);
+    xc_free(x);
+    assert_string_equal(hget(id, "cmd", buf, sizeof buf), "(nil)");
+
+    /* the operator's side */
+    assert_int_equal(op_command(&F.env, id, OP_PAUSE, NULL, &err), WEFT_ESTATE);
+    assert_has(err.msg, "only RUNNING workflows can be paused");
+    assert_int_equal(op_command(&F.env, id, OP_RESUME, NULL, &err), 0);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "RUNNING");
+    assert_int_equal(op_command(&F.env, id, OP_RESUME, NULL, &err), WEFT_ESTATE);
+    assert_has(err.msg, "only PAUSED workflows can be resumed");
+    assert_int_equal(op_command(&F.env, id, OP_TERMINATE, "by an operator", &err), 0);
+    x = load(id, &fence);
+    assert_int_equal(x->status, WEFT_WF_TERMINATED);
+    assert_string_equal(x->reason, "by an operator");
+    xc_free(x);
+    assert_int_equal(op_command(&F.env, id, OP_TERMINATE, NULL, &err), WEFT_ESTATE);
+    assert_has(err.msg, "already TERMINATED");
+    assert_int_equal(op_command(&F.env, "no-such-wf", OP_TERMINATE, NULL, &err), WEFT_ENOTFOUND);
+    assert_has(err.msg, "no-such-wf");
+
+    /* a terminate overrides a waiting pause; a change that fails after the
+     * command was applied still saves the command, and says its error */
+    start(NULL, NULL, id2);
+    assert_int_equal(rs_exec_command(F.env.r, id2, "t1|pause|", "pause", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_command(F.env.r, id2, "t2|terminate|stop", "terminate", &pending, st,
+                                     &err), RS_CMD_RECORDED);
+    c.rc = WEFT_ESTATE;
+    assert_int_equal(op_update(&F.env, id2, set_var, &c, &err), WEFT_ESTATE);
+    assert_has(err.msg, "change refused");
+    assert_string_equal(hget(id2, "status", buf, sizeof buf), "TERMINATED");
+    assert_string_equal(hget(id2, "cmd", buf, sizeof buf), "(nil)");
+}
+
+/* A lock some decider holds for good: acquire always times out. */
+static int held_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms, char *token,
+                        size_t token_size, weft_error *err)
+{
+    return wu_err(err, WEFT_ETIMEOUT, "lock %s is held", key);
+}
+
+static int held_release(void *lock, const char *key, const char *token, weft_error *err)
+{
+    return 0;
+}
+
+/* A command nobody can apply in time says so after command_wait_ms, and
+ * stays recorded: the next save of any decider lands it. */
+static void test_command_wait(void **state)
+{
+    static const weft_lock_provider held = {"held", NULL, held_acquire, held_release, NULL};
+    op_env e = F.env;
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    char id[64], buf[256];
+    int64_t t0;
+
+    start(NULL, NULL, id);
+    e.lock = &held;
+    e.command_wait_ms = 300;
+    t0 = wu_mono_ms();
+    assert_int_equal(op_command(&e, id, OP_PAUSE, NULL, &err), WEFT_ETIMEOUT);
+    assert_true(wu_mono_ms() - t0 >= 250);
+    assert_has(err.msg, id);
+    assert_has(err.msg, "no decider applied it within 300 ms");
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "RUNNING");
+    assert_int_equal(op_update(&F.env, id, set_var, &c, &err), 0);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "PAUSED");
+    assert_string_equal(hget(id, "cmd", buf, sizeof buf), "(nil)");
 }
 
 static void test_update_unknown(void **state)
@@ -906,6 +1008,32 @@ static void test_update_many_fence_race(void **state)
 }
 
 /* A change that changes nothing: no save, its claims dropped; keep hands the execution back. */
+/* Fencing off, and a decider saving a copy it held from before an
+ * operator's pause (eager dispatch keeps one): the pause is not undone. */
+static void test_command_unfenced(void **state)
+{
+    op_env unfenced = F.env;
+    change c = {0, 0, "x"};
+    weft_error err = {0};
+    op_item it;
+    char id[64], buf[256];
+    uint64_t fence;
+    xc_exec *x;
+
+    start(NULL, NULL, id);
+    x = load(id, &fence);
+    assert_int_equal(op_command(&F.env, id, OP_PAUSE, NULL, &err), 0);
+    unfenced.unfenced = 1;
+    item_init(&it, id, x, set_var, &c);
+    op_update_many(&unfenced, &it, 1, NULL);
+    assert_int_equal(it.rc, 0);
+    item_clear(&it);
+    assert_string_equal(hget(id, "status", buf, sizeof buf), "PAUSED");
+    x = load(id, &fence);
+    assert_int_equal(json_object_get_int(json_object_object_get(x->variables, "x")), c.calls);
+    xc_free(x);
+}
+
 static void test_update_many_nochange(void **state)
 {
     char id[64];
@@ -1457,6 +1585,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idempotent_start, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_unfenced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_without_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_other_id, setup, teardown),

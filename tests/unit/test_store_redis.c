@@ -476,8 +476,8 @@ static void test_save_applies_leftovers(void **state)
     assert_non_null(src);
     /* save.lua ran, the follow-up pipeline never did */
     x = qc("EVAL %s 3 weft:{wf1} weft:{wf1}:out weft:{wf1}:ev 1 {} RUNNING 0 1000 1000 "
-           "weft:{wf1}:ev 1 push|HTTP|t1|5",
-           src);
+           "weft:{wf1}:ev 1 %s push|HTTP|t1|5",
+           src, "");
     assert_int_equal(x->type, REDIS_REPLY_ARRAY);
     assert_int_equal(x->element[1]->integer, 2);
     freeReplyObject(x);
@@ -492,8 +492,8 @@ static void test_save_applies_leftovers(void **state)
     /* or the sweeper applies it */
     create("wf2", 0);
     x = qc("EVAL %s 3 weft:{wf2} weft:{wf2}:out weft:{wf2}:ev 1 {} RUNNING 0 1000 1000 "
-           "weft:{wf2}:ev 2 unqueue|HTTP|t1|0 push|HTTP|t2|6",
-           src);
+           "weft:{wf2}:ev 2 %s unqueue|HTTP|t1|0 push|HTTP|t2|6",
+           src, "");
     assert_int_equal(x->type, REDIS_REPLY_ARRAY);
     freeReplyObject(x);
     freeReplyObject(qc("ZADD weft:{q:HTTP}:ready 0 wf2|t1"));
@@ -546,12 +546,74 @@ static void test_terminal_ttl(void **state)
     rs_free(x);
 }
 
+/* An operator command waits in the execution: every save that has not
+ * applied it is refused, fenced or not; the one that has removes it. */
+static void test_command_store(void **state)
+{
+    weft_error err = {0};
+    rs_save sv;
+    rs_exec e;
+    char st[32], *pending = NULL;
+
+    create("wf1", 0);
+    assert_int_equal(rs_exec_command(r, "wf1", "tk|pause|", "pause", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_load(r, "wf1", 0, &e, &err), 0);
+    assert_string_equal(e.cmd, "tk|pause|");
+    rs_exec_clear(&e);
+    memset(&sv, 0, sizeof sv);
+    sv.id = "wf1";
+    sv.doc = DOC;
+    sv.status = "PAUSED";
+    sv.fence = 1;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    assert_non_null(strstr(sv.why, "operator command"));
+    sv.fence = 0; /* unfenced */
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.cmd = "tk|other|";
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.fence = 1;
+    sv.cmd = "tk|pause|";
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, 0);
+    assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
+    /* fencing off, the last writer wins, but not a copy loaded before the
+     * command landed (at fence 2) */
+    sv.cmd = NULL;
+    sv.fence = 0;
+    sv.loaded_fence = 1;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, WEFT_ESTATE);
+    sv.loaded_fence = 2;
+    assert_int_equal(rs_exec_save_many(r, &sv, 1, &err), 0);
+    assert_int_equal(sv.rc, 0);
+    /* the status decides what may be recorded */
+    assert_int_equal(rs_exec_command(r, "wf1", "t2|pause|", "pause", &pending, st, &err),
+                     WEFT_ESTATE);
+    assert_string_equal(st, "PAUSED");
+    assert_int_equal(rs_exec_command(r, "wf1", "t3|resume|", "resume", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_command(r, "nope", "t4|terminate|", "terminate", &pending, st, &err),
+                     WEFT_ENOTFOUND);
+    assert_non_null(strstr(err.msg, "nope"));
+    /* a save that overrides (a corrupt document failed) drops it */
+    assert_int_equal(rs_exec_save(r, "wf1", 3, DOC, "FAILED", 1, NULL, 0, NULL, 0, NULL, &err), 0);
+    assert_int_equal(qint("HEXISTS weft:{wf1} cmd"), 0);
+    assert_int_equal(rs_exec_command(r, "wf1", "t5|terminate|", "terminate", &pending, st, &err),
+                     WEFT_ESTATE);
+    assert_string_equal(st, "FAILED");
+}
+
 /* ---- the status lane ---- */
 
 typedef struct seen {
     int n, stop_after;
     char last_id[64];
     char json[4][128];
+    char ids[4][64];
 } seen;
 
 /* Events come with the workflow's id and their entry's time in front:
@@ -566,6 +628,7 @@ static int on_event(void *ud, const char *id, const char *json)
     while (*p >= '0' && *p <= '9') p++;
     if (*p == ',') p++;
     if (s->n < 4) snprintf(s->json[s->n], sizeof s->json[0], "{%s", p);
+    if (s->n < 4) snprintf(s->ids[s->n], sizeof s->ids[0], "%s", id);
     snprintf(s->last_id, sizeof s->last_id, "%s", id);
     s->n++;
     return s->stop_after && s->n >= s->stop_after;
@@ -584,6 +647,64 @@ static void *late_saver(void *arg)
     rs_exec_clear(&e);
     rs_free(x);
     return arg;
+}
+
+/* Every event has its own id, the events of one save (one stream entry)
+ * too: a reader that resumes after any of them gets exactly the rest. */
+static void test_event_ids(void **state)
+{
+    weft_error err = {0};
+    const char *ev[] = {"{\"n\":1}", "{\"n\":2}", "{\"n\":3}", "{\"n\":4}"};
+    char after[64];
+    seen all, s;
+    int i, j;
+    int64_t t0;
+
+    create("wf1", 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 1, DOC, "RUNNING", 0, NULL, 0, ev, 3, NULL, &err), 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 2, DOC, "RUNNING", 0, NULL, 0, ev + 3, 1, NULL, &err),
+                     0);
+    memset(&all, 0, sizeof all);
+    assert_int_equal(rs_events(r, "wf1", "0", NULL, 0, on_event, &all, &err), 4);
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < i; j++)
+            if (!strcmp(all.ids[i], all.ids[j]))
+                fail_msg("events %d and %d share the id %s", j + 1, i + 1, all.ids[i]);
+    for (i = 0; i < 4; i++) {
+        memset(&s, 0, sizeof s);
+        snprintf(after, sizeof after, "%s", all.ids[i]);
+        if (rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err) != 3 - i)
+            fail_msg("after event %d (%s): %d events, wanted %d", i + 1, all.ids[i], s.n, 3 - i);
+        for (j = 0; j < 3 - i; j++) {
+            assert_string_equal(s.json[j], all.json[i + 1 + j]);
+            assert_string_equal(s.ids[j], all.ids[i + 1 + j]);
+        }
+    }
+    /* where a reader resumes next (its own buffer will do): the entry read last */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%s", all.ids[0]);
+    assert_int_equal(rs_events(r, "wf1", after, after, 0, on_event, &s, &err), 3);
+    assert_int_equal(strncmp(after, all.ids[3], strlen(after)), 0);
+    assert_string_equal(all.ids[3] + strlen(after), "-0");
+    /* resumed after the last event: a wait waits (it does not return at
+     * once with the entry that event came from) */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%s", all.ids[3]);
+    t0 = wu_mono_ms();
+    assert_int_equal(rs_events(r, "wf1", after, NULL, 300, on_event, &s, &err), 0);
+    assert_true(wu_mono_ms() - t0 >= 250);
+    /* a plain stream id (what older servers sent) is after its whole entry */
+    memset(&s, 0, sizeof s);
+    snprintf(after, sizeof after, "%.*s", (int)(strrchr(all.ids[0], '-') - all.ids[0]), all.ids[0]);
+    if (strchr(after, '-') == strrchr(after, '-')) {
+        /* all.ids[0] had the entry-index form: "<ms>-<seq>" is its entry */
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 1);
+        assert_string_equal(s.json[0], "{\"n\":4}");
+    }
+    /* malformed ids are refused, naming the id */
+    memset(&s, 0, sizeof s);
+    assert_true(rs_events(r, "wf1", "12-x-3", NULL, 0, on_event, &s, &err) < 0);
+    assert_non_null(strstr(err.msg, "12-x-3"));
 }
 
 static void test_events(void **state)
@@ -623,21 +744,21 @@ static void test_events(void **state)
 
     /* history */
     memset(&s, 0, sizeof s);
-    assert_int_equal(rs_events(r, "wf1", "0", 0, on_event, &s, &err), 3);
+    assert_int_equal(rs_events(r, "wf1", "0", NULL, 0, on_event, &s, &err), 3);
     assert_int_equal(s.n, 3);
     assert_string_equal(s.json[0], "{\"n\":1}");
     assert_string_equal(s.json[2], "{\"n\":3}");
     /* stop early */
     memset(&s, 0, sizeof s);
     s.stop_after = 2;
-    assert_int_equal(rs_events(r, "wf1", NULL, 0, on_event, &s, &err), 2);
+    assert_int_equal(rs_events(r, "wf1", NULL, NULL, 0, on_event, &s, &err), 2);
     assert_string_equal(s.json[1], "{\"n\":2}");
     /* after the second: only the third */
     {
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 1);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 1);
         assert_string_equal(s.json[0], "{\"n\":3}");
     }
     /* nothing new, no wait */
@@ -645,10 +766,10 @@ static void test_events(void **state)
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 0);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 0);
         /* a short wait that times out is not an error */
         t0 = wu_mono_ms();
-        assert_int_equal(rs_events(r, "wf1", after, 200, on_event, &s, &err), 0);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 200, on_event, &s, &err), 0);
         assert_true(wu_mono_ms() - t0 >= 150);
         assert_int_equal(rs_broken(r), 0);
 
@@ -658,7 +779,7 @@ static void test_events(void **state)
         assert_int_equal(pthread_create(&t, NULL, late_saver, NULL), 0);
         memset(&s, 0, sizeof s);
         t0 = wu_mono_ms();
-        assert_int_equal(rs_events(r, "wf1", after, 5000, on_event, &s, &err), 1);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 5000, on_event, &s, &err), 1);
         assert_true(wu_mono_ms() - t0 < 4000);
         assert_string_equal(s.json[0], "{\"live\":true}");
         pthread_join(t, NULL);
@@ -669,13 +790,13 @@ static void test_events(void **state)
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);
         memset(&s, 0, sizeof s);
-        assert_int_equal(rs_events(r, "wf1", after, 0, on_event, &s, &err), 2);
+        assert_int_equal(rs_events(r, "wf1", after, NULL, 0, on_event, &s, &err), 2);
         assert_string_equal(s.json[0], "{}");
         assert_string_equal(s.json[1], "{\"x\":1}");
     }
     /* unknown execution: no events */
     memset(&s, 0, sizeof s);
-    assert_int_equal(rs_events(r, "nope", "0", 0, on_event, &s, &err), 0);
+    assert_int_equal(rs_events(r, "nope", "0", NULL, 0, on_event, &s, &err), 0);
 }
 
 /* ---- work queues ---- */
@@ -1779,6 +1900,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_save_applies_leftovers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminal_ttl, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
