@@ -42,6 +42,14 @@ typedef struct cctx {
     int ntasks;    /* compiled so far (max_tasks) */
 } cctx;
 
+/* ex_foreach_ref: stop at the first ${secrets.NAME} */
+static int secret_ref(void *ud, const char *root, const char *field)
+{
+    (void)ud;
+    (void)field;
+    return !strcmp(root, "secrets");
+}
+
 static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, weft_error *err);
 
 static int task_line(cctx *c, const char *ref)
@@ -294,6 +302,7 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
         wu_err_prefix(err, "inputParameters: ");
         return task_err(c, ref, t->line, err);
     }
+    t->uses_secrets = ex_foreach_ref(t->input, secret_ref, NULL);
     if ((rc = read_policy(lim, t, err)))
         return task_err(c, ref, t->line, err);
     if (t->type->validate && (rc = t->type->validate(c->env->host, j, err)))

@@ -39,6 +39,7 @@ struct def_task {
     const weft_task_type *type;
     const char *queue; /* the work queue: the type's name, or the task's name (external types) */
     ex_tmpl *input; /* compiled inputParameters */
+    int uses_secrets; /* they refer to ${secrets.NAME} */
     def_list *list; /* the list it stands in */
     size_t index;   /* its position there */
     def_list **children;

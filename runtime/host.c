@@ -451,6 +451,13 @@ static json_object *input_template(const xc_task *t)
     return json_object_object_get(t->def->json, "inputParameters");
 }
 
+/* Whether t's template names a secret (known from the definition's load:
+ * most tasks name none, and this runs for every task). */
+static int names_secrets(const xc_task *t)
+{
+    return t->def && !t->dyn_json && t->def->uses_secrets;
+}
+
 int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, void *ud,
                       json_object **out, weft_error *err)
 {
@@ -477,7 +484,7 @@ int host_ctx_secrets(weft_ctx *c, weft_error *err)
 {
     json_object *in = c->t->input;
     filler f;
-    if (!in || !has_placeholder(input_template(c->t)) || !has_placeholder(in))
+    if (!in || !names_secrets(c->t) || !has_placeholder(in))
         return 0;
     if (!c->svc || !c->svc->secret)
         return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
@@ -617,9 +624,8 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
     char *r;
     if (reason && reason_size && reason != reason_out)
         snprintf(reason_out, reason_size, "%s", reason);
-    /* the definition first: it is small, and most name no secret */
-    if (!t->input || !secret || !has_placeholder(input_template(t)) ||
-        !has_placeholder(t->input))
+    /* most tasks name no secret: known from the definition */
+    if (!t->input || !secret || !names_secrets(t) || !has_placeholder(t->input))
         return;
     memset(&c, 0, sizeof c);
     f.used = &c.secrets;

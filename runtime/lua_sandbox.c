@@ -1218,8 +1218,11 @@ int sbx_to_json_path(lua_State *L, int idx, const char *root, json_object **out,
     else
         t.cap = SIZE_MAX;
     t.left = t.cap;
-    snprintf(t.path, sizeof t.path, "%s", root ? root : "value");
-    t.plen = strlen(t.path);
+    /* not snprintf: this runs for every result */
+    if (!root) root = "value";
+    t.plen = strnlen(root, sizeof t.path - 1);
+    memcpy(t.path, root, t.plen);
+    t.path[t.plen] = 0;
     return tj_value(&t, lua_absindex(L, idx), out);
 }
 

@@ -1022,6 +1022,8 @@ static xc_task *task_from(const char *params, const char *input)
     a = add("a", 0, 0);
     /* this test's definition of a (compiled afresh for each test) */
     json_object_object_add(a->def->json, "inputParameters", json_object_get(J(params)));
+    /* what loading such a definition finds */
+    a->def->uses_secrets = strstr(params, "${secrets.") != NULL;
     a->input = json_object_get(J(input));
     secret_lookups = 0;
     return a;
