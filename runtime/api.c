@@ -196,6 +196,13 @@ static void tls_release(void *p)
 static void api_ended(void *ud, op_env *env, const xc_exec *x)
 {
     mt_workflow_ended(((ap_server *)ud)->cfg.metrics, weft_wf_status_name(x->status));
+    if (x->parent_id) {
+        /* a child ended here (an operator's terminate): its parent's decider
+         * reads the end when it looks at the parent, so it looks now, not at
+         * its next sweep */
+        weft_error e = {0};
+        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
+    }
 }
 
 /* This thread's state, made on first use. A Redis that cannot be reached

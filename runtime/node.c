@@ -392,6 +392,7 @@ typedef struct job {
     rs_lease *acks; /* claims its save consumes */
     size_t nacks;
     int unrun; /* held tasks of it left for the next round */
+    int ended; /* it was loaded ended: a decider has nothing left to do for it */
 } job;
 
 static void job_clear(job *j)
@@ -637,6 +638,24 @@ static void forget_due(worker *w, const char *id)
     rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), id);
 }
 
+/*
+ * An ended execution found due (a client that ended a child woke its parent,
+ * which had ended first): off the decider queue, else it would be looked at
+ * every sweep_interval until it expires. A retry or restart that made it run
+ * again meanwhile is put back.
+ */
+static void forget_ended(worker *w, const char *id)
+{
+    weft_error err = {0};
+    rs_exec e = {0};
+    weft_wf_status st;
+    forget_due(w, id);
+    if (rs_exec_load(w->r, id, 0, &e, &err) == 0 &&
+        !(xc_wf_status_parse(e.status, &st) == 0 && xc_wf_terminal(st)))
+        rs_wake(w->r, id, wu_now_ms(), 0, &err);
+    rs_exec_clear(&e);
+}
+
 /* One round; wait: an idle worker's, whose poll first waits for new work. */
 static int run_round(worker *w, int wait, int64_t *backoff)
 {
@@ -724,6 +743,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             continue;
         }
         memset(it, 0, sizeof *it);
+        j->ended = xc_wf_terminal(j->x->status);
         it->id = j->id;
         it->x = j->x;
         j->x = NULL;
@@ -751,6 +771,8 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             /* finished: only its decider-queue entry or outbox was left */
             weft_error e = {0};
             rs_exec_flush(w->r, it->id, &e);
+            if (j->ended)
+                forget_ended(w, it->id);
         }
         for (q = 0; q < it->neager && nkeep < ND_BATCH; q++) {
             next[nkeep].l = it->eager[q];
