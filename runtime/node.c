@@ -752,6 +752,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
         it->acks = j->acks;
         it->nacks = j->nacks;
         it->keep = j->unrun;
+        it->look = !j->nres;
         ni++;
     }
     room = ND_BATCH > nkeep ? (size_t)(ND_BATCH - nkeep) : 0;

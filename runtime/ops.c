@@ -10,6 +10,11 @@
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
 
+/* How long a look (op_item.look) redoes its change after losing a fence
+ * race: a busy workflow's decider saves every few ms, and a sweeper that
+ * raced it for OP_RACE_MS held a worker for 10 s to no end. */
+#define OP_LOOK_RACE_MS 200
+
 /* How long op_command waits for its command to land, unless told. */
 #define OP_COMMAND_WAIT_MS 10000
 
@@ -607,6 +612,9 @@ static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, siz
     return 0;
 }
 
+static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                       int64_t race_ms, weft_error *err);
+
 int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
 {
     return op_update_from(env, id, NULL, fn, ud, err);
@@ -655,6 +663,12 @@ static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
 int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
                    weft_error *err)
 {
+    return update_from(env, id, loaded, fn, ud, OP_RACE_MS, err);
+}
+
+static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                       int64_t race_ms, weft_error *err)
+{
     char token[128] = "";
     int locked = 0, attempt, rc = 0, cmd, frc;
     dec_env dec = *env->dec;
@@ -676,7 +690,7 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         xc_free(loaded);
         loaded = NULL;
     }
-    int64_t until = wu_mono_ms() + OP_RACE_MS;
+    int64_t until = wu_mono_ms() + race_ms;
     for (attempt = 0;; attempt++) {
         prep p;
         rs_save sv;
@@ -730,7 +744,8 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
         if (rc != WEFT_ESTATE)
             break;
         if (wu_mono_ms() >= until) {
-            wu_err_prefix(err, "gave up after %d attempts in %d ms: ", attempt + 1, OP_RACE_MS);
+            wu_err_prefix(err, "gave up after %d attempts in %lld ms: ", attempt + 1,
+                          (long long)race_ms);
             break;
         }
         /* someone saved newer state: load it and redo the change, after a
@@ -759,11 +774,16 @@ static void ack_each(op_env *env, const op_item *it)
     }
 }
 
-/* An item that cannot go in the batch: alone, as op_update_from would. */
+/* An item that cannot go in the batch: alone, as op_update_from would (a
+ * look that keeps losing races gives up soon, quietly: see op_item.look). */
 static void one_by_one(op_env *env, op_item *it, xc_exec *x)
 {
-    it->rc = op_update_from(env, it->id, x, it->fn, it->ud, &it->err);
+    int look = it->look && !(x && x->cmd);
+    it->rc = update_from(env, it->id, x, it->fn, it->ud, look ? OP_LOOK_RACE_MS : OP_RACE_MS,
+                         &it->err);
     it->saved = it->rc == 0;
+    if (look && it->rc == WEFT_ESTATE)
+        it->rc = 0; /* a newer save than its own was made: not saved, no error */
     if (it->rc == 0)
         ack_each(env, it);
 }

@@ -108,6 +108,9 @@ typedef struct op_item {
     rs_lease *eager;         /* out: tasks leased to the caller (malloc'd, NULL when
                               * none); with any, x is handed back too */
     size_t neager;
+    int look;                /* in: a look only (a sweep, no results): a save lost to
+                              * a newer one is redone for OP_LOOK_RACE_MS at most,
+                              * since whoever saved is deciding the workflow */
     int saved;               /* out: 1 when this call saved it (not NOCHANGE) */
     int rc;                  /* out: 0, or fn's or the store's error in err */
     weft_error err;
