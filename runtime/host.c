@@ -536,32 +536,35 @@ static json_object *redact(const weft_ctx *c, json_object *v)
         }
         return v;
     case json_type_object: {
-        wu_vec keys = {0}; /* members whose name holds a secret */
+        wu_vec keys = {0}; /* pairs: a member's name that holds a secret, its masked form */
         json_object_object_foreach(v, k, m)
         {
             json_object *m2 = redact(c, json_object_get(m));
+            char *old;
             if (m2 != m)
                 json_object_object_add(v, k, m2);
             else
                 json_object_put(m2);
-            if ((r = redact_text(c, k)) && wu_vec_push(&keys, r))
+            if (!(r = redact_text(c, k)))
+                continue;
+            if (!(old = strdup(k)) || wu_vec_push(&keys, old)) {
+                free(old);
                 free(r);
+            } else if (wu_vec_push(&keys, r)) {
+                free(r);
+                free(keys.items[--keys.len]); /* the name pushed just above */
+            }
         }
         /* renamed after the walk: adding members during it is not safe */
-        for (i = 0; i < keys.len; i++) {
-            json_object_object_foreach(v, k2, m3)
-            {
-                char *r2 = redact_text(c, k2);
-                int same = r2 && !strcmp(r2, keys.items[i]);
-                free(r2);
-                if (same) {
-                    json_object_get(m3);
-                    json_object_object_del(v, k2);
-                    json_object_object_add(v, keys.items[i], m3);
-                    break;
-                }
+        for (i = 0; i + 1 < keys.len; i += 2) {
+            json_object *val;
+            if (json_object_object_get_ex(v, keys.items[i], &val)) {
+                json_object_get(val);
+                json_object_object_del(v, keys.items[i]);
+                json_object_object_add(v, keys.items[i + 1], val);
             }
             free(keys.items[i]);
+            free(keys.items[i + 1]);
         }
         wu_vec_free(&keys);
         return v;

@@ -165,16 +165,22 @@ static void count_hook(lua_State *L, lua_Debug *ar)
     abort_unyieldable(L);
 }
 
-/* The meter of the pattern functions: their steps count as instructions. */
-static void match_meter(lua_State *L, size_t steps)
+/*
+ * The meter of work done inside one C call (pattern steps, comparisons,
+ * bytes scanned): SBX_MATCH_STEPS units count as an instruction, charged
+ * once LPAT_TICK units have gathered, so a cheap call costs no clock read.
+ */
+static void match_meter(lua_State *L, size_t units)
 {
     sbx *s = sbx_of(L);
     if (!s->capped) return;
     if (!s->aborting) {
-        s->match_steps += steps;
-        steps = s->match_steps / SBX_MATCH_STEPS;
+        uint64_t n;
+        s->match_steps += units;
+        if (s->match_steps < (size_t)LPAT_TICK) return;
+        n = s->match_steps / SBX_MATCH_STEPS;
         s->match_steps %= SBX_MATCH_STEPS;
-        if (!charge(s, steps)) return;
+        if (!charge(s, n)) return;
     }
     abort_unyieldable(L);
 }
@@ -253,17 +259,6 @@ static int safe_move(lua_State *L)
  */
 #define SBX_SORT_BYTES 128 /* bytes of string compared that count as one instruction */
 
-static void meter_work(lua_State *L, size_t units)
-{
-    sbx *s = sbx_of(L);
-    if (!s->capped) return;
-    if (!s->aborting) {
-        s->match_steps += units;
-        if (s->match_steps < (size_t)LPAT_TICK) return;
-    }
-    match_meter(L, 0);
-}
-
 static int metered_less(lua_State *L)
 {
     size_t units = SBX_MATCH_STEPS;
@@ -271,7 +266,7 @@ static int metered_less(lua_State *L)
     for (i = 1; i <= 2; i++)
         if (lua_type(L, i) == LUA_TSTRING)
             units += lua_rawlen(L, i) / SBX_SORT_BYTES * SBX_MATCH_STEPS;
-    meter_work(L, units);
+    match_meter(L, units);
     if (lua_isnil(L, lua_upvalueindex(1))) {
         lua_pushboolean(L, lua_compare(L, 1, 2, LUA_OPLT));
         return 1;
@@ -307,7 +302,7 @@ static lua_Integer u_posrelat(lua_Integer pos, size_t len)
 
 static void meter_scan(lua_State *L, size_t bytes)
 {
-    meter_work(L, bytes / SBX_SORT_BYTES * SBX_MATCH_STEPS);
+    match_meter(L, bytes / SBX_SORT_BYTES * SBX_MATCH_STEPS);
 }
 
 /* The argument checks are utf8.len's own, so errors name it. */
@@ -372,7 +367,7 @@ static int safe_format(lua_State *L)
     for (i = 2; i <= n; i++)
         if (lua_type(L, i) == LUA_TSTRING) bytes += lua_rawlen(L, i);
     if (quoted)
-        meter_work(L, bytes * SBX_MATCH_STEPS);
+        match_meter(L, bytes * SBX_MATCH_STEPS);
     else
         meter_scan(L, bytes + lf);
     return run_original(L);
@@ -414,7 +409,7 @@ static void charge_elements(lua_State *L, int from, int to, lua_Integer first, l
     /* more than any table can hold: it stops at a missing one first */
     if (count >= (lua_Unsigned)SBX_SHIFT_MAX) count = (lua_Unsigned)SBX_SHIFT_MAX - 1;
     visits = chain_len(L, from, "__index") + (to ? chain_len(L, to, "__newindex") : 0);
-    meter_work(L, ((size_t)count + 1) * visits * SBX_MATCH_STEPS);
+    match_meter(L, ((size_t)count + 1) * visits * SBX_MATCH_STEPS);
 }
 
 /*

@@ -10,11 +10,6 @@ command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 7
 start_redis
 start_weftd d1 --workers 2 --api 127.0.0.1:0
 
-# api_of NAME: the address a daemon logged in its "started" line
-api_of() {
-    wait_for 20 grep -q 'msg="started:' "$TMP/$1.log" || { echo "weftd $1 did not start"; cat "$TMP/$1.log"; exit 1; }
-    grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/$1.log" | head -n 1 | cut -d= -f2
-}
 API="http://$(api_of d1)"
 case $API in http://127.0.0.1:[0-9]*) ok "weftd logs the port it picked ($API)" ;; *) not_ok "no api= in the log"; finish; exit 1 ;; esac
 

@@ -9,8 +9,7 @@ command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 7
 command -v python3 >/dev/null 2>&1 || { echo "python3 not installed: skipping"; exit 77; }
 start_redis
 start_weftd d1 --workers 1 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { not_ok "weftd did not start"; cat "$TMP/d1.log"; finish; exit 1; }
-ADDR=$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)
+ADDR="$(api_of d1)" || { not_ok "weftd did not start"; finish; exit 1; }
 API="http://$ADDR"
 PORT=${ADDR##*:}
 

@@ -12,8 +12,7 @@ TS='ts=[0-9-]*T[0-9:.]*Z'
 start_redis
 echo 'return { log_level = "info" }' >"$TMP/weftd.lua"
 start_weftd d1 --config "$TMP/weftd.lua" --workers 2 --plugin-path "$PLUGINS" --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 
 # expect_line NAME REGEX: a line of d1's log matches REGEX (waits up to 10 s)
 expect_line() {

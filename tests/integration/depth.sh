@@ -125,8 +125,7 @@ s=$(by_status)
 [ "$s" = "FAILED=11 " ] && ok "the root and 10 levels below it FAILED" || not_ok "statuses: $s"
 
 # 5. the daemon's limits hold for inline definitions through the REST API: 400
-wait_for 20 grep -q 'msg="started:' "$TMP/d2.log"
-api=$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d2.log" | head -n 1 | cut -d= -f2)
+api="$(api_of d2)"
 body=$(curl -s -w '\n%{http_code}' -X POST "http://$api/api/workflow" -H 'Content-Type: application/json' \
     -d '{"name":"r","workflowDef":{"name":"r","tasks":[{"name":"a","taskReferenceName":"a","type":"LAMBDA",
          "retryCount":4,"inputParameters":{"scriptExpression":"return 1"}}]}}')

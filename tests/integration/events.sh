@@ -9,8 +9,7 @@
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 77; }
 start_redis
 start_weftd d1 --workers 1 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 
 # a fork of three waiting branches: their events come in one save, and the
 # terminate's cancels in another

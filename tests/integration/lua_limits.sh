@@ -11,8 +11,7 @@ command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 7
 command -v jq >/dev/null 2>&1 || { echo "jq not installed: skipping"; exit 77; }
 start_redis
 start_weftd d1 --workers 2 --api 127.0.0.1:0 --set lua_instructions=3000000 --set lua_result=1MiB
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 
 # start NAME LUA_SOURCE: POST an inline Lua definition; sets $code, $body
 start() {

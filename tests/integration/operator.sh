@@ -17,10 +17,6 @@ return w.workflow { name = "busy",
     w.lambda { ref = "tick", script = "return 1" } } }
 L
 
-api_of() {
-    wait_for 20 grep -q 'msg="started:' "$TMP/$1.log" || { echo "weftd $1 did not start"; cat "$TMP/$1.log"; exit 1; }
-    grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/$1.log" | head -n 1 | cut -d= -f2
-}
 # status ID: the workflow's stored status
 status() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" status; }
 # iterations ID: how many body tasks the loop has scheduled so far

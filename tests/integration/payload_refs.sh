@@ -12,8 +12,7 @@ command -v python3 >/dev/null 2>&1 || { echo "python3 not installed: skipping"; 
 export WEFT_PAYLOAD_DIR="$TMP/payloads" WEFT_PAYLOAD_SOFT=2048
 start_redis
 start_weftd r1 --workers 2 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/r1.log" || { echo "weftd did not start"; cat "$TMP/r1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/r1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of r1)" || exit 1
 
 # A JSON file the daemon could parse and serve, a host file that is not
 # JSON (its parse error would tell it exists), and one that does not exist.

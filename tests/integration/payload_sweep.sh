@@ -16,8 +16,7 @@ sweep="--set retention=2s --set payload_sweep=1s --set payload_grace=1s --set sw
 start_weftd s1 --workers 2 --api 127.0.0.1:0 $sweep
 # shellcheck disable=SC2086
 start_weftd s2 --workers 1 $sweep
-wait_for 20 grep -q 'msg="started:' "$TMP/s1.log" || { echo "weftd did not start"; cat "$TMP/s1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/s1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of s1)" || exit 1
 
 files_of() { ls "$WEFT_PAYLOAD_DIR" 2>/dev/null | grep -c "^$1\." ; }
 # for wait_for, which runs its command again each time

@@ -84,6 +84,14 @@ trap 'cleanup_procs; rm -rf "$TMP"' EXIT
 
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
 
+# api_of NAME: the HOST:PORT a daemon started with --api 127.0.0.1:0 logged
+# in its "started" line; fails, its log on stderr, when it did not start
+api_of() {
+    wait_for 20 grep -q 'msg="started:' "$TMP/$1.log" ||
+        { echo "weftd $1 did not start" >&2; cat "$TMP/$1.log" >&2; return 1; }
+    grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/$1.log" | head -n 1 | cut -d= -f2
+}
+
 # wait_for SECONDS CMD...: until CMD succeeds
 wait_for() {
     t=$1; shift

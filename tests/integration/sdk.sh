@@ -47,8 +47,7 @@ start_redis
 # weftd runs from the build tree, so its default plugin path is the build
 # tree's plugins: http, lambda and simple among them
 start_weftd d1 --workers 2 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 plugins=$(grep -o 'plugins=[^ "]*' "$TMP/d1.log" | head -n 1)
 missing=
 for p in http lambda simple; do

@@ -19,8 +19,7 @@ start_redis
 export WEFT_PAYLOAD_DIR="$TMP/payloads" WEFT_PAYLOAD_SOFT=1KiB
 printf '%s\n' "$SECRET" | "$WEFT" secret set TOKEN >/dev/null || { echo "weft secret set failed"; exit 1; }
 start_weftd d1 --workers 2 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 
 # no_secret_in FILE WHAT: FILE holds neither the raw secret nor its first 6
 # characters (what a text cut short would leave)

@@ -12,10 +12,6 @@ command -v python3 >/dev/null 2>&1 || { echo "python3 not installed: skipping"; 
 SLOW="python3 $SRC/tests/integration/slow_clients.py"
 start_redis
 
-api_of() { # NAME: the address a daemon logged in its "started" line
-    wait_for 20 grep -q 'msg="started:' "$TMP/$1.log" || { echo "weftd $1 did not start"; cat "$TMP/$1.log"; exit 1; }
-    grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/$1.log" | head -n 1 | cut -d= -f2
-}
 # probe URL [SRC]: the HTTP code of one GET (000 = no answer within 3 s)
 probe() { curl -s -o "$TMP/probe" -w '%{http_code}' --max-time 3 ${2:+--interface "$2"} "$1"; }
 

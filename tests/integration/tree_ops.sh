@@ -28,8 +28,7 @@ start_par() {
 }
 
 start_weftd d1 --api 127.0.0.1:0 --workers 2
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API=http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)
+API="http://$(api_of d1)" || exit 1
 
 # a child terminated through the API: its parent's SUB_WORKFLOW fails at once
 start_par

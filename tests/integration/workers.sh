@@ -16,8 +16,7 @@ trap 'for p in $WORKER_PIDS; do kill -- -"$p" 2>/dev/null; done; cleanup_procs; 
 
 start_redis
 start_weftd d1 --workers 2 --api 127.0.0.1:0
-wait_for 20 grep -q 'msg="started:' "$TMP/d1.log" || { echo "# weftd did not start"; cat "$TMP/d1.log"; exit 1; }
-API="http://$(grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/d1.log" | head -n 1 | cut -d= -f2)"
+API="http://$(api_of d1)" || exit 1
 
 # start_worker NAME CMD...: in its own process group (stop_worker ends the
 # worker's curl too, not only its shell); its output goes to $TMP/NAME.log
