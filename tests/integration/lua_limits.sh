@@ -110,4 +110,24 @@ wait "$pid" 2>/dev/null
 if grep -q 'Sanitizer\|runtime error:' "$TMP/d1.log"; then
     not_ok "weftd's log has sanitizer reports"; grep -A 20 'Sanitizer\|runtime error:' "$TMP/d1.log" | head -n 40 | sed 's/^/# /'
 fi
+
+# lua_memory and lua_time are the ones that stop scripts too (a daemon whose
+# instruction limit is far away)
+start_weftd d2 --workers 1 --api 127.0.0.1:0 --set lua_memory=1MiB --set lua_time=300ms \
+    --set lua_instructions=2000000000
+API="http://$(api_of d2)" || exit 1
+# expect_limit NAME SCRIPT TEXT: a LAMBDA running SCRIPT fails with TEXT
+expect_limit() {
+    start "$1" "local w = require 'weft' return w.workflow { name = '$1', w.lambda { ref = 'a', script = [[ $2 ]] } }"
+    id=$(printf '%s' "$body" | tr -d '"')
+    wait_for 60 sh -c "[ \"\$(curl -s '$API/api/workflow/$id?includeTasks=false' | jq -r .status)\" = FAILED ]"
+    case "$(reason_of "$id")" in
+        *"$3"*) ok "$1: FAILED with '$3'" ;;
+        *) not_ok "$1: $(status_of "$id"): $(reason_of "$id")" ;;
+    esac
+}
+expect_limit lua_memory "local t = {} for i = 1, 1e6 do t[i] = ('x'):rep(64) .. i end return #t" \
+    "memory limit (1048576 bytes) exceeded"
+expect_limit lua_time "local n = 0 while true do n = n + 1 end" "time limit (300 ms) exceeded"
+kill_weftd d2
 finish
