@@ -37,12 +37,12 @@
 #include <hiredis/hiredis.h>
 #include <json-c/json.h>
 
-#include "engine.h"
-#include "host.h"
-#include "ops.h"
-#include "plugin_loader.h"
-#include "store_redis.h"
-#include "util.h"
+#include "core/engine.h"
+#include "plugin/host.h"
+#include "core/ops.h"
+#include "plugin/loader.h"
+#include "store/redis/redis.h"
+#include "base/util.h"
 
 #define BN_STATS_MAX 64
 

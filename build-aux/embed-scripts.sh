@@ -3,7 +3,7 @@
 # rs_script_src[i] (NUL-terminated) named rs_script_name[i] (basename without .lua).
 set -e
 srcdir=$1; shift
-printf '/* generated from the Redis scripts in runtime/redis by build-aux/embed-scripts.sh; do not edit */\n'
+printf '/* generated from the Redis scripts in runtime/store/redis by build-aux/embed-scripts.sh; do not edit */\n'
 printf '#include <stddef.h>\n'
 i=0
 for f in "$@"; do

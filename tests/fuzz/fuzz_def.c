@@ -16,10 +16,10 @@
 #include <string.h>
 #include <json-c/json.h>
 
-#include "def.h"
-#include "exec.h"
-#include "host.h"
-#include "util.h"
+#include "core/def.h"
+#include "core/exec.h"
+#include "plugin/host.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,9 +16,9 @@
 #include <string.h>
 #include <json-c/json.h>
 
-#include "def.h"
-#include "dsl.h"
-#include "host.h"
+#include "core/def.h"
+#include "lua/dsl.h"
+#include "plugin/host.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <json-c/json.h>
 
-#include "expr.h"
-#include "util.h"
+#include "core/expr.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "codec.h"
-#include "decider.h"
+#include "core/codec.h"
+#include "core/decider.h"
 
 static const weft_host *H;
 

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 
 static char dir[64];
 static char path[128];

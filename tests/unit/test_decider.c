@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decider.h"
+#include "core/decider.h"
 
 static const weft_host *H;
 

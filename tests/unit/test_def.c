@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "def.h"
-#include "host.h"
+#include "core/def.h"
+#include "plugin/host.h"
 
 /* ---- fixtures ---- */
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "dsl.h"
+#include "lua/dsl.h"
 
 /* The DESIGN.md §4 example. */
 static const char order_lua[] =

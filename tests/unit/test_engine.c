@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "core/engine.h"
 
 static char plugin_path[4096];
 

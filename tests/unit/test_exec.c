@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec.h"
-#include "host.h"
+#include "core/exec.h"
+#include "plugin/host.h"
 
 static int noop_execute(weft_ctx *ctx, weft_result *r)
 {

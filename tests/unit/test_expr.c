@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "expr.h"
+#include "core/expr.h"
 
 /*
  * The lookup of these tests: a document {root: {field: value}}; a NULL

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "exec.h"
-#include "host.h"
-#include "lua_sandbox.h"
+#include "core/exec.h"
+#include "plugin/host.h"
+#include "lua/sandbox.h"
 
 static int noop_execute(weft_ctx *ctx, weft_result *r)
 {

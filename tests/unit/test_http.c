@@ -22,10 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "def.h"
-#include "exec.h"
-#include "host.h"
-#include "plugin_loader.h"
+#include "core/def.h"
+#include "core/exec.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
 
 static struct {
     pl_registry *reg;

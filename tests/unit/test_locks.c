@@ -22,10 +22,10 @@
 #include <unistd.h>
 #include <hiredis/hiredis.h>
 
-#include "host.h"
-#include "plugin_loader.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
 #include "redis_fixture.h"
-#include "util.h"
+#include "base/util.h"
 
 #define LONG_TTL 10000
 

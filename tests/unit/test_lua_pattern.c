@@ -14,7 +14,7 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "lua_pattern.h"
+#include "lua/pattern.h"
 
 /* Runs every call of the grid under pcall and prints each outcome on a line. */
 static const char grid[] =

@@ -10,7 +10,7 @@
 #include <cmocka.h>
 #include <lauxlib.h>
 
-#include "lua_sandbox.h"
+#include "lua/sandbox.h"
 
 static double now_s(void)
 {

@@ -34,10 +34,10 @@
 #include <time.h>
 #include <hiredis/hiredis.h>
 
-#include "codec.h"
-#include "host.h"
-#include "ops.h"
-#include "plugin_loader.h"
+#include "core/codec.h"
+#include "plugin/host.h"
+#include "core/ops.h"
+#include "plugin/loader.h"
 #include "redis_fixture.h"
 #include "redis_inspect.h"
 

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "payload.h"
-#include "sha256.h"
+#include "store/payload.h"
+#include "base/sha256.h"
 
 #define OWNER "0b6f1a52-3c1e-4d7a-9f59-1c2d3e4f5a6b"
 #define HEX64 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"

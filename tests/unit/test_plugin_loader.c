@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "plugin_loader.h"
-#include "util.h"
+#include "plugin/loader.h"
+#include "base/util.h"
 
 /* Not in plugin_loader.h (yet): the host's log hands each line to the loader. */
 void pl_host_note(int level, const char *msg);

@@ -19,8 +19,8 @@
 
 #include "redis_fixture.h"
 #include "redis_inspect.h"
-#include "store_redis.h"
-#include "util.h"
+#include "store/redis/redis.h"
+#include "base/util.h"
 
 extern const char *const rs_script_name[];
 extern const char *const rs_script_src[];

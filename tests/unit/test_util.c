@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 static void assert_has(const char *msg, const char *part)
 {

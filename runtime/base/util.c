@@ -1,0 +1,450 @@
+#include "base/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int wu_verr(weft_error *err, int code, const char *fmt, va_list ap)
+{
+    if (err) {
+        /* through a copy: the arguments may include err->msg itself */
+        char buf[WEFT_ERROR_MAX];
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        err->code = code;
+        memcpy(err->msg, buf, sizeof buf);
+    }
+    return code;
+}
+
+int wu_err(weft_error *err, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    wu_verr(err, code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void wu_join_tail(char *buf, size_t size, const char *head, const char *tail)
+{
+    size_t h, len, room;
+    if (!size)
+        return;
+    h = (size_t)snprintf(buf, size, "%s", head);
+    if (!tail || h + 8 >= size)
+        return;
+    len = strlen(tail);
+    room = size - h - 1;
+    if (len > room) {
+        tail += len - (room - 4);
+        while ((*tail & 0xC0) == 0x80) /* not in the middle of a UTF-8 character */
+            tail++;
+        snprintf(buf + h, size - h, "... %s", tail);
+    } else {
+        memcpy(buf + h, tail, len + 1);
+    }
+}
+
+int wu_err_prefix(weft_error *err, const char *fmt, ...)
+{
+    char old[WEFT_ERROR_MAX];
+    size_t n, m;
+    va_list ap;
+    if (!err)
+        return WEFT_EINVAL;
+    memcpy(old, err->msg, sizeof old);
+    old[sizeof old - 1] = 0;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    n = strlen(err->msg);
+    m = strlen(old);
+    if (m > sizeof err->msg - 1 - n)
+        m = sizeof err->msg - 1 - n;
+    memcpy(err->msg + n, old, m);
+    err->msg[n + m] = 0;
+    return err->code;
+}
+
+int64_t wu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t wu_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t random_u64(void)
+{
+    static __thread uint64_t state;
+    if (state == 0) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            if (read(fd, &state, sizeof state) != (ssize_t)sizeof state)
+                state = 0;
+            close(fd);
+        }
+        state ^= (uint64_t)wu_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+        if (state == 0)
+            state = 0x2545F4914F6CDD1Dull;
+    }
+    /* xorshift64*: ids need to be unique, not unpredictable */
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return state * 0x2545F4914F6CDD1Dull;
+}
+
+/* The 16 hex digits of w, last digit first, to buf at the offsets in at[0..16). */
+static void put_hex(char *buf, const unsigned char *at, uint64_t w)
+{
+    static const char hex[] = "0123456789abcdef";
+    int i;
+    for (i = 15; i >= 0; i--, w >>= 4)
+        buf[at[i]] = hex[w & 0xf];
+}
+
+void wu_uuid(char buf[37])
+{
+    /* where each of the 32 digits goes, around the dashes */
+    static const unsigned char at[32] = {0,  1,  2,  3,  4,  5,  6,  7,  9,  10, 11,
+                                         12, 14, 15, 16, 17, 19, 20, 21, 22, 24, 25,
+                                         26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
+    /* 8 random bytes per step, the digits straight from them: ids are made
+     * per task, so this is a hot path */
+    put_hex(buf, at, (random_u64() & ~0xf000ull) | 0x4000ull); /* version 4 */
+    put_hex(buf, at + 16, (random_u64() & ~(0xc0ull << 56)) | (0x80ull << 56)); /* variant 10 */
+    buf[8] = buf[13] = buf[18] = buf[23] = '-';
+    buf[36] = 0;
+}
+
+int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
+{
+    char *end;
+    double v, mult;
+    if (!s || !*s)
+        return wu_err(err, WEFT_EINVAL, "empty duration");
+    errno = 0;
+    v = strtod(s, &end);
+    if (end == s || errno || !isfinite(v) || v < 0)
+        goto bad;
+    while (*end == ' ')
+        end++;
+    if (!*end || !strcmp(end, "s"))
+        mult = 1000;
+    else if (!strcmp(end, "ms"))
+        mult = 1;
+    else if (!strcmp(end, "m"))
+        mult = 60000;
+    else if (!strcmp(end, "h"))
+        mult = 3600000;
+    else if (!strcmp(end, "d"))
+        mult = 86400000;
+    else
+        goto bad;
+    if (v * mult > 9.0e15)
+        goto bad;
+    *ms = (int64_t)llround(v * mult);
+    return 0;
+bad:
+    return wu_err(err, WEFT_EINVAL,
+                  "bad duration '%s' (use e.g. \"250ms\", \"5s\", \"2m\", \"1h\" or seconds)", s);
+}
+
+int wu_parse_duration(json_object *v, int64_t *ms, weft_error *err)
+{
+    double d;
+    switch (json_object_get_type(v)) {
+    case json_type_int:
+    case json_type_double:
+        d = json_object_get_double(v);
+        if (!isfinite(d) || d < 0 || d > 9.0e12)
+            return wu_err(err, WEFT_EINVAL, "bad duration %s (must be >= 0 seconds)",
+                          json_object_to_json_string(v));
+        *ms = (int64_t)llround(d * 1000.0);
+        return 0;
+    case json_type_string:
+        return wu_parse_duration_str(json_object_get_string(v), ms, err);
+    default:
+        return wu_err(err, WEFT_EINVAL, "bad duration %s (use a string like \"5s\" or seconds)",
+                      v ? json_object_to_json_string(v) : "null");
+    }
+}
+
+int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    char *b;
+    size_t n;
+    if (!f)
+        return wu_err(err, errno == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO, "%s: %s", path,
+                      strerror(errno));
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return wu_err(err, WEFT_EIO, "%s: not a regular file", path);
+    }
+    b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        fclose(f);
+        return wu_err(err, WEFT_ENOMEM, "%s: out of memory", path);
+    }
+    n = fread(b, 1, (size_t)st.st_size, f);
+    if (ferror(f)) {
+        free(b);
+        fclose(f);
+        return wu_err(err, WEFT_EIO, "%s: read error", path);
+    }
+    fclose(f);
+    b[n] = 0;
+    *buf = b;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err)
+{
+    struct json_tokener *tok = json_tokener_new();
+    json_object *obj;
+    enum json_tokener_error jerr;
+    size_t len = strlen(text), off, line = 1, i;
+    if (!tok)
+        return wu_err(err, WEFT_ENOMEM, "%s: out of memory", what);
+    /* strict: no trailing commas, single quotes or other leniencies */
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+    /* len + 1: the NUL ends a bare top-level number ("42") */
+    obj = json_tokener_parse_ex(tok, text, (int)len + 1);
+    jerr = json_tokener_get_error(tok);
+    off = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_success && off < len) {
+        /* trailing garbage after a complete value is an error too, unless blank */
+        for (i = off; i < len; i++)
+            if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r')
+                break;
+        if (i < len) {
+            json_object_put(obj);
+            obj = NULL;
+            off = i;
+            jerr = json_tokener_error_parse_unexpected;
+        }
+    } else if (jerr == json_tokener_continue) {
+        jerr = json_tokener_error_parse_eof;
+    }
+    json_tokener_free(tok);
+    if (jerr != json_tokener_success) {
+        for (i = 0; i < off && i < len; i++)
+            if (text[i] == '\n')
+                line++;
+        return wu_err(err, WEFT_EINVAL, "%s: invalid JSON at line %zu: %s", what, line,
+                      json_tokener_error_desc(jerr));
+    }
+    *out = obj;
+    return 0;
+}
+
+struct wu_map {
+    struct {
+        char *key;
+        void *val;
+        uint32_t hash;
+    } *slots;
+    size_t cap, count;
+    int borrowing; /* keys are the caller's, not copies */
+};
+
+static uint32_t hash_str(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h ? h : 1;
+}
+
+wu_map *wu_map_new(void)
+{
+    wu_map *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cap = 8; /* small: every execution has two (exec.h) */
+    m->slots = calloc(m->cap, sizeof *m->slots);
+    if (!m->slots) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+wu_map *wu_map_new_borrowing(void)
+{
+    wu_map *m = wu_map_new();
+    if (m)
+        m->borrowing = 1;
+    return m;
+}
+
+void wu_map_free(wu_map *m)
+{
+    size_t i;
+    if (!m)
+        return;
+    for (i = 0; i < m->cap && !m->borrowing; i++)
+        free(m->slots[i].key);
+    free(m->slots);
+    free(m);
+}
+
+static size_t map_find(const wu_map *m, const char *key, uint32_t h)
+{
+    size_t i = h & (m->cap - 1);
+    while (m->slots[i].key && (m->slots[i].hash != h || strcmp(m->slots[i].key, key)))
+        i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+int wu_map_reserve(wu_map *m, size_t n)
+{
+    wu_map grown = {0};
+    size_t j;
+    if ((m->count + n) * 4 <= m->cap * 3)
+        return 0;
+    grown.cap = m->cap * 2;
+    while ((m->count + n) * 4 > grown.cap * 3)
+        grown.cap *= 2;
+    grown.slots = calloc(grown.cap, sizeof *grown.slots);
+    if (!grown.slots)
+        return WEFT_ENOMEM;
+    for (j = 0; j < m->cap; j++)
+        if (m->slots[j].key)
+            grown.slots[map_find(&grown, m->slots[j].key, m->slots[j].hash)] = m->slots[j];
+    free(m->slots);
+    m->slots = grown.slots;
+    m->cap = grown.cap;
+    return 0;
+}
+
+int wu_map_put(wu_map *m, const char *key, void *val)
+{
+    uint32_t h = hash_str(key);
+    size_t i;
+    if (wu_map_reserve(m, 1))
+        return WEFT_ENOMEM;
+    i = map_find(m, key, h);
+    if (!m->slots[i].key) {
+        m->slots[i].key = m->borrowing ? (char *)key : strdup(key);
+        if (!m->slots[i].key)
+            return WEFT_ENOMEM;
+        m->slots[i].hash = h;
+        m->count++;
+    }
+    m->slots[i].val = val;
+    return 0;
+}
+
+void *wu_map_get(const wu_map *m, const char *key)
+{
+    size_t i;
+    if (!m || !key)
+        return NULL;
+    i = map_find(m, key, hash_str(key));
+    return m->slots[i].key ? m->slots[i].val : NULL;
+}
+
+size_t wu_map_count(const wu_map *m)
+{
+    return m ? m->count : 0;
+}
+
+int wu_vec_push(wu_vec *v, void *item)
+{
+    if (v->len == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 8;
+        void **items = realloc(v->items, cap * sizeof *items);
+        if (!items)
+            return WEFT_ENOMEM;
+        v->items = items;
+        v->cap = cap;
+    }
+    v->items[v->len++] = item;
+    return 0;
+}
+
+void wu_vec_free(wu_vec *v)
+{
+    free(v->items);
+    v->items = NULL;
+    v->len = v->cap = 0;
+}
+
+int wu_buf_add(wu_buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = (b->len + n + 1) * 2;
+        char *d = realloc(b->data, cap);
+        if (!d)
+            return WEFT_ENOMEM;
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+int wu_buf_add_json_str(wu_buf *b, const char *s)
+{
+    return wu_buf_add_json_strn(b, s, strlen(s));
+}
+
+int wu_buf_add_json_strn(wu_buf *b, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *run = s, *end = s + len;
+    int rc = wu_buf_add(b, "\"", 1);
+    for (; s < end && !rc; s++) {
+        unsigned char c = (unsigned char)*s;
+        char esc[7] = "\\";
+        size_t n = 2;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
+            continue;
+        rc = wu_buf_add(b, run, (size_t)(s - run));
+        run = s + 1;
+        switch (c) {
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        case '"': case '\\': case '/': esc[1] = (char)c; break;
+        default:
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            n = 6;
+        }
+        if (!rc) rc = wu_buf_add(b, esc, n);
+    }
+    if (!rc) rc = wu_buf_add(b, run, (size_t)(s - run));
+    if (!rc) rc = wu_buf_add(b, "\"", 1);
+    return rc;
+}
+
+void wu_buf_free(wu_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}

@@ -1,0 +1,1283 @@
+#include "core/ops.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/codec.h"
+
+/* How long an update keeps redoing its change after losing fence races. */
+#define OP_RACE_MS 10000
+
+/* How long a look (op_item.look) redoes its change after losing a fence
+ * race: a busy workflow's decider saves every few ms, and a sweeper that
+ * raced it for OP_RACE_MS held a worker for 10 s to no end. */
+#define OP_LOOK_RACE_MS 200
+
+/* How long op_command waits for its command to land, unless told. */
+#define OP_COMMAND_WAIT_MS 10000
+
+struct op_cache {
+    pthread_mutex_t mu;
+    wu_map *defs; /* defkey -> def_workflow */
+    wu_vec all;
+};
+
+op_cache *op_cache_new(void)
+{
+    op_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    pthread_mutex_init(&c->mu, NULL);
+    if (!(c->defs = wu_map_new())) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void op_cache_free(op_cache *c)
+{
+    size_t i;
+    if (!c)
+        return;
+    for (i = 0; i < c->all.len; i++)
+        def_unref(c->all.items[i]);
+    wu_vec_free(&c->all);
+    wu_map_free(c->defs);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static def_workflow *cache_get(op_cache *c, const char *key)
+{
+    def_workflow *d;
+    if (!c)
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    d = def_ref(wu_map_get(c->defs, key));
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+static void cache_put(op_cache *c, const char *key, def_workflow *d)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!wu_map_get(c->defs, key) && wu_vec_push(&c->all, def_ref(d)) == 0) {
+        if (wu_map_put(c->defs, key, d))
+            c->all.len--, def_unref(d);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
+           weft_error *err)
+{
+    char key[17];
+    json_object *j;
+    int rc;
+    cd_def_key(json, key);
+    if ((*out = cache_get(env->cache, key)))
+        return 0;
+    if ((rc = wu_parse_json(source, json, &j, err)))
+        return rc;
+    rc = def_compile(env->defs, j, source, NULL, out, err);
+    json_object_put(j);
+    if (rc == 0)
+        cache_put(env->cache, key, *out);
+    return rc;
+}
+
+/* The compiled definition of a stored execution (cache, else its stored text). */
+static int exec_def(op_env *env, const char *id, const char *defkey, def_workflow **out,
+                    weft_error *err)
+{
+    char *json = NULL;
+    int rc;
+    if ((*out = cache_get(env->cache, defkey)))
+        return 0;
+    if ((rc = rs_exec_def(env->r, id, &json, err)))
+        return rc;
+    rc = op_def(env, json, id, out, err);
+    free(json);
+    return rc;
+}
+
+/* Payloads kept outside come back in. */
+static int load_one(op_env *env, const xc_exec *x, const char *ref, json_object **slot,
+                    weft_error *err)
+{
+    if (!ref || *slot)
+        return 0;
+    return ps_load(env->ps, x->id, ref, slot, err);
+}
+
+static int load_payloads(op_env *env, xc_exec *x, weft_error *err)
+{
+    size_t i;
+    int rc;
+    if ((rc = load_one(env, x, x->input_ref, &x->input, err)) ||
+        (rc = load_one(env, x, x->output_ref, &x->output, err)))
+        return rc;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if ((rc = load_one(env, x, t->input_ref, &t->input, err)) ||
+            (rc = load_one(env, x, t->output_ref, &t->output, err)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Large inputs and outputs go outside before a save (each checked once). */
+static void keep_payloads(op_env *env, xc_exec *x)
+{
+    weft_error err = {0};
+    char what[200];
+    size_t i;
+    if (!env->ps)
+        return;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->sized)
+            continue;
+        free(t->output_ref);
+        t->output_ref = NULL;
+        /* an input is resolved once, when its task is made: one kept
+         * outside already need not be hashed again on each status change */
+        snprintf(what, sizeof what, "input of task '%s'", t->ref);
+        if (!t->input_ref && ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
+            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+        snprintf(what, sizeof what, "output of task '%s'", t->ref);
+        if (ps_keep(env->ps, x->id, what, t->output, &t->output_ref, &err))
+            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+        t->sized = 1;
+    }
+    if (xc_wf_terminal(x->status) && x->output && !x->output_ref &&
+        ps_keep(env->ps, x->id, "workflow output", x->output, &x->output_ref, &err))
+        fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
+}
+
+/* A stored execution (rs_exec, cleared here) into *out. */
+static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_error *err)
+{
+    def_workflow *def = NULL;
+    json_object *doc = NULL;
+    int rc;
+    *out = NULL;
+    if (!e->doc || !e->defkey) {
+        rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is incomplete", id);
+        goto out;
+    }
+    if ((rc = exec_def(env, id, e->defkey, &def, err))) {
+        wu_err_prefix(err, "workflow %s: stored definition: ", id);
+        rc = WEFT_EINVAL;
+        goto out;
+    }
+    if ((rc = wu_parse_json(id, e->doc, &doc, err))) {
+        wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
+        goto out;
+    }
+    {
+        json_object *v;
+        const char *sid = json_object_object_get_ex(doc, "id", &v) ? json_object_get_string(v)
+                                                                  : NULL;
+        if (!sid)
+            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it has no id", id);
+        else if (strcmp(sid, id))
+            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it names %s", id,
+                        sid);
+        if (rc)
+            goto out;
+    }
+    rc = cd_from_doc(doc, def, env->defs, out, err);
+    if (rc == 0) {
+        (*out)->fence = e->fence;
+        (*out)->cmd = e->cmd;
+        e->cmd = NULL;
+        if ((rc = load_payloads(env, *out, err))) {
+            wu_err_prefix(err, "workflow %s: ", id);
+            xc_free(*out);
+            *out = NULL;
+        }
+    }
+out:
+    json_object_put(doc);
+    def_unref(def);
+    rs_exec_clear(e);
+    return rc;
+}
+
+static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    rs_exec e = {0};
+    int rc;
+    *out = NULL;
+    if ((rc = rs_exec_load(env->r, id, 0, &e, err)))
+        return rc;
+    if (fence)
+        *fence = e.fence;
+    return decode(env, id, &e, out, err);
+}
+
+int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                 weft_error *err)
+{
+    rs_exec *e = calloc(n + 1, sizeof *e);
+    size_t i;
+    int rc;
+    if (!e)
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    rc = rs_exec_load_many(env->r, ids, n, e, rcs, err);
+    for (i = 0; i < n; i++) {
+        weft_error e2 = {0};
+        out[i] = NULL;
+        if (rc)
+            rcs[i] = rc;
+        else if (rcs[i] == 0)
+            rcs[i] = decode(env, ids[i], &e[i], &out[i], &e2);
+        rs_exec_clear(&e[i]);
+    }
+    free(e);
+    return rc;
+}
+
+int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    return load(env, id, out, fence, err);
+}
+
+/* ---- status lane events, collected while a change runs ---- */
+
+typedef struct collect {
+    wu_vec events; /* char * JSON texts */
+    wu_vec notes;  /* log lines for op_hooks.note: the level's digit, then the text */
+    int ended;     /* the workflow's end is noted */
+} collect;
+
+/* A log line of a change, kept until the change is saved: failures,
+ * retries, timeouts and the workflow's end. Plain progress (a task started or
+ * completed) is left to the status lane, so successes cost nothing here. */
+static void note_change(collect *c, const xc_exec *x, const xc_task *t)
+{
+    char line[WEFT_ERROR_MAX + 256], *dup;
+    int level = WEFT_LOG_WARN;
+    if (!t) {
+        if (!xc_wf_terminal(x->status) || c->ended)
+            return;
+        c->ended = 1;
+        if (x->status == WEFT_WF_COMPLETED) {
+            level = WEFT_LOG_INFO;
+            snprintf(line, sizeof line, "%dworkflow %s (%s) COMPLETED", level, x->id, x->def->name);
+        } else {
+            snprintf(line, sizeof line, "%dworkflow %s (%s) %s: %s", level, x->id, x->def->name,
+                     weft_wf_status_name(x->status), x->reason ? x->reason : "no reason given");
+        }
+    } else if (t->status == WEFT_TASK_FAILED || t->status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR ||
+               t->status == WEFT_TASK_TIMED_OUT) {
+        snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) %s: %s", level, x->id, t->ref,
+                 t->def->type_name, weft_task_status_name(t->status),
+                 t->reason ? t->reason : "no reason given");
+    } else if (t->status == WEFT_TASK_SCHEDULED && t->retry_count > 0) {
+        level = WEFT_LOG_INFO;
+        if (t->retry_count <= t->def->retry_count)
+            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d of %d", level,
+                     x->id, t->ref, t->def->type_name, t->retry_count, t->def->retry_count);
+        else /* an operator's retry of the workflow */
+            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d", level, x->id,
+                     t->ref, t->def->type_name, t->retry_count);
+    } else {
+        return;
+    }
+    if ((dup = strdup(line)) && wu_vec_push(&c->notes, dup))
+        free(dup);
+}
+
+static void on_change(void *ud, const xc_exec *x, const xc_task *t)
+{
+    collect *c = ud;
+    wu_buf b = {0};
+    if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data))
+        wu_buf_free(&b);
+    note_change(c, x, t);
+}
+
+static void collect_clear(collect *c)
+{
+    size_t i;
+    for (i = 0; i < c->events.len; i++)
+        free(c->events.items[i]);
+    c->events.len = 0;
+    for (i = 0; i < c->notes.len; i++)
+        free(c->notes.items[i]);
+    c->notes.len = 0;
+    c->ended = 0;
+}
+
+/* ---- saving ---- */
+
+/* When a decider should look at x next (follow: at once, the change was
+ * made where no decider follows it). */
+static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
+{
+    int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
+    size_t i;
+    if (follow || x->fresh > 0 || x->ended_head < x->ended.len)
+        return now;
+    dec_timeouts(dec, x, now, &next, o);
+    if (x->ended_head < x->ended.len)
+        return now; /* something timed out: follow it now */
+    if (next && next < due)
+        due = next;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
+            t->callback_ms < due)
+            due = t->callback_ms;
+    }
+    return due < now ? now : due;
+}
+
+/* Eager dispatch: whether task t, made visible now by a save, is leased to
+ * the saver instead (room permitting); the token into lease. */
+static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room,
+                      char lease[40])
+{
+    if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
+        return 0;
+    if (!env->lease_seed[0]) {
+        char u[37];
+        size_t i, j;
+        wu_uuid(u);
+        for (i = j = 0; u[i] && j < 24; i++)
+            if (u[i] != '-')
+                env->lease_seed[j++] = u[i];
+        env->lease_seed[j] = 0;
+    }
+    snprintf(lease, 40, "%s:e%lu", env->lease_seed, ++env->lease_n);
+    (*room)--;
+    return 1;
+}
+
+/* The queue steps for the decider's actions, plus when x is next due (see
+ * next_due for follow). Tasks leased eagerly (up to *room; room NULL =
+ * none) are listed in *eager (malloc'd, caller frees; NULL when none),
+ * which the steps' lease tokens point into. */
+static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
+                    rs_step **out, size_t *n, size_t *room, rs_lease **eager, size_t *neager)
+{
+    rs_step *s;
+    rs_lease *got = NULL;
+    size_t i, k = 0, ng = 0;
+    int64_t now = dec->now();
+    /* first: next_due may time tasks out, adding their cancels to o */
+    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
+    s = calloc(o->n + 1, sizeof *s);
+    if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
+        free(s);
+        return WEFT_ENOMEM;
+    }
+    if (!s)
+        return WEFT_ENOMEM;
+    for (i = 0; i < o->n; i++) {
+        dec_action *a = &o->a[i];
+        rs_step st = {0};
+        if (a->kind == DEC_ENQUEUE) {
+            st.kind = RS_PUSH;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            st.at = a->at;
+            if (got && take_eager(env, a, now, room, got[ng].lease)) {
+                snprintf(got[ng].workflow_id, sizeof got[ng].workflow_id, "%s", x->id);
+                snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
+                snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
+                got[ng].never_reaped = 1;
+                st.lease = got[ng].lease;
+                st.lease_until = wu_now_ms() + env->lease_ms;
+                ng++;
+            }
+            s[k++] = st;
+        } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
+            st.kind = RS_UNQUEUE;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            s[k++] = st;
+        }
+    }
+    /* a running execution that was created is on the decider queue, due
+     * within sweep_ms (every save and due.lua keep it so): a save that wants
+     * it looked at no sooner than that needs no wake */
+    if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
+        s[k].kind = xc_wf_terminal(x->status) ? RS_DONE : RS_WAKE;
+        s[k++].at = due;
+    }
+    *out = s;
+    *n = k;
+    if (!ng) {
+        free(got);
+        got = NULL;
+    }
+    if (eager) {
+        *eager = got;
+        *neager = ng;
+    } else {
+        free(got);
+    }
+    return 0;
+}
+
+/* ---- cascades ---- */
+
+typedef enum later_kind { LATER_TERMINATE, LATER_ENDED } later_kind;
+
+struct op_later {
+    later_kind kind;
+    char *id;    /* LATER_TERMINATE: the child to terminate */
+    xc_exec *x;  /* LATER_ENDED: the execution that ended (owned) */
+};
+
+/* Queue a cascade step (takes id or x, also on failure). 0 or WEFT_ENOMEM. */
+static int later_push(op_env *env, later_kind kind, char *id, xc_exec *x)
+{
+    if (env->nlater == env->caplater) {
+        size_t cap = env->caplater ? env->caplater * 2 : 8;
+        struct op_later *l = realloc(env->later, cap * sizeof *l);
+        if (!l) {
+            free(id);
+            xc_free(x);
+            return WEFT_ENOMEM;
+        }
+        env->later = l;
+        env->caplater = cap;
+    }
+    env->later[env->nlater].kind = kind;
+    env->later[env->nlater].id = id;
+    env->later[env->nlater].x = x;
+    env->nlater++;
+    return 0;
+}
+
+static void ended_hook(op_env *env, const xc_exec *x)
+{
+    env->nest++;
+    env->hooks->ended(env->hooks->ud, env, x);
+    env->nest--;
+}
+
+/* Run queued cascade steps in order until none is left; the updates they
+ * make queue their own steps here instead of running them. */
+static void later_drain(op_env *env)
+{
+    env->nest++;
+    while (env->hlater < env->nlater) {
+        struct op_later l = env->later[env->hlater++];
+        if (l.kind == LATER_TERMINATE) {
+            weft_error e = {0};
+            op_command(env, l.id, OP_TERMINATE, "parent task canceled", &e);
+            free(l.id);
+        } else {
+            env->hooks->ended(env->hooks->ud, env, l.x);
+            xc_free(l.x);
+        }
+    }
+    env->nest--;
+    free(env->later);
+    env->later = NULL;
+    env->nlater = env->hlater = env->caplater = 0;
+}
+
+void op_terminate_later(op_env *env, const char *id)
+{
+    char *copy = strdup(id);
+    if (copy)
+        later_push(env, LATER_TERMINATE, copy, NULL);
+}
+
+/*
+ * After a save: children of canceled tasks are terminated, an ended
+ * workflow tells its parent. Losing these to a crash is repaired by the
+ * sweeper (op users), so they are best effort here. The children are
+ * terminated after the update (its lock released); inside a cascade the
+ * end is queued too (taking *xp when own), for the outermost update.
+ */
+static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own, const collect *col)
+{
+    xc_exec *x = *xp;
+    size_t i;
+    for (i = 0; env->hooks && env->hooks->note && i < col->notes.len; i++) {
+        const char *n = col->notes.items[i];
+        env->hooks->note(env->hooks->ud, n[0] - '0', n + 1);
+    }
+    for (i = 0; i < o->n; i++) {
+        dec_action *a = &o->a[i];
+        char *child;
+        if (a->kind == DEC_CANCEL && a->task->child_id && (child = strdup(a->task->child_id)))
+            later_push(env, LATER_TERMINATE, child, NULL);
+    }
+    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended) {
+        if (env->nest && own) {
+            *xp = NULL;
+            later_push(env, LATER_ENDED, NULL, x);
+        } else {
+            ended_hook(env, x);
+        }
+    } else if (xc_wf_terminal(x->status) && x->parent_id) {
+        /* no hooks (a client): the parent's decider reads the child's end
+         * when it looks at the parent, so it looks now */
+        weft_error e = {0};
+        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
+    }
+}
+
+/* A document that cannot be read fails its workflow, so nothing waits on it forever. */
+static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char *why,
+                        weft_error *err)
+{
+    json_object *doc = json_object_new_object();
+    rs_step done = {.kind = RS_DONE};
+    char ev[WEFT_ERROR_MAX + 128];
+    const char *evs[1] = {ev};
+    json_object *r;
+    int rc;
+    json_object_object_add(doc, "id", json_object_new_string(id));
+    json_object_object_add(doc, "status", json_object_new_string("FAILED"));
+    json_object_object_add(doc, "reason", json_object_new_string(why));
+    json_object_object_add(doc, "endTime", json_object_new_int64(wu_now_ms()));
+    r = json_object_new_object(); /* its event: rs_events adds workflowId and time */
+    json_object_object_add(r, "status", json_object_new_string("FAILED"));
+    json_object_object_add(r, "reason", json_object_new_string(why));
+    snprintf(ev, sizeof ev, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
+    rc = rs_exec_save(env->r, id, fence, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
+                      "FAILED", 1, &done, 1, evs, 1, NULL, err);
+    json_object_put(doc);
+    json_object_put(r);
+    return rc;
+}
+
+/* A change made, and what saving it takes. */
+typedef struct prep {
+    xc_exec *x;
+    dec_out o;
+    collect col;
+    rs_step *steps;
+    size_t nsteps;
+    wu_buf doc; /* the document's text */
+} prep;
+
+static void prep_clear(prep *p)
+{
+    dec_out_free(&p->o);
+    collect_clear(&p->col);
+    wu_vec_free(&p->col.events);
+    wu_vec_free(&p->col.notes);
+    free(p->steps);
+    wu_buf_free(&p->doc);
+    xc_free(p->x);
+    memset(p, 0, sizeof *p);
+}
+
+/* After a decision: x's queue steps (see steps_of), its large payloads out,
+ * its document's text. 0 or WEFT_ENOMEM. */
+static int prep_write(op_env *env, const dec_env *dec, prep *p, int follow, size_t *room,
+                      rs_lease **eager, size_t *neager)
+{
+    if (steps_of(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager))
+        return WEFT_ENOMEM;
+    keep_payloads(env, p->x);
+    return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
+}
+
+/* After a change: prep_write (leasing tasks eagerly as room permits), and
+ * in sv the save that writes it. */
+static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, size_t *room,
+                   rs_lease **eager, size_t *neager, rs_save *sv)
+{
+    if (prep_write(env, dec, p, env->client, room, eager, neager))
+        return WEFT_ENOMEM;
+    memset(sv, 0, sizeof *sv);
+    sv->id = id;
+    sv->fence = env->unfenced ? 0 : p->x->fence;
+    sv->loaded_fence = p->x->fence;
+    sv->doc = p->doc.data;
+    sv->status = weft_wf_status_name(p->x->status);
+    sv->terminal = xc_wf_terminal(p->x->status);
+    sv->revive = p->x->revived;
+    sv->cmd = p->x->cmd;
+    sv->steps = p->steps;
+    sv->nsteps = p->nsteps;
+    sv->events = (const char *const *)p->col.events.items;
+    sv->nevents = p->col.events.len;
+    return 0;
+}
+
+static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                       int64_t race_ms, weft_error *err);
+
+int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
+{
+    return op_update_from(env, id, NULL, fn, ud, err);
+}
+
+static const char *const cmd_kinds[] = {"terminate", "pause", "resume"};
+
+/*
+ * Apply the operator command x was loaded with ("<token>|<kind>|<reason>",
+ * rs_exec_command), before any other change: x->cmd stays set, so the save
+ * tells the store it was applied. command.lua checked the status when it
+ * recorded the command and no save since went without it, so it applies;
+ * a command that somehow does not is dropped all the same. 1 when there
+ * was one (x must be saved), else 0.
+ */
+static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
+{
+    const char *kind, *reason;
+    weft_error ignored = {0};
+    size_t n, k;
+    if (!x->cmd)
+        return 0;
+    kind = strchr(x->cmd, '|');
+    kind = kind ? kind + 1 : "";
+    n = strcspn(kind, "|");
+    reason = kind[n] ? kind + n + 1 : "";
+    for (k = 0; k < sizeof cmd_kinds / sizeof cmd_kinds[0]; k++)
+        if (strlen(cmd_kinds[k]) == n && !strncmp(kind, cmd_kinds[k], n))
+            break;
+    switch (k) {
+    case OP_TERMINATE:
+        dec_end(dec, x, WEFT_WF_TERMINATED, *reason ? reason : "terminated", o);
+        break;
+    case OP_PAUSE:
+        dec_pause(dec, x, &ignored);
+        break;
+    case OP_RESUME:
+        dec_resume(dec, x, &ignored);
+        break;
+    default:
+        break; /* unknown: dropped */
+    }
+    return 1;
+}
+
+int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                   weft_error *err)
+{
+    return update_from(env, id, loaded, fn, ud, OP_RACE_MS, err);
+}
+
+static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
+                       int64_t race_ms, weft_error *err)
+{
+    char token[128] = "";
+    int locked = 0, attempt, rc = 0, cmd, frc;
+    dec_env dec = *env->dec;
+
+    dec.on_change = on_change;
+    if (env->lock) {
+        rc = env->lock->acquire(env->lock_handle, id, env->lock_ttl_ms, env->lock_wait_ms, token,
+                                sizeof token, err);
+        if (rc) {
+            xc_free(loaded);
+            return rc;
+        }
+        locked = 1;
+    }
+    if (loaded && env->unfenced) {
+        /* a copy loaded before the lock was had may be older than what is
+         * stored, and with fencing off nothing would refuse its save: it
+         * would undo a newer change (an operator's pause) */
+        xc_free(loaded);
+        loaded = NULL;
+    }
+    int64_t until = wu_mono_ms() + race_ms;
+    for (attempt = 0;; attempt++) {
+        prep p;
+        rs_save sv;
+        uint64_t fence = 0;
+
+        memset(&p, 0, sizeof p);
+        if (loaded) {
+            /* the caller's copy: the fence tells whether it is still current */
+            p.x = loaded;
+            fence = p.x->fence;
+            loaded = NULL;
+            rc = 0;
+        } else {
+            rc = load(env, id, &p.x, &fence, err);
+        }
+        if (rc == WEFT_EINVAL && fence > 0) {
+            /* unreadable: fail it with the reason, once */
+            char why[WEFT_ERROR_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            rc = fail_corrupt(env, id, fence, why, err);
+            if (rc == WEFT_ESTATE)
+                continue;
+            if (rc == 0)
+                rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
+            break;
+        }
+        if (rc)
+            break;
+        dec.ud = &p.col;
+        cmd = apply_cmd(&dec, p.x, &p.o);
+        frc = fn(env, &dec, p.x, &p.o, ud, err);
+        if (frc != 0 && !cmd) {
+            /* fn's own error (WEFT_ESTATE too) is final: no redo */
+            prep_clear(&p);
+            rc = frc == OP_NOCHANGE ? 0 : frc;
+            break;
+        }
+        /* an operator command applied is saved even when fn then failed */
+        if ((rc = prepare(env, &dec, id, &p, NULL, NULL, NULL, &sv)) != 0)
+            wu_err(err, rc, "out of memory");
+        else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
+            rc = wu_err(err, sv.rc, "%s", sv.why);
+        else if (rc == 0)
+            after_save(env, &p.x, &p.o, 1, &p.col);
+        prep_clear(&p);
+        if (rc == 0) {
+            if (frc != OP_NOCHANGE)
+                rc = frc; /* fn's message is still in err: a successful save writes none */
+            break;
+        }
+        if (rc != WEFT_ESTATE)
+            break;
+        if (wu_mono_ms() >= until) {
+            wu_err_prefix(err, "gave up after %d attempts in %lld ms: ", attempt + 1,
+                          (long long)race_ms);
+            break;
+        }
+        /* someone saved newer state: load it and redo the change, after a
+         * short random pause so two racers fall out of step */
+        if (attempt > 2) {
+            struct timespec ts = {0, (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (locked) {
+        weft_error e = {0};
+        env->lock->release(env->lock_handle, id, token, &e);
+    }
+    if (!env->nest && env->nlater)
+        later_drain(env); /* the cascade steps this update queued */
+    return rc;
+}
+
+/* Drop claims one by one (an item that made no save, or was redone alone). */
+static void ack_each(op_env *env, const op_item *it)
+{
+    size_t i;
+    for (i = 0; i < it->nacks; i++) {
+        weft_error e = {0};
+        rs_ack(env->r, &it->acks[i], &e);
+    }
+}
+
+/* An item that cannot go in the batch: alone, as op_update_from would (a
+ * look that keeps losing races gives up soon, quietly: see op_item.look). */
+static void one_by_one(op_env *env, op_item *it, xc_exec *x)
+{
+    int look = it->look && !(x && x->cmd);
+    it->rc = update_from(env, it->id, x, it->fn, it->ud, look ? OP_LOOK_RACE_MS : OP_RACE_MS,
+                         &it->err);
+    it->saved = it->rc == 0;
+    if (look && it->rc == WEFT_ESTATE)
+        it->rc = 0; /* a newer save than its own was made: not saved, no error */
+    if (it->rc == 0)
+        ack_each(env, it);
+}
+
+void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
+{
+    prep *p = calloc(n + 1, sizeof *p);
+    rs_save *sv = calloc(n + 1, sizeof *sv);
+    const char **ids = calloc(n + 1, sizeof *ids);
+    xc_exec **xs = calloc(n + 1, sizeof *xs);
+    int *rcs = calloc(n + 1, sizeof *rcs);
+    size_t *at = calloc(n + 1, sizeof *at);
+    size_t i, nl = 0, ns = 0;
+    weft_error err = {0};
+
+    for (i = 0; i < n; i++) {
+        items[i].rc = 0;
+        items[i].saved = 0;
+        items[i].eager = NULL;
+        items[i].neager = 0;
+        items[i].err.msg[0] = 0;
+    }
+    if (!p || !sv || !ids || !xs || !rcs || !at || env->lock) {
+        /* out of memory, or a lock to take per execution: one by one */
+        for (i = 0; i < n; i++) {
+            one_by_one(env, &items[i], items[i].x);
+            items[i].x = NULL;
+        }
+        goto out;
+    }
+    /* those not loaded yet: one round trip */
+    for (i = 0; i < n; i++)
+        if (!items[i].x)
+            ids[nl++] = items[i].id;
+    if (nl) {
+        size_t k = 0;
+        op_load_many(env, ids, nl, xs, rcs, &err);
+        for (i = 0; i < n; i++)
+            if (!items[i].x) {
+                /* NULL when unreadable or gone: op_update says how, below */
+                p[i].x = xs[k];
+                if (rcs[k] == WEFT_EIO)
+                    items[i].rc = wu_err(&items[i].err, WEFT_EIO, "%s", err.msg);
+                k++;
+            } else {
+                p[i].x = items[i].x;
+            }
+    } else {
+        for (i = 0; i < n; i++)
+            p[i].x = items[i].x;
+    }
+    for (i = 0; i < n; i++) {
+        op_item *it = &items[i];
+        prep *pp = &p[i];
+        dec_env dec = *env->dec;
+        int rc;
+        it->x = NULL;
+        if (it->rc)
+            continue;
+        if (!pp->x || pp->x->cmd) {
+            /* its error (or a failed corrupt workflow); or an operator
+             * command to apply first, whatever fn says: alone */
+            one_by_one(env, it, pp->x);
+            pp->x = NULL;
+            continue;
+        }
+        dec.on_change = on_change;
+        dec.ud = &pp->col;
+        rc = it->fn(env, &dec, pp->x, &pp->o, it->ud, &it->err);
+        if (rc) {
+            if (rc == OP_NOCHANGE) {
+                ack_each(env, it);
+                if (it->keep) {
+                    it->x = pp->x;
+                    pp->x = NULL;
+                }
+            } else {
+                it->rc = rc;
+            }
+            prep_clear(pp);
+            continue;
+        }
+        if (prepare(env, &dec, it->id, pp, room, &it->eager, &it->neager, &sv[ns])) {
+            it->rc = wu_err(&it->err, WEFT_ENOMEM, "out of memory");
+            prep_clear(pp);
+            continue;
+        }
+        sv[ns].acks = it->acks;
+        sv[ns].nacks = it->nacks;
+        at[ns++] = i;
+    }
+    if (ns)
+        rs_exec_save_many(env->r, sv, ns, &err);
+    for (i = 0; i < ns; i++) {
+        op_item *it = &items[at[i]];
+        prep *pp = &p[at[i]];
+        if (sv[i].rc == 0) {
+            pp->x->fence = sv[i].new_fence;
+            pp->x->revived = 0;
+            it->saved = 1;
+            after_save(env, &pp->x, &pp->o, !(it->keep || it->neager), &pp->col);
+            if (it->keep || it->neager) {
+                it->x = pp->x;
+                pp->x = NULL;
+            }
+        } else {
+            /* nothing of it was applied: no eager leases were written */
+            free(it->eager);
+            it->eager = NULL;
+            if (room)
+                *room += it->neager;
+            it->neager = 0;
+            if (sv[i].rc == WEFT_ESTATE) {
+                /* someone saved since: redo it alone on fresh state */
+                prep_clear(pp);
+                one_by_one(env, it, NULL);
+                continue;
+            }
+            it->rc = wu_err(&it->err, sv[i].rc, "%s", sv[i].why);
+        }
+        prep_clear(pp);
+    }
+out:
+    if (!env->nest && env->nlater)
+        later_drain(env);
+    if (p)
+        for (i = 0; i < n; i++)
+            prep_clear(&p[i]);
+    free(p);
+    free(sv);
+    free(ids);
+    free(xs);
+    free(rcs);
+    free(at);
+}
+
+/* What every start does to its new execution before the create. */
+static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_error *err)
+{
+    int rc;
+    if ((rc = ps_keep(env->ps, x->id, "workflow input", x->input, &x->input_ref, err)))
+        return rc;
+    if (a->correlation_id)
+        x->correlation_id = strdup(a->correlation_id);
+    if (a->parent_id) {
+        x->parent_id = strdup(a->parent_id);
+        x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
+    }
+    x->depth = a->depth;
+    return 0;
+}
+
+/*
+ * What a create stores, written into p: the document, and the first
+ * decision when the starter can make it. That is when the first task is
+ * queued (no plugin code runs for it, so any client can): the execution is
+ * created with that task scheduled, its push in the create's pipeline and
+ * its event on the status lane, and no decider has to load and save it
+ * first; the decider queue sees it again only after sweep_ms (or a
+ * timeout), like any execution waiting on a task. A start with an
+ * idempotency key may race another for its id, and the create's pipeline
+ * applies its steps whether or not the id was free: it only wakes a
+ * decider. 0 or WEFT_ENOMEM.
+ */
+static int start_write(op_env *env, const op_start_args *a, prep *p)
+{
+    const def_list *root = &p->x->def->root;
+    dec_env dec;
+    if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map)
+        return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
+    dec = *env->dec;
+    dec.on_change = on_change;
+    dec.ud = &p->col;
+    dec_decide(&dec, p->x, &p->o);
+    return prep_write(env, &dec, p, 0, NULL, NULL, NULL);
+}
+
+/* The create of p->x into c (borrowing from p and key): its document,
+ * steps and events (start_write), its definition's text and key. The
+ * compiled definition goes in the cache. */
+static void start_doc(op_env *env, const op_start_args *a, prep *p, char key[17], rs_create *c)
+{
+    const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
+    cd_def_key(deftext, key);
+    cache_put(env->cache, key, a->def);
+    memset(c, 0, sizeof *c);
+    c->id = p->x->id;
+    /* out of memory: no document, which the create refuses */
+    c->doc = start_write(env, a, p) ? NULL : p->doc.data;
+    c->status = weft_wf_status_name(p->x->status);
+    c->def = deftext;
+    c->defkey = key;
+    c->due_ms = wu_now_ms();
+    c->steps = p->steps;
+    c->nsteps = p->nsteps;
+    c->events = (const char *const *)p->col.events.items;
+    c->nevents = p->col.events.len;
+}
+
+static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
+{
+    if (a->input && !json_object_is_type(a->input, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
+    return xc_new(a->def, a->input, a->id, x, err);
+}
+
+int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)
+{
+    prep p;
+    rs_create c;
+    char key[17], existing[64];
+    int rc;
+
+    memset(&p, 0, sizeof p);
+    if ((rc = start_new(a, &p.x, err)))
+        return rc;
+    if (a->idempotency_key) {
+        rc = rs_idem_claim(env->r, a->idempotency_key, p.x->id, existing, err);
+        if (rc == WEFT_EEXIST) {
+            /* the same start again: its workflow, whether or not it got created */
+            rs_exec e = {0};
+            snprintf(id_out, 64, "%s", existing);
+            rc = rs_exec_load(env->r, existing, 0, &e, err);
+            rs_exec_clear(&e);
+            if (rc != WEFT_ENOTFOUND) {
+                prep_clear(&p);
+                return rc;
+            }
+            snprintf(p.x->id, sizeof p.x->id, "%.36s", existing);
+            json_object_put(p.x->j_id);
+            p.x->j_id = json_object_new_string(p.x->id);
+        } else if (rc) {
+            prep_clear(&p);
+            return rc;
+        }
+    }
+    if ((rc = start_fill(env, a, p.x, err))) {
+        prep_clear(&p);
+        return rc;
+    }
+    start_doc(env, a, &p, key, &c);
+    if ((rc = rs_exec_create_many(env->r, &c, 1, err)) == 0 && c.rc)
+        rc = wu_err(err, c.rc, "%s", c.why);
+    if (rc == WEFT_EEXIST && a->idempotency_key)
+        rc = 0; /* created by the earlier start with this key */
+    if (rc == 0)
+        snprintf(id_out, 64, "%s", p.x->id);
+    prep_clear(&p);
+    return rc;
+}
+
+int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64], int *rcs,
+                  weft_error *err)
+{
+    rs_create *c = calloc(n + 1, sizeof *c);
+    prep *ps = calloc(n + 1, sizeof *ps);
+    char (*keys)[17] = calloc(n + 1, sizeof *keys);
+    size_t i, m = 0;
+    int rc = 0, first = 0;
+
+    if (!c || !ps || !keys) {
+        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        ids[i][0] = 0;
+        if (a[i].idempotency_key) {
+            /* its key decides which id it gets: alone */
+            rcs[i] = op_start(env, &a[i], ids[i], &e);
+        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e)) &&
+                   !(rcs[i] = start_fill(env, &a[i], ps[i].x, &e))) {
+            start_doc(env, &a[i], &ps[i], keys[i], &c[m++]);
+        }
+        if (rcs[i] && ps[i].x)
+            prep_clear(&ps[i]); /* not created: left out of the pipeline */
+        if (rcs[i] && !first++)
+            wu_err(err, rcs[i], "%s", e.msg);
+    }
+    if (m)
+        rc = rs_exec_create_many(env->r, c, m, err);
+    for (i = 0, m = 0; i < n; i++) {
+        if (!ps[i].x)
+            continue;
+        rcs[i] = rc ? rc : c[m].rc;
+        if (rcs[i] == 0)
+            snprintf(ids[i], 64, "%s", ps[i].x->id);
+        else if (!rc && !first++)
+            wu_err(err, rcs[i], "%s", c[m].why);
+        m++;
+    }
+    if (!rc && first)
+        rc = err->code ? err->code : WEFT_EIO;
+out:
+    for (i = 0; i < n && ps; i++)
+        prep_clear(&ps[i]);
+    free(c);
+    free(ps);
+    free(keys);
+    return rc;
+}
+
+/* A change that changes nothing: an update that only applies a waiting command. */
+static int fn_none(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    return OP_NOCHANGE;
+}
+
+/* The refusal of a command the status does not allow, worded as the
+ * decider's own (op_fn_terminate, dec_pause, dec_resume). */
+static int cmd_refused(weft_error *err, const char *id, op_cmd cmd, const char *status)
+{
+    if (cmd == OP_TERMINATE)
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", id, status);
+    return wu_err(err, WEFT_ESTATE, "workflow %s is %s: only %s workflows can be %s", id, status,
+                  cmd == OP_PAUSE ? "RUNNING" : "PAUSED", cmd == OP_PAUSE ? "paused" : "resumed");
+}
+
+int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft_error *err)
+{
+    int64_t wait = env->command_wait_ms > 0 ? env->command_wait_ms : OP_COMMAND_WAIT_MS;
+    int64_t until = wu_mono_ms() + wait;
+    char token[37], status[32], *text, *mine = NULL, *pending = NULL;
+    size_t n;
+    int rc;
+
+    wu_uuid(token);
+    n = strlen(token) + strlen(cmd_kinds[cmd]) + (reason ? strlen(reason) : 0) + 3;
+    if (!(text = malloc(n)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    snprintf(text, n, "%s|%s|%s", token, cmd_kinds[cmd], reason ? reason : "");
+    for (;;) {
+        rc = rs_exec_command(env->r, id, text, cmd_kinds[cmd], &pending, status, err);
+        if (rc == RS_CMD_RECORDED) {
+            mine = text;
+            text = NULL;
+            break;
+        }
+        if (rc == RS_CMD_SAME) {
+            mine = pending; /* an operator asked the same: that one is ours too */
+            break;
+        }
+        free(pending);
+        if (rc == WEFT_ESTATE)
+            rc = cmd_refused(err, id, cmd, status);
+        if (rc != RS_CMD_OTHER)
+            goto out;
+        /* another operator's command waits (a pause before this resume):
+         * it lands first, then this one is asked for again */
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc && rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            goto out;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT, "workflow %s: another operator command waits since "
+                        "more than %lld ms", id, (long long)wait);
+            goto out;
+        }
+    }
+    /* Apply it now; or, when the lock or the races went to a decider, see
+     * it applied by that decider's next save, which cannot go without it. */
+    for (;;) {
+        rs_exec e = {0};
+        int gone;
+        rc = op_update(env, id, fn_none, NULL, err);
+        if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
+            break;
+        if ((rc = rs_exec_load(env->r, id, 0, &e, err)) != 0)
+            break;
+        gone = !e.cmd || strcmp(e.cmd, mine);
+        rs_exec_clear(&e);
+        if (gone)
+            break;
+        if (wu_mono_ms() >= until) {
+            rc = wu_err(err, WEFT_ETIMEOUT,
+                        "workflow %s: the %s is recorded, but no decider applied it within %lld "
+                        "ms (it is applied at the workflow's next save)",
+                        id, cmd_kinds[cmd], (long long)wait);
+            break;
+        }
+        {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+    }
+out:
+    free(text);
+    free(mine);
+    return rc;
+}
+
+int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,
+                    weft_error *err)
+{
+    if (xc_wf_terminal(x->status))
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
+                      weft_wf_status_name(x->status));
+    dec_end(dec, x, WEFT_WF_TERMINATED, reason ? reason : "terminated", o);
+    return 0;
+}
+
+int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err)
+{
+    return dec_pause(dec, x, err);
+}
+
+int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                 weft_error *err)
+{
+    return dec_resume(dec, x, err);
+}
+
+int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                weft_error *err)
+{
+    return dec_retry(dec, x, o, err);
+}
+
+int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                  weft_error *err)
+{
+    return dec_restart(dec, x, err);
+}
+
+int op_secret(void *ud, const char *name, char **value, weft_error *err)
+{
+    return rs_secret_get(ud, name, value, err);
+}
+
+int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
+                         weft_task_status status, json_object *output, const char *reason,
+                         size_t reason_max, dec_out *o, weft_error *err)
+{
+    char masked[WEFT_ERROR_MAX];
+    json_object *out = json_object_get(output);
+    size_t keep = reason_max && reason_max < sizeof masked ? reason_max + 1 : sizeof masked;
+    int rc;
+    host_redact_reported(t, op_secret, env->r, &out, reason, masked, keep);
+    rc = dec_complete(dec, x, t, status, out, reason ? masked : NULL, o, err);
+    json_object_put(out);
+    return rc;
+}
+
+int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    op_complete *c = ud;
+    xc_task *t = c->task_id ? xc_find_id(x, c->task_id) : xc_find_ref(x, c->ref);
+    int rc;
+    if (!t)
+        return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", x->id,
+                      c->task_id ? c->task_id : c->ref);
+    if (c->child_id && t->child_id && strcmp(t->child_id, c->child_id))
+        return OP_NOCHANGE; /* an older child of a retried task */
+    /* A task has one child per instance (its start's idempotency key), so a
+     * task that does not know its child yet is this child's: the worker that
+     * started it has not saved yet, and its save will lose the fence race. */
+    if (c->child_id && !t->child_id && !(t->child_id = strdup(c->child_id)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (xc_wf_terminal(x->status))
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
+                      weft_wf_status_name(x->status));
+    if ((rc = op_complete_reported(env, dec, x, t, c->status, c->output, c->reason, 0, o, err)))
+        return rc;
+    if (!env->client)
+        dec_decide(dec, x, o);
+    return 0;
+}
+
+static int fn_lease_exhausted(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                              weft_error *err)
+{
+    op_complete c = {0};
+    c.task_id = ud;
+    c.status = WEFT_TASK_FAILED;
+    c.reason = "its lease expired too often: the workers that took it died or never answered";
+    return op_fn_complete(env, dec, x, o, &c, err);
+}
+
+void op_fail_reaped(op_env *env, char **members, size_t n,
+                    void (*warn)(void *ud, const char *workflow_id, const char *msg), void *ud)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        char *bar = strchr(members[i], '|');
+        weft_error err = {0};
+        if (bar) {
+            *bar = 0;
+            if (op_update(env, members[i], fn_lease_exhausted, bar + 1, &err) &&
+                err.code != WEFT_ENOTFOUND && warn)
+                warn(ud, members[i], err.msg);
+        }
+        free(members[i]);
+    }
+    free(members);
+}
