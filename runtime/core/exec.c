@@ -54,11 +54,22 @@ static void task_free(xc_task *t)
     free(t);
 }
 
+xc_exec *xc_ref(xc_exec *x)
+{
+    if (x)
+        x->refs++;
+    return x;
+}
+
 void xc_free(xc_exec *x)
 {
     size_t i;
     if (!x)
         return;
+    if (x->refs > 0) {
+        x->refs--;
+        return;
+    }
     for (i = 0; i < x->tasks.len; i++)
         task_free(x->tasks.items[i]);
     wu_vec_free(&x->tasks);

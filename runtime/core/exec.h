@@ -61,6 +61,7 @@ typedef struct xc_exec {
     char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;
     uint64_t fence;
+    int refs;        /* references besides the first (xc_ref); xc_free drops one */
     char *cmd;       /* an operator command waiting in the store (ops.c applies it first) */
     wu_vec tasks;    /* xc_task *, in seq order */
     wu_map *by_ref;  /* instance ref -> latest xc_task */
@@ -81,7 +82,11 @@ typedef struct xc_exec {
 /* A new RUNNING execution of def (a reference is taken). input is borrowed
  * (copied by reference); id NULL = a fresh UUID. */
 int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out, weft_error *err);
+/* Drop a reference: the last one frees x. NULL is ignored. */
 void xc_free(xc_exec *x);
+/* Take another reference to x (a store that keeps the object hands out
+ * references): returns x. Not thread-safe, as the object itself is not. */
+xc_exec *xc_ref(xc_exec *x);
 
 /* Forget every task (restart): no tasks, the definition's initial
  * variables, the same id and input. Status, output and reason are the

@@ -1,0 +1,73 @@
+#include "store/store.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
+
+int st_check(const st_ops *ops, weft_error *err)
+{
+    if (!ops || ops->size < sizeof *ops)
+        return wu_err(err, WEFT_EABI, "store backend '%s': its table has %zu bytes, this weft needs %zu",
+                      ops && ops->name ? ops->name : "?", ops ? ops->size : 0, sizeof *ops);
+    return 0;
+}
+
+void st_free(st *s)
+{
+    if (s)
+        s->ops->free(s);
+}
+
+void st_doc_clear(st_doc *d)
+{
+    free(d->doc);
+    free(d->status);
+    memset(d, 0, sizeof *d);
+}
+
+/* Digits only, at most max of them, no overflow: *v. */
+static int id_part(const char *s, size_t n, size_t max, unsigned long long *v)
+{
+    size_t i;
+    *v = 0;
+    if (n == 0 || n > max)
+        return 0;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10)
+            return 0;
+        *v = *v * 10 + (unsigned)(s[i] - '0');
+    }
+    return 1;
+}
+
+int st_event_id_parse(const char *id, char entry[ST_EVENT_ID_MAX], long long *index,
+                      weft_error *err)
+{
+    const char *d1 = id ? strchr(id, '-') : NULL, *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
+    unsigned long long ms, seq = 0, i = 0;
+    size_t n = id ? strlen(id) : 0;
+    int ok;
+    *index = -1;
+    entry[0] = 0;
+    if (!id || !*id || !strcmp(id, "0")) {
+        snprintf(entry, ST_EVENT_ID_MAX, "0");
+        return 0;
+    }
+    ok = n < ST_EVENT_ID_MAX && id_part(id, d1 ? (size_t)(d1 - id) : n, 20, &ms) &&
+         (!d1 ||
+          id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
+         (!d2 || (id_part(d2 + 1, n - (size_t)(d2 + 1 - id), 9, &i) && !strchr(d2 + 1, '-')));
+    if (!ok)
+        return wu_err(err, WEFT_EINVAL,
+                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
+                      id);
+    snprintf(entry, ST_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
+    if (d2)
+        *index = (long long)i;
+    return 0;
+}

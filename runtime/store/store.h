@@ -1,0 +1,227 @@
+/*
+ * The store: where executions, work queues, the decider queue, definitions,
+ * secrets and the status lane live. One interface, a table of operations
+ * (st_ops), and two backends: redis (store/redis/: many processes on many
+ * hosts) and memory (store/memory.c: one process, `weft run` and the
+ * embedded bench). Everything above the store (ops, the daemon, the API,
+ * the CLI, the embedded engine) talks to it only through the st_*
+ * functions below. Prefix st_.
+ *
+ * A handle (st) is used by one thread at a time. Executions go in and out
+ * as xc_exec objects; how a backend keeps them is its own business (redis
+ * encodes a document, memory keeps the object itself).
+ *
+ * The contract every backend keeps (tests/unit/test_store.c runs the same
+ * cases against both):
+ *
+ * - A save is fenced: it commits only if nobody saved the execution since
+ *   the copy was loaded (fence), else WEFT_ESTATE. It records its queue
+ *   steps, appends its events and then applies the steps; a process that
+ *   dies in between leaves them for exec_flush.
+ * - A queue member is "<workflow id>|<task id>"; a claim leases it with a
+ *   fresh token for lease_ms; renew/ack/check need the current token;
+ *   reap returns expired leases to the queue and lists members whose lease
+ *   expired more than max_reaps times.
+ * - Every unfinished execution is on the decider queue, due when a decider
+ *   should look at it next; due_claim hands it out and holds it hold_ms.
+ *
+ * Round trips: each redis operation's comment in store/redis/ says what it
+ * costs; the interface adds none (one call = one backend call).
+ */
+#ifndef WEFT_STORE_H
+#define WEFT_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "weft/plugin.h"
+#include "core/exec.h"
+
+typedef struct st st;
+
+/* ---- the shapes the operations exchange ---- */
+
+/* A queue step recorded with a save (the outbox). */
+typedef enum st_step_kind {
+    ST_PUSH,    /* add member "<wfid>|<task>" to queue `type`, visible at `at` */
+    ST_UNQUEUE, /* remove that member from queue `type` (ready and leases) */
+    ST_WAKE,    /* the execution is due for a decider at `at` */
+    ST_DONE,    /* the execution finished: off the decider queue */
+} st_step_kind;
+
+typedef struct st_step {
+    st_step_kind kind;
+    const char *type;    /* PUSH/UNQUEUE */
+    const char *task_id; /* PUSH/UNQUEUE */
+    int64_t at;          /* PUSH/WAKE */
+    /* PUSH only, optional: lease the member to the saver at once (this token,
+     * expiring at lease_until ms) instead of making it ready: eager dispatch.
+     * The outbox records a plain push, which is what a replay does. */
+    const char *lease;
+    int64_t lease_until;
+} st_step;
+
+/* One claimed task: which, and the lease that proves the claim is current. */
+typedef struct st_lease {
+    char workflow_id[64];
+    char task_id[64];
+    char lease[40];
+    char type[128];
+    int never_reaped; /* a lease the saver took at once (eager): no reap count to clear */
+} st_lease;
+
+/* One create of st_exec_create_many. */
+typedef struct st_create {
+    xc_exec *x;      /* borrowed (the memory backend keeps a reference) */
+    /* optional: the start's own queue steps (the starter decided the first
+     * task) in place of a wake now, and its status-lane events */
+    const st_step *steps;
+    size_t nsteps;
+    const char *const *events; /* one line of JSON each */
+    size_t nevents;
+    int rc; /* out: 0, WEFT_EEXIST (the id is taken), ... */
+    char why[WEFT_ERROR_MAX];
+} st_create;
+
+/* One save of st_exec_save_many. */
+typedef struct st_save {
+    xc_exec *x;       /* borrowed: what to store (its id, status, cmd, revived) */
+    uint64_t fence;   /* the fence it was loaded at; 0 = unfenced (last writer wins) */
+    /* fence 0: the fence the copy was loaded at, so that its save is refused
+     * if an operator command landed since (0 = unknown) */
+    uint64_t loaded_fence;
+    const st_step *steps;
+    size_t nsteps;
+    const char *const *events;
+    size_t nevents;
+    /* claims known current, dropped without a token check once committed */
+    const st_lease *acks;
+    size_t nacks;
+    int rc;             /* out: 0, WEFT_ESTATE (lost a fence race or a command waits) */
+    uint64_t new_fence; /* out */
+    char why[WEFT_ERROR_MAX];
+} st_save;
+
+/* What a reader sees of a stored execution without decoding it. */
+typedef struct st_doc {
+    char *doc;    /* malloc'd: the execution's JSON (Conductor's Workflow, codec.h) */
+    char *status; /* malloc'd */
+    uint64_t fence;
+} st_doc;
+void st_doc_clear(st_doc *d);
+
+/* exec_command's outcomes (besides WEFT_ESTATE with the status, WEFT_ENOTFOUND). */
+enum { ST_CMD_RECORDED = 1, ST_CMD_SAME = 2, ST_CMD_OTHER = 3 };
+
+#define ST_EVENT_ID_MAX 64
+
+/* ---- the operations ---- */
+
+typedef struct st_ops {
+    /* sizeof(st_ops) the backend was built with: the table only grows at
+     * its end; st_check refuses a table shorter than this interface's. */
+    size_t size;
+    const char *name; /* "redis", "memory" */
+    void (*free)(st *s);
+    const char *(*where)(st *s); /* for messages: the URL (password masked) or "memory" */
+    void (*revive)(st *s);
+    int (*broken)(const st *s);
+    int (*ping)(st *s, weft_error *err);
+
+    /* executions */
+    /* Create each c[i].x (WEFT_EEXIST when its id is taken) with its steps,
+     * else due now; returns an error only when the whole call failed. */
+    int (*exec_create_many)(st *s, st_create *c, size_t n, weft_error *err);
+    /* *out: a new reference to id's execution (xc_free it), with the fence
+     * it was stored at in ->fence and a waiting operator command in ->cmd.
+     * WEFT_ENOTFOUND; WEFT_EINVAL when it cannot be read, with *fence
+     * (optional) still set when it exists, so that st_exec_fail can end it. */
+    int (*exec_load)(st *s, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
+    /* exec_load for several ids at once: out[i] or rcs[i]. Returns an error
+     * only when the whole call failed. */
+    int (*exec_load_many)(st *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                          weft_error *err);
+    /* The stored document, for readers (GET, status): no decoding. */
+    int (*exec_read)(st *s, const char *id, st_doc *out, weft_error *err);
+    /* Fenced saves (see the contract above); sv[i].rc each. */
+    int (*exec_save_many)(st *s, st_save *sv, size_t n, weft_error *err);
+    /* Fail an execution that cannot be read, so nothing waits on it. */
+    int (*exec_fail)(st *s, const char *id, uint64_t fence, const char *why, weft_error *err);
+    /* Record an operator command ("<token>|<kind>|<reason>"): ST_CMD_*. */
+    int (*exec_command)(st *s, const char *id, const char *text, const char *kind, char **pending,
+                        char status[32], weft_error *err);
+    /* Apply what a save left in its outbox: entries applied, or WEFT_E*. */
+    int (*exec_flush)(st *s, const char *id, weft_error *err);
+    int (*exec_exists_many)(st *s, const char *const *ids, size_t n, int *exists,
+                            weft_error *err);
+
+    /* work queues and leases */
+    int (*renew_many)(st *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
+                      weft_error *err);
+    int (*ack)(st *s, const st_lease *c, weft_error *err);
+    int (*reap)(st *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+                weft_error *err);
+    int (*poll)(st *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
+                st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
+                weft_error *err);
+    int (*lease_extend)(st *s, const char *queue, const char *workflow_id, const char *task_id,
+                        int64_t lease_ms, weft_error *err);
+    int (*queue_sizes)(st *s, const char *type, long long *ready, long long *leased,
+                       weft_error *err);
+    int (*queue_has)(st *s, const char *type, const char *workflow_id, const char *task_id,
+                     weft_error *err);
+
+    /* the decider queue */
+    int (*due_claim)(st *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                     int *ndue, const char *const *types, size_t ntypes, int max,
+                     int64_t lease_ms, st_lease *out, weft_error *err);
+    int (*wake)(st *s, const char *id, int64_t at, int only_earlier, weft_error *err);
+    /* Take an execution off the decider queue (it ended). */
+    int (*forget)(st *s, const char *id, weft_error *err);
+
+    /* definitions, task definitions, idempotency, daemons, secrets */
+    int (*def_register)(st *s, const char *name, int version, const char *json, weft_error *err);
+    int (*def_get)(st *s, const char *name, int version, char **json, int *version_out,
+                   weft_error *err);
+    int (*def_list)(st *s, char **json, weft_error *err);
+    int (*taskdef_put)(st *s, const char *name, const char *json, weft_error *err);
+    int (*taskdef_get)(st *s, const char *name, char **json, weft_error *err);
+    int (*taskdef_list)(st *s, char **json, weft_error *err);
+    int (*taskdefs_get)(st *s, const char *const *names, size_t n, char **jsons,
+                        weft_error *err);
+    int (*idem_claim)(st *s, const char *key, const char *id, char existing[64],
+                      weft_error *err);
+    int (*daemon_beat)(st *s, const char *daemon_id, const char *info_json, weft_error *err);
+    int (*daemons)(st *s, char **json, weft_error *err);
+    int (*secret_set)(st *s, const char *name, const char *value, weft_error *err);
+    int (*secret_get)(st *s, const char *name, char **value, weft_error *err);
+    int (*secret_delete)(st *s, const char *name, weft_error *err);
+    int (*secret_names)(st *s, char ***names, size_t *n, weft_error *err);
+
+    /* the status lane */
+    int (*events)(st *s, const char *workflow_id, const char *after_id, char *next_id,
+                  int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
+                  weft_error *err);
+} st_ops;
+
+/* Every backend's handle starts with this. */
+struct st {
+    const st_ops *ops;
+};
+
+/* Call operation op of store s: ST(s, wake, id, at, 0, err). */
+#define ST(s, op, ...) ((s)->ops->op((s), __VA_ARGS__))
+
+/* 0, or WEFT_EABI when a backend's table is older than this interface. */
+int st_check(const st_ops *ops, weft_error *err);
+void st_free(st *s);
+
+/*
+ * Event ids are "<entry>-<index>" ("1700000000000-0-2": the third event of
+ * entry 1700000000000-0): parse one into entry and *index (-1 for a plain
+ * entry id "<ms>-<seq>" or "<ms>", meaning the whole entry; "0" means
+ * before everything). WEFT_EINVAL naming the id.
+ */
+int st_event_id_parse(const char *id, char entry[ST_EVENT_ID_MAX], long long *index,
+                      weft_error *err);
+
+#endif
