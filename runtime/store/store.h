@@ -58,6 +58,9 @@ typedef struct st_step {
      * The outbox records a plain push, which is what a replay does. */
     const char *lease;
     int64_t lease_until;
+    /* PUSH/UNQUEUE, optional: the task object itself (a backend that keeps
+     * objects, memory, queues it instead of looking its ids up) */
+    xc_task *task;
 } st_step;
 
 /* One claimed task: which, and the lease that proves the claim is current. */
@@ -67,6 +70,10 @@ typedef struct st_lease {
     char lease[40];
     char type[128];
     int never_reaped; /* a lease the saver took at once (eager): no reap count to clear */
+    /* the objects themselves when the backend keeps them (memory): borrowed,
+     * valid while the execution is stored; NULL from redis */
+    xc_exec *x;
+    xc_task *t;
 } st_lease;
 
 /* One create of st_exec_create_many. */
