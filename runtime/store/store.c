@@ -15,7 +15,7 @@ int st_check(const st_ops *ops, weft_error *err)
     return 0;
 }
 
-void st_free(st *s)
+void st_free(st_store *s)
 {
     if (s)
         s->ops->free(s);

@@ -7,7 +7,7 @@
  * the CLI, the embedded engine) talks to it only through the st_*
  * functions below. Prefix st_.
  *
- * A handle (st) is used by one thread at a time. Executions go in and out
+ * A handle (st_store) is used by one thread at a time. Executions go in and out
  * as xc_exec objects; how a backend keeps them is its own business (redis
  * encodes a document, memory keeps the object itself).
  *
@@ -36,7 +36,7 @@
 #include "weft/plugin.h"
 #include "core/exec.h"
 
-typedef struct st st;
+typedef struct st_store st_store;
 
 /* ---- the shapes the operations exchange ---- */
 
@@ -128,90 +128,90 @@ typedef struct st_ops {
      * its end; st_check refuses a table shorter than this interface's. */
     size_t size;
     const char *name; /* "redis", "memory" */
-    void (*free)(st *s);
-    const char *(*where)(st *s); /* for messages: the URL (password masked) or "memory" */
-    void (*revive)(st *s);
-    int (*broken)(const st *s);
-    int (*ping)(st *s, weft_error *err);
+    void (*free)(st_store *s);
+    const char *(*where)(st_store *s); /* for messages: the URL (password masked) or "memory" */
+    void (*revive)(st_store *s);
+    int (*broken)(const st_store *s);
+    int (*ping)(st_store *s, weft_error *err);
 
     /* executions */
     /* Create each c[i].x (WEFT_EEXIST when its id is taken) with its steps,
      * else due now; returns an error only when the whole call failed. */
-    int (*exec_create_many)(st *s, st_create *c, size_t n, weft_error *err);
+    int (*exec_create_many)(st_store *s, st_create *c, size_t n, weft_error *err);
     /* *out: a new reference to id's execution (xc_free it), with the fence
      * it was stored at in ->fence and a waiting operator command in ->cmd.
      * WEFT_ENOTFOUND; WEFT_EINVAL when it cannot be read, with *fence
      * (optional) still set when it exists, so that st_exec_fail can end it. */
-    int (*exec_load)(st *s, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
+    int (*exec_load)(st_store *s, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
     /* exec_load for several ids at once: out[i] or rcs[i]. Returns an error
      * only when the whole call failed. */
-    int (*exec_load_many)(st *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+    int (*exec_load_many)(st_store *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
                           weft_error *err);
     /* The stored document, for readers (GET, status): no decoding. */
-    int (*exec_read)(st *s, const char *id, st_doc *out, weft_error *err);
+    int (*exec_read)(st_store *s, const char *id, st_doc *out, weft_error *err);
     /* Fenced saves (see the contract above); sv[i].rc each. */
-    int (*exec_save_many)(st *s, st_save *sv, size_t n, weft_error *err);
+    int (*exec_save_many)(st_store *s, st_save *sv, size_t n, weft_error *err);
     /* Fail an execution that cannot be read, so nothing waits on it. */
-    int (*exec_fail)(st *s, const char *id, uint64_t fence, const char *why, weft_error *err);
+    int (*exec_fail)(st_store *s, const char *id, uint64_t fence, const char *why, weft_error *err);
     /* Record an operator command ("<token>|<kind>|<reason>"): ST_CMD_*. */
-    int (*exec_command)(st *s, const char *id, const char *text, const char *kind, char **pending,
+    int (*exec_command)(st_store *s, const char *id, const char *text, const char *kind, char **pending,
                         char status[32], weft_error *err);
     /* Apply what a save left in its outbox: entries applied, or WEFT_E*. */
-    int (*exec_flush)(st *s, const char *id, weft_error *err);
-    int (*exec_exists_many)(st *s, const char *const *ids, size_t n, int *exists,
+    int (*exec_flush)(st_store *s, const char *id, weft_error *err);
+    int (*exec_exists_many)(st_store *s, const char *const *ids, size_t n, int *exists,
                             weft_error *err);
 
     /* work queues and leases */
-    int (*renew_many)(st *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
+    int (*renew_many)(st_store *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
                       weft_error *err);
-    int (*ack)(st *s, const st_lease *c, weft_error *err);
-    int (*reap)(st *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+    int (*ack)(st_store *s, const st_lease *c, weft_error *err);
+    int (*reap)(st_store *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
                 weft_error *err);
-    int (*poll)(st *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
+    int (*poll)(st_store *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
                 st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
                 weft_error *err);
-    int (*lease_extend)(st *s, const char *queue, const char *workflow_id, const char *task_id,
+    int (*lease_extend)(st_store *s, const char *queue, const char *workflow_id, const char *task_id,
                         int64_t lease_ms, weft_error *err);
-    int (*queue_sizes)(st *s, const char *type, long long *ready, long long *leased,
+    int (*queue_sizes)(st_store *s, const char *type, long long *ready, long long *leased,
                        weft_error *err);
-    int (*queue_has)(st *s, const char *type, const char *workflow_id, const char *task_id,
+    int (*queue_has)(st_store *s, const char *type, const char *workflow_id, const char *task_id,
                      weft_error *err);
 
     /* the decider queue */
-    int (*due_claim)(st *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+    int (*due_claim)(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
                      int *ndue, const char *const *types, size_t ntypes, int max,
                      int64_t lease_ms, st_lease *out, weft_error *err);
-    int (*wake)(st *s, const char *id, int64_t at, int only_earlier, weft_error *err);
+    int (*wake)(st_store *s, const char *id, int64_t at, int only_earlier, weft_error *err);
     /* Take an execution off the decider queue (it ended). */
-    int (*forget)(st *s, const char *id, weft_error *err);
+    int (*forget)(st_store *s, const char *id, weft_error *err);
 
     /* definitions, task definitions, idempotency, daemons, secrets */
-    int (*def_register)(st *s, const char *name, int version, const char *json, weft_error *err);
-    int (*def_get)(st *s, const char *name, int version, char **json, int *version_out,
+    int (*def_register)(st_store *s, const char *name, int version, const char *json, weft_error *err);
+    int (*def_get)(st_store *s, const char *name, int version, char **json, int *version_out,
                    weft_error *err);
-    int (*def_list)(st *s, char **json, weft_error *err);
-    int (*taskdef_put)(st *s, const char *name, const char *json, weft_error *err);
-    int (*taskdef_get)(st *s, const char *name, char **json, weft_error *err);
-    int (*taskdef_list)(st *s, char **json, weft_error *err);
-    int (*taskdefs_get)(st *s, const char *const *names, size_t n, char **jsons,
+    int (*def_list)(st_store *s, char **json, weft_error *err);
+    int (*taskdef_put)(st_store *s, const char *name, const char *json, weft_error *err);
+    int (*taskdef_get)(st_store *s, const char *name, char **json, weft_error *err);
+    int (*taskdef_list)(st_store *s, char **json, weft_error *err);
+    int (*taskdefs_get)(st_store *s, const char *const *names, size_t n, char **jsons,
                         weft_error *err);
-    int (*idem_claim)(st *s, const char *key, const char *id, char existing[64],
+    int (*idem_claim)(st_store *s, const char *key, const char *id, char existing[64],
                       weft_error *err);
-    int (*daemon_beat)(st *s, const char *daemon_id, const char *info_json, weft_error *err);
-    int (*daemons)(st *s, char **json, weft_error *err);
-    int (*secret_set)(st *s, const char *name, const char *value, weft_error *err);
-    int (*secret_get)(st *s, const char *name, char **value, weft_error *err);
-    int (*secret_delete)(st *s, const char *name, weft_error *err);
-    int (*secret_names)(st *s, char ***names, size_t *n, weft_error *err);
+    int (*daemon_beat)(st_store *s, const char *daemon_id, const char *info_json, weft_error *err);
+    int (*daemons)(st_store *s, char **json, weft_error *err);
+    int (*secret_set)(st_store *s, const char *name, const char *value, weft_error *err);
+    int (*secret_get)(st_store *s, const char *name, char **value, weft_error *err);
+    int (*secret_delete)(st_store *s, const char *name, weft_error *err);
+    int (*secret_names)(st_store *s, char ***names, size_t *n, weft_error *err);
 
     /* the status lane */
-    int (*events)(st *s, const char *workflow_id, const char *after_id, char *next_id,
+    int (*events)(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
                   int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
                   weft_error *err);
 } st_ops;
 
 /* Every backend's handle starts with this. */
-struct st {
+struct st_store {
     const st_ops *ops;
 };
 
@@ -220,7 +220,7 @@ struct st {
 
 /* 0, or WEFT_EABI when a backend's table is older than this interface. */
 int st_check(const st_ops *ops, weft_error *err);
-void st_free(st *s);
+void st_free(st_store *s);
 
 /*
  * Event ids are "<entry>-<index>" ("1700000000000-0-2": the third event of

@@ -1726,7 +1726,7 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         weft_error e2 = {0};
         char *status = NULL, *evs = NULL;
         rs_create *c = &cr[i];
-        rs_step wake = {RS_WAKE, NULL, NULL, c->due_ms, NULL, 0};
+        rs_step wake = {.kind = RS_WAKE, .at = c->due_ms};
         const rs_step *st = c->nsteps ? c->steps : &wake;
         size_t nst = c->nsteps ? c->nsteps : 1;
         rs_entry *e = NULL;

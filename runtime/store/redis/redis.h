@@ -41,8 +41,21 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "weft/plugin.h"
+#include "store/store.h"
 
 typedef struct rs rs;
+
+/* A queue step recorded in the outbox: the store interface's (store.h). */
+typedef st_step rs_step;
+typedef st_step_kind rs_step_kind;
+#define RS_PUSH ST_PUSH
+#define RS_UNQUEUE ST_UNQUEUE
+#define RS_WAKE ST_WAKE
+#define RS_DONE ST_DONE
+
+/* One claimed task: the store interface's st_lease (store.h). */
+typedef st_lease rs_lease;
+
 
 /*
  * The store's epoch: a random id under P"epoch", written at first use.
@@ -114,7 +127,7 @@ typedef struct rs_create {
     int64_t due_ms; /* with no steps: the decider wakes at this time */
     /* optional: the start's own queue steps (the starter decided the first
      * task) in place of the wake, and its status-lane events */
-    const struct rs_step *steps;
+    const rs_step *steps;
     size_t nsteps;
     const char *const *events;
     size_t nevents;
@@ -140,26 +153,6 @@ void rs_exec_clear(rs_exec *e);
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
 /* Just the definition JSON (after a cache miss on defkey). */
 int rs_exec_def(rs *r, const char *id, char **def, weft_error *err);
-
-/* A queue step recorded in the outbox. */
-typedef enum rs_step_kind {
-    RS_PUSH,    /* add member "<wfid>|<task>" to queue `type`, visible at `at` */
-    RS_UNQUEUE, /* remove that member from queue `type` (ready and leases) */
-    RS_WAKE,    /* the execution is due for a decider at `at` */
-    RS_DONE,    /* the execution finished: off the decider queue */
-} rs_step_kind;
-
-typedef struct rs_step {
-    rs_step_kind kind;
-    const char *type;    /* PUSH/UNQUEUE */
-    const char *task_id; /* PUSH/UNQUEUE */
-    int64_t at;          /* PUSH/WAKE */
-    /* PUSH only, optional: lease the member to the saver at once (this token,
-     * expiring at lease_until ms) instead of making it ready: eager dispatch.
-     * The outbox records a plain push, which is what a replay does. */
-    const char *lease;
-    int64_t lease_until;
-} rs_step;
 
 /*
  * Save an execution if its fence is still `fence` (else WEFT_ESTATE: someone
@@ -202,7 +195,7 @@ typedef struct rs_save {
     const char *cmd;
     /* claims known current (the saver's own, taken less than half a lease
      * ago): dropped without a token check once the save is committed */
-    const struct rs_lease *acks;
+    const rs_lease *acks;
     size_t nacks;
     int rc;             /* out: as rs_exec_save returns */
     uint64_t new_fence; /* out */
@@ -252,15 +245,6 @@ int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, c
 int rs_exec_flush(rs *r, const char *id, weft_error *err);
 
 /* ---- work queues ---- */
-
-/* One claimed task: which, and the lease that proves the claim is current. */
-typedef struct rs_lease {
-    char workflow_id[64];
-    char task_id[64];
-    char lease[40];
-    char type[128];
-    int never_reaped; /* a lease the saver took at once (eager): it has no reap count to clear */
-} rs_lease;
 
 /*
  * Claim up to max visible members from the queues of `types` (one pipelined
