@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/codec.h"
+#include "core/defcache.h"
 
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
@@ -18,235 +19,21 @@
 /* How long op_command waits for its command to land, unless told. */
 #define OP_COMMAND_WAIT_MS 10000
 
-struct op_cache {
-    pthread_mutex_t mu;
-    wu_map *defs; /* defkey -> def_workflow */
-    wu_vec all;
-};
-
-op_cache *op_cache_new(void)
-{
-    op_cache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    pthread_mutex_init(&c->mu, NULL);
-    if (!(c->defs = wu_map_new())) {
-        free(c);
-        return NULL;
-    }
-    return c;
-}
-
-void op_cache_free(op_cache *c)
-{
-    size_t i;
-    if (!c)
-        return;
-    for (i = 0; i < c->all.len; i++)
-        def_unref(c->all.items[i]);
-    wu_vec_free(&c->all);
-    wu_map_free(c->defs);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
-}
-
-static def_workflow *cache_get(op_cache *c, const char *key)
-{
-    def_workflow *d;
-    if (!c)
-        return NULL;
-    pthread_mutex_lock(&c->mu);
-    d = def_ref(wu_map_get(c->defs, key));
-    pthread_mutex_unlock(&c->mu);
-    return d;
-}
-
-static void cache_put(op_cache *c, const char *key, def_workflow *d)
-{
-    if (!c)
-        return;
-    pthread_mutex_lock(&c->mu);
-    if (!wu_map_get(c->defs, key) && wu_vec_push(&c->all, def_ref(d)) == 0) {
-        if (wu_map_put(c->defs, key, d))
-            c->all.len--, def_unref(d);
-    }
-    pthread_mutex_unlock(&c->mu);
-}
-
 int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
            weft_error *err)
 {
-    char key[17];
-    json_object *j;
-    int rc;
-    cd_def_key(json, key);
-    if ((*out = cache_get(env->cache, key)))
-        return 0;
-    if ((rc = wu_parse_json(source, json, &j, err)))
-        return rc;
-    rc = def_compile(env->defs, j, source, NULL, out, err);
-    json_object_put(j);
-    if (rc == 0)
-        cache_put(env->cache, key, *out);
-    return rc;
-}
-
-/* The compiled definition of a stored execution (cache, else its stored text). */
-static int exec_def(op_env *env, const char *id, const char *defkey, def_workflow **out,
-                    weft_error *err)
-{
-    char *json = NULL;
-    int rc;
-    if ((*out = cache_get(env->cache, defkey)))
-        return 0;
-    if ((rc = rs_exec_def(env->r, id, &json, err)))
-        return rc;
-    rc = op_def(env, json, id, out, err);
-    free(json);
-    return rc;
-}
-
-/* Payloads kept outside come back in. */
-static int load_one(op_env *env, const xc_exec *x, const char *ref, json_object **slot,
-                    weft_error *err)
-{
-    if (!ref || *slot)
-        return 0;
-    return ps_load(env->ps, x->id, ref, slot, err);
-}
-
-static int load_payloads(op_env *env, xc_exec *x, weft_error *err)
-{
-    size_t i;
-    int rc;
-    if ((rc = load_one(env, x, x->input_ref, &x->input, err)) ||
-        (rc = load_one(env, x, x->output_ref, &x->output, err)))
-        return rc;
-    for (i = 0; i < x->tasks.len; i++) {
-        xc_task *t = x->tasks.items[i];
-        if ((rc = load_one(env, x, t->input_ref, &t->input, err)) ||
-            (rc = load_one(env, x, t->output_ref, &t->output, err)))
-            return rc;
-    }
-    return 0;
-}
-
-/* Large inputs and outputs go outside before a save (each checked once). */
-static void keep_payloads(op_env *env, xc_exec *x)
-{
-    weft_error err = {0};
-    char what[200];
-    size_t i;
-    if (!env->ps)
-        return;
-    for (i = 0; i < x->tasks.len; i++) {
-        xc_task *t = x->tasks.items[i];
-        if (t->sized)
-            continue;
-        free(t->output_ref);
-        t->output_ref = NULL;
-        /* an input is resolved once, when its task is made: one kept
-         * outside already need not be hashed again on each status change */
-        snprintf(what, sizeof what, "input of task '%s'", t->ref);
-        if (!t->input_ref && ps_keep(env->ps, x->id, what, t->input, &t->input_ref, &err))
-            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
-        snprintf(what, sizeof what, "output of task '%s'", t->ref);
-        if (ps_keep(env->ps, x->id, what, t->output, &t->output_ref, &err))
-            fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
-        t->sized = 1;
-    }
-    if (xc_wf_terminal(x->status) && x->output && !x->output_ref &&
-        ps_keep(env->ps, x->id, "workflow output", x->output, &x->output_ref, &err))
-        fprintf(stderr, "weft: workflow %s: %s (kept inline)\n", x->id, err.msg);
-}
-
-/* A stored execution (rs_exec, cleared here) into *out. */
-static int decode(op_env *env, const char *id, rs_exec *e, xc_exec **out, weft_error *err)
-{
-    def_workflow *def = NULL;
-    json_object *doc = NULL;
-    int rc;
-    *out = NULL;
-    if (!e->doc || !e->defkey) {
-        rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is incomplete", id);
-        goto out;
-    }
-    if ((rc = exec_def(env, id, e->defkey, &def, err))) {
-        wu_err_prefix(err, "workflow %s: stored definition: ", id);
-        rc = WEFT_EINVAL;
-        goto out;
-    }
-    if ((rc = wu_parse_json(id, e->doc, &doc, err))) {
-        wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
-        goto out;
-    }
-    {
-        json_object *v;
-        const char *sid = json_object_object_get_ex(doc, "id", &v) ? json_object_get_string(v)
-                                                                  : NULL;
-        if (!sid)
-            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it has no id", id);
-        else if (strcmp(sid, id))
-            rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it names %s", id,
-                        sid);
-        if (rc)
-            goto out;
-    }
-    rc = cd_from_doc(doc, def, env->defs, out, err);
-    if (rc == 0) {
-        (*out)->fence = e->fence;
-        (*out)->cmd = e->cmd;
-        e->cmd = NULL;
-        if ((rc = load_payloads(env, *out, err))) {
-            wu_err_prefix(err, "workflow %s: ", id);
-            xc_free(*out);
-            *out = NULL;
-        }
-    }
-out:
-    json_object_put(doc);
-    def_unref(def);
-    rs_exec_clear(e);
-    return rc;
-}
-
-static int load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
-{
-    rs_exec e = {0};
-    int rc;
-    *out = NULL;
-    if ((rc = rs_exec_load(env->r, id, 0, &e, err)))
-        return rc;
-    if (fence)
-        *fence = e.fence;
-    return decode(env, id, &e, out, err);
+    return dc_compile(env->cache, env->defs, json, source, out, err);
 }
 
 int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,
                  weft_error *err)
 {
-    rs_exec *e = calloc(n + 1, sizeof *e);
-    size_t i;
-    int rc;
-    if (!e)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
-    rc = rs_exec_load_many(env->r, ids, n, e, rcs, err);
-    for (i = 0; i < n; i++) {
-        weft_error e2 = {0};
-        out[i] = NULL;
-        if (rc)
-            rcs[i] = rc;
-        else if (rcs[i] == 0)
-            rcs[i] = decode(env, ids[i], &e[i], &out[i], &e2);
-        rs_exec_clear(&e[i]);
-    }
-    free(e);
-    return rc;
+    return ST(env->st, exec_load_many, ids, n, out, rcs, err);
 }
 
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
 {
-    return load(env, id, out, fence, err);
+    return ST(env->st, exec_load, id, out, fence, err);
 }
 
 /* ---- status lane events, collected while a change runs ---- */
@@ -366,10 +153,10 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
  * none) are listed in *eager (malloc'd, caller frees; NULL when none),
  * which the steps' lease tokens point into. */
 static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
-                    rs_step **out, size_t *n, size_t *room, rs_lease **eager, size_t *neager)
+                    st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager)
 {
-    rs_step *s;
-    rs_lease *got = NULL;
+    st_step *s;
+    st_lease *got = NULL;
     size_t i, k = 0, ng = 0;
     int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
@@ -383,9 +170,10 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
         return WEFT_ENOMEM;
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
-        rs_step st = {0};
+        st_step st = {0};
+        st.task = a->task;
         if (a->kind == DEC_ENQUEUE) {
-            st.kind = RS_PUSH;
+            st.kind = ST_PUSH;
             st.type = a->task->def->queue;
             st.task_id = a->task->id;
             st.at = a->at;
@@ -400,7 +188,7 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
             }
             s[k++] = st;
         } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
-            st.kind = RS_UNQUEUE;
+            st.kind = ST_UNQUEUE;
             st.type = a->task->def->queue;
             st.task_id = a->task->id;
             s[k++] = st;
@@ -410,7 +198,7 @@ static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int
      * within sweep_ms (every save and due.lua keep it so): a save that wants
      * it looked at no sooner than that needs no wake */
     if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
-        s[k].kind = xc_wf_terminal(x->status) ? RS_DONE : RS_WAKE;
+        s[k].kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
         s[k++].at = due;
     }
     *out = s;
@@ -527,33 +315,8 @@ static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own, const col
         /* no hooks (a client): the parent's decider reads the child's end
          * when it looks at the parent, so it looks now */
         weft_error e = {0};
-        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
+        ST(env->st, wake, x->parent_id, wu_now_ms(), 1, &e);
     }
-}
-
-/* A document that cannot be read fails its workflow, so nothing waits on it forever. */
-static int fail_corrupt(op_env *env, const char *id, uint64_t fence, const char *why,
-                        weft_error *err)
-{
-    json_object *doc = json_object_new_object();
-    rs_step done = {.kind = RS_DONE};
-    char ev[WEFT_ERROR_MAX + 128];
-    const char *evs[1] = {ev};
-    json_object *r;
-    int rc;
-    json_object_object_add(doc, "id", json_object_new_string(id));
-    json_object_object_add(doc, "status", json_object_new_string("FAILED"));
-    json_object_object_add(doc, "reason", json_object_new_string(why));
-    json_object_object_add(doc, "endTime", json_object_new_int64(wu_now_ms()));
-    r = json_object_new_object(); /* its event: rs_events adds workflowId and time */
-    json_object_object_add(r, "status", json_object_new_string("FAILED"));
-    json_object_object_add(r, "reason", json_object_new_string(why));
-    snprintf(ev, sizeof ev, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
-    rc = rs_exec_save(env->r, id, fence, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN),
-                      "FAILED", 1, &done, 1, evs, 1, NULL, err);
-    json_object_put(doc);
-    json_object_put(r);
-    return rc;
 }
 
 /* A change made, and what saving it takes. */
@@ -561,9 +324,8 @@ typedef struct prep {
     xc_exec *x;
     dec_out o;
     collect col;
-    rs_step *steps;
+    st_step *steps;
     size_t nsteps;
-    wu_buf doc; /* the document's text */
 } prep;
 
 static void prep_clear(prep *p)
@@ -573,38 +335,30 @@ static void prep_clear(prep *p)
     wu_vec_free(&p->col.events);
     wu_vec_free(&p->col.notes);
     free(p->steps);
-    wu_buf_free(&p->doc);
     xc_free(p->x);
     memset(p, 0, sizeof *p);
 }
 
-/* After a decision: x's queue steps (see steps_of), its large payloads out,
- * its document's text. 0 or WEFT_ENOMEM. */
+/* After a decision: x's queue steps (see steps_of). 0 or WEFT_ENOMEM. */
 static int prep_write(op_env *env, const dec_env *dec, prep *p, int follow, size_t *room,
-                      rs_lease **eager, size_t *neager)
+                      st_lease **eager, size_t *neager)
 {
-    if (steps_of(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager))
-        return WEFT_ENOMEM;
-    keep_payloads(env, p->x);
-    return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
+    return steps_of(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager)
+               ? WEFT_ENOMEM
+               : 0;
 }
 
 /* After a change: prep_write (leasing tasks eagerly as room permits), and
  * in sv the save that writes it. */
-static int prepare(op_env *env, const dec_env *dec, const char *id, prep *p, size_t *room,
-                   rs_lease **eager, size_t *neager, rs_save *sv)
+static int prepare(op_env *env, const dec_env *dec, prep *p, size_t *room, st_lease **eager,
+                   size_t *neager, st_save *sv)
 {
     if (prep_write(env, dec, p, env->client, room, eager, neager))
         return WEFT_ENOMEM;
     memset(sv, 0, sizeof *sv);
-    sv->id = id;
+    sv->x = p->x;
     sv->fence = env->unfenced ? 0 : p->x->fence;
     sv->loaded_fence = p->x->fence;
-    sv->doc = p->doc.data;
-    sv->status = weft_wf_status_name(p->x->status);
-    sv->terminal = xc_wf_terminal(p->x->status);
-    sv->revive = p->x->revived;
-    sv->cmd = p->x->cmd;
     sv->steps = p->steps;
     sv->nsteps = p->nsteps;
     sv->events = (const char *const *)p->col.events.items;
@@ -693,7 +447,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
     int64_t until = wu_mono_ms() + race_ms;
     for (attempt = 0;; attempt++) {
         prep p;
-        rs_save sv;
+        st_save sv;
         uint64_t fence = 0;
 
         memset(&p, 0, sizeof p);
@@ -704,13 +458,13 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
             loaded = NULL;
             rc = 0;
         } else {
-            rc = load(env, id, &p.x, &fence, err);
+            rc = ST(env->st, exec_load, id, &p.x, &fence, err);
         }
         if (rc == WEFT_EINVAL && fence > 0) {
             /* unreadable: fail it with the reason, once */
             char why[WEFT_ERROR_MAX];
             snprintf(why, sizeof why, "%s", err->msg);
-            rc = fail_corrupt(env, id, fence, why, err);
+            rc = ST(env->st, exec_fail, id, fence, why, err);
             if (rc == WEFT_ESTATE)
                 continue;
             if (rc == 0)
@@ -729,9 +483,9 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
             break;
         }
         /* an operator command applied is saved even when fn then failed */
-        if ((rc = prepare(env, &dec, id, &p, NULL, NULL, NULL, &sv)) != 0)
+        if ((rc = prepare(env, &dec, &p, NULL, NULL, NULL, &sv)) != 0)
             wu_err(err, rc, "out of memory");
-        else if ((rc = rs_exec_save_many(env->r, &sv, 1, err)) == 0 && sv.rc)
+        else if ((rc = ST(env->st, exec_save_many, &sv, 1, err)) == 0 && sv.rc)
             rc = wu_err(err, sv.rc, "%s", sv.why);
         else if (rc == 0)
             after_save(env, &p.x, &p.o, 1, &p.col);
@@ -770,7 +524,7 @@ static void ack_each(op_env *env, const op_item *it)
     size_t i;
     for (i = 0; i < it->nacks; i++) {
         weft_error e = {0};
-        rs_ack(env->r, &it->acks[i], &e);
+        ST(env->st, ack, &it->acks[i], &e);
     }
 }
 
@@ -791,7 +545,7 @@ static void one_by_one(op_env *env, op_item *it, xc_exec *x)
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
 {
     prep *p = calloc(n + 1, sizeof *p);
-    rs_save *sv = calloc(n + 1, sizeof *sv);
+    st_save *sv = calloc(n + 1, sizeof *sv);
     const char **ids = calloc(n + 1, sizeof *ids);
     xc_exec **xs = calloc(n + 1, sizeof *xs);
     int *rcs = calloc(n + 1, sizeof *rcs);
@@ -866,7 +620,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             prep_clear(pp);
             continue;
         }
-        if (prepare(env, &dec, it->id, pp, room, &it->eager, &it->neager, &sv[ns])) {
+        if (prepare(env, &dec, pp, room, &it->eager, &it->neager, &sv[ns])) {
             it->rc = wu_err(&it->err, WEFT_ENOMEM, "out of memory");
             prep_clear(pp);
             continue;
@@ -876,7 +630,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         at[ns++] = i;
     }
     if (ns)
-        rs_exec_save_many(env->r, sv, ns, &err);
+        ST(env->st, exec_save_many, sv, ns, &err);
     for (i = 0; i < ns; i++) {
         op_item *it = &items[at[i]];
         prep *pp = &p[at[i]];
@@ -921,11 +675,8 @@ out:
 }
 
 /* What every start does to its new execution before the create. */
-static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_error *err)
+static void start_fill(const op_start_args *a, xc_exec *x)
 {
-    int rc;
-    if ((rc = ps_keep(env->ps, x->id, "workflow input", x->input, &x->input_ref, err)))
-        return rc;
     if (a->correlation_id)
         x->correlation_id = strdup(a->correlation_id);
     if (a->parent_id) {
@@ -933,54 +684,38 @@ static int start_fill(op_env *env, const op_start_args *a, xc_exec *x, weft_erro
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
     }
     x->depth = a->depth;
-    return 0;
 }
 
 /*
- * What a create stores, written into p: the document, and the first
- * decision when the starter can make it. That is when the first task is
- * queued (no plugin code runs for it, so any client can): the execution is
- * created with that task scheduled, its push in the create's pipeline and
- * its event on the status lane, and no decider has to load and save it
- * first; the decider queue sees it again only after sweep_ms (or a
- * timeout), like any execution waiting on a task. A start with an
- * idempotency key may race another for its id, and the create's pipeline
- * applies its steps whether or not the id was free: it only wakes a
- * decider. 0 or WEFT_ENOMEM.
+ * The create of p->x into c (borrowing from p), with the first decision
+ * when the starter can make it. That is when the first task is queued (no
+ * plugin code runs for it, so any client can): the execution is created
+ * with that task scheduled, its push in the create's steps and its event
+ * on the status lane, and no decider has to load and save it first; the
+ * decider queue sees it again only after sweep_ms (or a timeout), like any
+ * execution waiting on a task. A start with an idempotency key may race
+ * another for its id, and the create applies its steps whether or not the
+ * id was free: it only wakes a decider. 0 or WEFT_ENOMEM.
  */
-static int start_write(op_env *env, const op_start_args *a, prep *p)
+static int start_create(op_env *env, const op_start_args *a, prep *p, st_create *c)
 {
     const def_list *root = &p->x->def->root;
     dec_env dec;
+    memset(c, 0, sizeof *c);
+    c->x = p->x;
     if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map)
-        return cd_doc_text(p->x, &p->doc) ? WEFT_ENOMEM : 0;
+        return 0;
     dec = *env->dec;
     dec.on_change = on_change;
     dec.ud = &p->col;
     dec_decide(&dec, p->x, &p->o);
-    return prep_write(env, &dec, p, 0, NULL, NULL, NULL);
-}
-
-/* The create of p->x into c (borrowing from p and key): its document,
- * steps and events (start_write), its definition's text and key. The
- * compiled definition goes in the cache. */
-static void start_doc(op_env *env, const op_start_args *a, prep *p, char key[17], rs_create *c)
-{
-    const char *deftext = json_object_to_json_string_ext(a->def->json, JSON_C_TO_STRING_PLAIN);
-    cd_def_key(deftext, key);
-    cache_put(env->cache, key, a->def);
-    memset(c, 0, sizeof *c);
-    c->id = p->x->id;
-    /* out of memory: no document, which the create refuses */
-    c->doc = start_write(env, a, p) ? NULL : p->doc.data;
-    c->status = weft_wf_status_name(p->x->status);
-    c->def = deftext;
-    c->defkey = key;
-    c->due_ms = wu_now_ms();
+    if (prep_write(env, &dec, p, 0, NULL, NULL, NULL))
+        return WEFT_ENOMEM;
     c->steps = p->steps;
     c->nsteps = p->nsteps;
     c->events = (const char *const *)p->col.events.items;
     c->nevents = p->col.events.len;
+    return 0;
 }
 
 static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
@@ -993,22 +728,21 @@ static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err)
 {
     prep p;
-    rs_create c;
-    char key[17], existing[64];
+    st_create c;
+    char existing[64];
     int rc;
 
     memset(&p, 0, sizeof p);
     if ((rc = start_new(a, &p.x, err)))
         return rc;
     if (a->idempotency_key) {
-        rc = rs_idem_claim(env->r, a->idempotency_key, p.x->id, existing, err);
+        rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);
         if (rc == WEFT_EEXIST) {
             /* the same start again: its workflow, whether or not it got created */
-            rs_exec e = {0};
+            int there = 0;
+            const char *ids[1] = {existing};
             snprintf(id_out, 64, "%s", existing);
-            rc = rs_exec_load(env->r, existing, 0, &e, err);
-            rs_exec_clear(&e);
-            if (rc != WEFT_ENOTFOUND) {
+            if ((rc = ST(env->st, exec_exists_many, ids, 1, &there, err)) || there) {
                 prep_clear(&p);
                 return rc;
             }
@@ -1020,12 +754,10 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
             return rc;
         }
     }
-    if ((rc = start_fill(env, a, p.x, err))) {
-        prep_clear(&p);
-        return rc;
-    }
-    start_doc(env, a, &p, key, &c);
-    if ((rc = rs_exec_create_many(env->r, &c, 1, err)) == 0 && c.rc)
+    start_fill(a, p.x);
+    if (start_create(env, a, &p, &c))
+        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+    else if ((rc = ST(env->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
         rc = wu_err(err, c.rc, "%s", c.why);
     if (rc == WEFT_EEXIST && a->idempotency_key)
         rc = 0; /* created by the earlier start with this key */
@@ -1038,13 +770,12 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
 int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64], int *rcs,
                   weft_error *err)
 {
-    rs_create *c = calloc(n + 1, sizeof *c);
+    st_create *c = calloc(n + 1, sizeof *c);
     prep *ps = calloc(n + 1, sizeof *ps);
-    char (*keys)[17] = calloc(n + 1, sizeof *keys);
     size_t i, m = 0;
     int rc = 0, first = 0;
 
-    if (!c || !ps || !keys) {
+    if (!c || !ps) {
         rc = wu_err(err, WEFT_ENOMEM, "out of memory");
         goto out;
     }
@@ -1054,17 +785,20 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
         if (a[i].idempotency_key) {
             /* its key decides which id it gets: alone */
             rcs[i] = op_start(env, &a[i], ids[i], &e);
-        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e)) &&
-                   !(rcs[i] = start_fill(env, &a[i], ps[i].x, &e))) {
-            start_doc(env, &a[i], &ps[i], keys[i], &c[m++]);
+        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e))) {
+            start_fill(&a[i], ps[i].x);
+            if (start_create(env, &a[i], &ps[i], &c[m]))
+                rcs[i] = wu_err(&e, WEFT_ENOMEM, "out of memory");
+            else
+                m++;
         }
         if (rcs[i] && ps[i].x)
-            prep_clear(&ps[i]); /* not created: left out of the pipeline */
+            prep_clear(&ps[i]); /* not created: left out of the batch */
         if (rcs[i] && !first++)
             wu_err(err, rcs[i], "%s", e.msg);
     }
     if (m)
-        rc = rs_exec_create_many(env->r, c, m, err);
+        rc = ST(env->st, exec_create_many, c, m, err);
     for (i = 0, m = 0; i < n; i++) {
         if (!ps[i].x)
             continue;
@@ -1082,7 +816,6 @@ out:
         prep_clear(&ps[i]);
     free(c);
     free(ps);
-    free(keys);
     return rc;
 }
 
@@ -1117,20 +850,20 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     snprintf(text, n, "%s|%s|%s", token, cmd_kinds[cmd], reason ? reason : "");
     for (;;) {
-        rc = rs_exec_command(env->r, id, text, cmd_kinds[cmd], &pending, status, err);
-        if (rc == RS_CMD_RECORDED) {
+        rc = ST(env->st, exec_command, id, text, cmd_kinds[cmd], &pending, status, err);
+        if (rc == ST_CMD_RECORDED) {
             mine = text;
             text = NULL;
             break;
         }
-        if (rc == RS_CMD_SAME) {
+        if (rc == ST_CMD_SAME) {
             mine = pending; /* an operator asked the same: that one is ours too */
             break;
         }
         free(pending);
         if (rc == WEFT_ESTATE)
             rc = cmd_refused(err, id, cmd, status);
-        if (rc != RS_CMD_OTHER)
+        if (rc != ST_CMD_OTHER)
             goto out;
         /* another operator's command waits (a pause before this resume):
          * it lands first, then this one is asked for again */
@@ -1146,15 +879,15 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
     /* Apply it now; or, when the lock or the races went to a decider, see
      * it applied by that decider's next save, which cannot go without it. */
     for (;;) {
-        rs_exec e = {0};
+        st_doc e = {0};
         int gone;
         rc = op_update(env, id, fn_none, NULL, err);
         if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
             break;
-        if ((rc = rs_exec_load(env->r, id, 0, &e, err)) != 0)
+        if ((rc = ST(env->st, exec_read, id, &e, err)) != 0)
             break;
         gone = !e.cmd || strcmp(e.cmd, mine);
-        rs_exec_clear(&e);
+        st_doc_clear(&e);
         if (gone)
             break;
         if (wu_mono_ms() >= until) {
@@ -1211,7 +944,8 @@ int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void 
 
 int op_secret(void *ud, const char *name, char **value, weft_error *err)
 {
-    return rs_secret_get(ud, name, value, err);
+    st_store *s = ud;
+    return ST(s, secret_get, name, value, err);
 }
 
 int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t,
@@ -1222,7 +956,7 @@ int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t
     json_object *out = json_object_get(output);
     size_t keep = reason_max && reason_max < sizeof masked ? reason_max + 1 : sizeof masked;
     int rc;
-    host_redact_reported(t, op_secret, env->r, &out, reason, masked, keep);
+    host_redact_reported(t, op_secret, env->st, &out, reason, masked, keep);
     rc = dec_complete(dec, x, t, status, out, reason ? masked : NULL, o, err);
     json_object_put(out);
     return rc;

@@ -16,16 +16,13 @@
 #include "core/decider.h"
 #include "core/def.h"
 #include "core/exec.h"
-#include "store/payload.h"
-#include "store/redis/redis.h"
+#include "core/defcache.h"
+#include "store/store.h"
 
-/*
- * Compiled definitions by key. One per thread: json-c's reference counts are
- * not atomic, and executions share structure with their definition.
- */
-typedef struct op_cache op_cache;
-op_cache *op_cache_new(void);
-void op_cache_free(op_cache *c);
+/* Compiled definitions (defcache.h), the name kept for callers. */
+typedef dc_cache op_cache;
+#define op_cache_new dc_new
+#define op_cache_free dc_free
 
 typedef struct op_env op_env;
 
@@ -41,10 +38,10 @@ typedef struct op_hooks {
 } op_hooks;
 
 struct op_env {
-    rs *r;                /* this thread's connection */
+    st_store *st;         /* this thread's store handle */
     const def_env *defs;  /* compiling definitions */
     const dec_env *dec;   /* deciding; its on_change/ud are replaced per update */
-    op_cache *cache;      /* may be NULL */
+    dc_cache *cache;      /* may be NULL */
     const weft_lock_provider *lock; /* NULL = no lock (fencing alone) */
     void *lock_handle;
     int64_t lock_ttl_ms, lock_wait_ms;
@@ -53,7 +50,6 @@ struct op_env {
     int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     int64_t command_wait_ms; /* op_command: how long to wait for a command to land (0 = 10 s) */
     const op_hooks *hooks;
-    ps_store *ps;         /* where large payloads go; NULL = always inline */
     /* Eager dispatch (op_update_many): a task that a save makes visible now
      * and eager says yes to is leased to the caller for lease_ms instead of
      * queued, so it can run it at once with the execution it holds. */
@@ -101,11 +97,11 @@ typedef struct op_item {
     xc_exec *x;              /* in: a loaded copy or NULL (taken); out: see keep */
     op_fn fn;
     void *ud;
-    const rs_lease *acks;    /* claims this change consumes: dropped with its steps */
+    const st_lease *acks;    /* claims this change consumes: dropped with its steps */
     size_t nacks;
     int keep;                /* in: hand back the execution in x after a batched save
                               * or NOCHANGE (not when it was redone alone: x NULL) */
-    rs_lease *eager;         /* out: tasks leased to the caller (malloc'd, NULL when
+    st_lease *eager;         /* out: tasks leased to the caller (malloc'd, NULL when
                               * none); with any, x is handed back too */
     size_t neager;
     int look;                /* in: a look only (a sweep, no results): a save lost to
@@ -158,7 +154,7 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
 
 /*
  * An operator's terminate, pause or resume, which a busy workflow cannot
- * outrun: the command is recorded in the execution (rs_exec_command), the
+ * outrun: the command is recorded in the execution (exec_command), the
  * store refuses every save that has not applied it, and this call then
  * applies it itself or sees a decider's save do so. Returns 0 once it is
  * applied (the workflow TERMINATED, PAUSED or RUNNING again, with the usual
@@ -183,7 +179,7 @@ int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void 
                   weft_error *err);
 
 /*
- * Fail the tasks whose lease expired too often (rs_reap's "<wfid>|<taskid>"
+ * Fail the tasks whose lease expired too often (reap's "<wfid>|<taskid>"
  * members; the array and its strings are freed); their retry policy decides
  * what next. warn (optional) hears of updates that failed.
  */
@@ -214,7 +210,7 @@ int op_complete_reported(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t
                          weft_task_status status, json_object *output, const char *reason,
                          size_t reason_max, dec_out *o, weft_error *err);
 
-/* host_secret_fn over Redis: ud is the rs connection. */
+/* host_secret_fn over the store: ud is the st_store. */
 int op_secret(void *ud, const char *name, char **value, weft_error *err);
 
 #endif

@@ -25,6 +25,7 @@ void st_doc_clear(st_doc *d)
 {
     free(d->doc);
     free(d->status);
+    free(d->cmd);
     memset(d, 0, sizeof *d);
 }
 

@@ -112,6 +112,7 @@ typedef struct st_save {
 typedef struct st_doc {
     char *doc;    /* malloc'd: the execution's JSON (Conductor's Workflow, codec.h) */
     char *status; /* malloc'd */
+    char *cmd;    /* malloc'd: the operator command waiting (exec_command), or NULL */
     uint64_t fence;
 } st_doc;
 void st_doc_clear(st_doc *d);
