@@ -200,6 +200,15 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
     changed(e, x, t);
 }
 
+/* A task was canceled (or timed out): what that asks of the world. */
+static void cancel(dec_out *o, xc_task *t)
+{
+    if (!t->def->type->map || t->child_id)
+        push(o, DEC_CANCEL, t, 0);
+    if (t->child_id)
+        push(o, DEC_TERMINATE_CHILD, t, 0);
+}
+
 void dec_end(const dec_env *e, xc_exec *x, weft_wf_status status, const char *reason, dec_out *o)
 {
     size_t i;
@@ -214,13 +223,16 @@ void dec_end(const dec_env *e, xc_exec *x, weft_wf_status status, const char *re
         if (!xc_task_terminal(t->status)) {
             set_status(e, x, t, WEFT_TASK_CANCELED);
             t->followed = 1;
-            if (!t->def->type->map || t->child_id)
-                push(o, DEC_CANCEL, t, 0);
+            cancel(o, t);
         }
     }
     if (!x->output)
         x->output = json_object_new_object();
     changed(e, x, NULL);
+    if (x->parent_id && x->parent_task_id)
+        push(o, DEC_NOTIFY_PARENT, NULL, 0);
+    if ((status == WEFT_WF_FAILED || status == WEFT_WF_TIMED_OUT) && x->def->failure_workflow)
+        push(o, DEC_START_FAILURE, NULL, 0);
     push(o, DEC_WF_ENDED, NULL, 0);
 }
 
@@ -428,6 +440,12 @@ void dec_enqueue(const dec_env *e, xc_exec *x, xc_task *t, int64_t at, dec_out *
     t->queued = 1;
     t->callback_ms = at;
     push(o, DEC_ENQUEUE, t, at);
+}
+
+void dec_unqueue(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
+{
+    if (!t->def->type->map && !t->child_id)
+        push(o, DEC_UNQUEUE, t, 0);
 }
 
 void dec_start(const dec_env *e, xc_exec *x, xc_task *t)
@@ -692,7 +710,7 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
                           (double)dt->response_timeout_ms / 1000.0);
             t->no_response = 1;
         }
-        push(o, DEC_CANCEL, t, 0);
+        cancel(o, t);
         set_status(e, x, t, WEFT_TASK_TIMED_OUT);
     }
 #undef SOONER

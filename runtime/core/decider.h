@@ -12,16 +12,27 @@
 #include "core/exec.h"
 #include "plugin/host.h"
 
+/*
+ * What a decision asks of the world outside the execution. One module
+ * applies them (core/effects.c), the same for the embedded engine and the
+ * daemon; nothing else writes an action.
+ */
 typedef enum dec_kind {
-    DEC_ENQUEUE,  /* put task in its type's queue, visible at `at` */
-    DEC_TIMER,    /* re-evaluate an inline task at `at` */
-    DEC_CANCEL,   /* a queued or running task was canceled */
-    DEC_WF_ENDED, /* the workflow reached a terminal status */
+    DEC_ENQUEUE,         /* put task in its type's queue, visible at `at` */
+    DEC_TIMER,           /* re-evaluate an inline task at `at` */
+    DEC_CANCEL,          /* a queued or running task was canceled or timed out: it
+                          * leaves its queue, its plugin hears of it */
+    DEC_UNQUEUE,         /* a worker's claim on task ended with its result: it
+                          * leaves its queue (dec_unqueue) */
+    DEC_TERMINATE_CHILD, /* task's child workflow (task->child_id) is to end */
+    DEC_NOTIFY_PARENT,   /* the workflow ended: its parent's SUB_WORKFLOW task hears */
+    DEC_START_FAILURE,   /* the workflow failed: its failure workflow starts */
+    DEC_WF_ENDED,        /* the workflow reached a terminal status (always the last) */
 } dec_kind;
 
 typedef struct dec_action {
     dec_kind kind;
-    xc_task *task; /* NULL for DEC_WF_ENDED */
+    xc_task *task; /* NULL for the workflow's own (NOTIFY_PARENT, START_FAILURE, WF_ENDED) */
     int64_t at;
 } dec_action;
 
@@ -51,6 +62,10 @@ void dec_apply(const dec_env *env, xc_exec *x, xc_task *t, int rc, weft_result *
 
 /* Put a queued task (back) in its queue, visible at `at` (the sweeper's repair). */
 void dec_enqueue(const dec_env *env, xc_exec *x, xc_task *t, int64_t at, dec_out *out);
+
+/* A worker's claim on queued task t ends (its result is taken): t leaves
+ * its queue. Nothing for an inline task or a sub-workflow's. */
+void dec_unqueue(const dec_env *env, xc_exec *x, xc_task *t, dec_out *out);
 
 /* A worker picked task t up: IN_PROGRESS, started time, poll count. */
 void dec_start(const dec_env *env, xc_exec *x, xc_task *t);

@@ -379,15 +379,11 @@ static void start_failure_workflow(eng *e, xc_exec *x)
     json_object_put(in);
 }
 
-/* A workflow ended: tell its parent task, start its failure workflow. */
-static void ended(eng *e, xc_exec *x)
+/* A child ended: tell its parent's task. */
+static void tell_parent(eng *e, xc_exec *x)
 {
     xc_exec *px;
     xc_task *pt;
-    if (e->on_ended)
-        e->on_ended(e->on_ended_ud, x);
-    if ((x->status == WEFT_WF_FAILED || x->status == WEFT_WF_TIMED_OUT) && x->def->failure_workflow)
-        start_failure_workflow(e, x);
     if (!x->parent_id || !(px = wu_map_get(e->execs, x->parent_id)) ||
         !(pt = xc_find_id(px, x->parent_task_id)) || xc_task_terminal(pt->status))
         return;
@@ -434,7 +430,7 @@ static void later_drain(eng *e)
     while (e->hlater < e->nlater) {
         struct later l = e->later[e->hlater++];
         if (l.kind == LATER_ENDED) {
-            ended(e, l.x);
+            tell_parent(e, l.x);
         } else if (!xc_wf_terminal(l.x->status)) {
             dec_out o = {0};
             dec_end(&e->dec, l.x, WEFT_WF_TERMINATED, "parent task canceled", &o);
@@ -446,11 +442,9 @@ static void later_drain(eng *e)
     e->draining = 0;
 }
 
+/* A canceled task's plugin hears of it. */
 static void cancel_task(eng *e, xc_exec *x, xc_task *t)
 {
-    xc_exec *cx;
-    if (t->child_id && (cx = wu_map_get(e->execs, t->child_id)) && !xc_wf_terminal(cx->status))
-        later_push(e, LATER_TERMINATE, cx);
     if (t->def->type->cancel) {
         weft_ctx c;
         host_ctx_init(&c, &e->svc, x, t);
@@ -477,8 +471,23 @@ static void apply(eng *e, xc_exec *x, dec_out *o)
         case DEC_CANCEL:
             cancel_task(e, x, a->task);
             break;
-        case DEC_WF_ENDED:
+        case DEC_UNQUEUE:
+            break; /* its queue entry is stale now (process skips it) */
+        case DEC_TERMINATE_CHILD: {
+            xc_exec *cx = wu_map_get(e->execs, a->task->child_id);
+            if (cx && !xc_wf_terminal(cx->status))
+                later_push(e, LATER_TERMINATE, cx);
+            break;
+        }
+        case DEC_NOTIFY_PARENT:
             later_push(e, LATER_ENDED, x);
+            break;
+        case DEC_START_FAILURE:
+            start_failure_workflow(e, x);
+            break;
+        case DEC_WF_ENDED:
+            if (e->on_ended)
+                e->on_ended(e->on_ended_ud, x);
             break;
         }
     }

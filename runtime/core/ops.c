@@ -7,6 +7,7 @@
 
 #include "core/codec.h"
 #include "core/defcache.h"
+#include "core/effects.h"
 
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
@@ -105,218 +106,21 @@ static void collect_clear(collect *c)
 
 /* ---- saving ---- */
 
-/* When a decider should look at x next (follow: at once, the change was
- * made where no decider follows it). */
-static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
+/* The notes of a saved change, to the log. */
+static void say_notes(op_env *env, const collect *col)
 {
-    int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
-    size_t i;
-    if (follow || x->fresh > 0 || x->ended_head < x->ended.len)
-        return now;
-    dec_timeouts(dec, x, now, &next, o);
-    if (x->ended_head < x->ended.len)
-        return now; /* something timed out: follow it now */
-    if (next && next < due)
-        due = next;
-    for (i = 0; i < x->tasks.len; i++) {
-        xc_task *t = x->tasks.items[i];
-        if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
-            t->callback_ms < due)
-            due = t->callback_ms;
-    }
-    return due < now ? now : due;
-}
-
-/* Eager dispatch: whether task t, made visible now by a save, is leased to
- * the saver instead (room permitting); the token into lease. */
-static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room,
-                      char lease[40])
-{
-    if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
-        return 0;
-    if (!env->lease_seed[0]) {
-        char u[37];
-        size_t i, j;
-        wu_uuid(u);
-        for (i = j = 0; u[i] && j < 24; i++)
-            if (u[i] != '-')
-                env->lease_seed[j++] = u[i];
-        env->lease_seed[j] = 0;
-    }
-    snprintf(lease, 40, "%s:e%lu", env->lease_seed, ++env->lease_n);
-    (*room)--;
-    return 1;
-}
-
-/* The queue steps for the decider's actions, plus when x is next due (see
- * next_due for follow). Tasks leased eagerly (up to *room; room NULL =
- * none) are listed in *eager (malloc'd, caller frees; NULL when none),
- * which the steps' lease tokens point into. */
-static int steps_of(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
-                    st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager)
-{
-    st_step *s;
-    st_lease *got = NULL;
-    size_t i, k = 0, ng = 0;
-    int64_t now = dec->now();
-    /* first: next_due may time tasks out, adding their cancels to o */
-    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
-    s = calloc(o->n + 1, sizeof *s);
-    if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
-        free(s);
-        return WEFT_ENOMEM;
-    }
-    if (!s)
-        return WEFT_ENOMEM;
-    for (i = 0; i < o->n; i++) {
-        dec_action *a = &o->a[i];
-        st_step st = {0};
-        st.task = a->task;
-        if (a->kind == DEC_ENQUEUE) {
-            st.kind = ST_PUSH;
-            st.type = a->task->def->queue;
-            st.task_id = a->task->id;
-            st.at = a->at;
-            if (got && take_eager(env, a, now, room, got[ng].lease)) {
-                snprintf(got[ng].workflow_id, sizeof got[ng].workflow_id, "%s", x->id);
-                snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
-                snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
-                got[ng].never_reaped = 1;
-                st.lease = got[ng].lease;
-                st.lease_until = wu_now_ms() + env->lease_ms;
-                ng++;
-            }
-            s[k++] = st;
-        } else if (a->kind == DEC_CANCEL && !a->task->def->type->map) {
-            st.kind = ST_UNQUEUE;
-            st.type = a->task->def->queue;
-            st.task_id = a->task->id;
-            s[k++] = st;
-        }
-    }
-    /* a running execution that was created is on the decider queue, due
-     * within sweep_ms (every save and due.lua keep it so): a save that wants
-     * it looked at no sooner than that needs no wake */
-    if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
-        s[k].kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
-        s[k++].at = due;
-    }
-    *out = s;
-    *n = k;
-    if (!ng) {
-        free(got);
-        got = NULL;
-    }
-    if (eager) {
-        *eager = got;
-        *neager = ng;
-    } else {
-        free(got);
-    }
-    return 0;
-}
-
-/* ---- cascades ---- */
-
-typedef enum later_kind { LATER_TERMINATE, LATER_ENDED } later_kind;
-
-struct op_later {
-    later_kind kind;
-    char *id;    /* LATER_TERMINATE: the child to terminate */
-    xc_exec *x;  /* LATER_ENDED: the execution that ended (owned) */
-};
-
-/* Queue a cascade step (takes id or x, also on failure). 0 or WEFT_ENOMEM. */
-static int later_push(op_env *env, later_kind kind, char *id, xc_exec *x)
-{
-    if (env->nlater == env->caplater) {
-        size_t cap = env->caplater ? env->caplater * 2 : 8;
-        struct op_later *l = realloc(env->later, cap * sizeof *l);
-        if (!l) {
-            free(id);
-            xc_free(x);
-            return WEFT_ENOMEM;
-        }
-        env->later = l;
-        env->caplater = cap;
-    }
-    env->later[env->nlater].kind = kind;
-    env->later[env->nlater].id = id;
-    env->later[env->nlater].x = x;
-    env->nlater++;
-    return 0;
-}
-
-static void ended_hook(op_env *env, const xc_exec *x)
-{
-    env->nest++;
-    env->hooks->ended(env->hooks->ud, env, x);
-    env->nest--;
-}
-
-/* Run queued cascade steps in order until none is left; the updates they
- * make queue their own steps here instead of running them. */
-static void later_drain(op_env *env)
-{
-    env->nest++;
-    while (env->hlater < env->nlater) {
-        struct op_later l = env->later[env->hlater++];
-        if (l.kind == LATER_TERMINATE) {
-            weft_error e = {0};
-            op_command(env, l.id, OP_TERMINATE, "parent task canceled", &e);
-            free(l.id);
-        } else {
-            env->hooks->ended(env->hooks->ud, env, l.x);
-            xc_free(l.x);
-        }
-    }
-    env->nest--;
-    free(env->later);
-    env->later = NULL;
-    env->nlater = env->hlater = env->caplater = 0;
-}
-
-void op_terminate_later(op_env *env, const char *id)
-{
-    char *copy = strdup(id);
-    if (copy)
-        later_push(env, LATER_TERMINATE, copy, NULL);
-}
-
-/*
- * After a save: children of canceled tasks are terminated, an ended
- * workflow tells its parent. Losing these to a crash is repaired by the
- * sweeper (op users), so they are best effort here. The children are
- * terminated after the update (its lock released); inside a cascade the
- * end is queued too (taking *xp when own), for the outermost update.
- */
-static void after_save(op_env *env, xc_exec **xp, dec_out *o, int own, const collect *col)
-{
-    xc_exec *x = *xp;
     size_t i;
     for (i = 0; env->hooks && env->hooks->note && i < col->notes.len; i++) {
         const char *n = col->notes.items[i];
         env->hooks->note(env->hooks->ud, n[0] - '0', n + 1);
     }
-    for (i = 0; i < o->n; i++) {
-        dec_action *a = &o->a[i];
-        char *child;
-        if (a->kind == DEC_CANCEL && a->task->child_id && (child = strdup(a->task->child_id)))
-            later_push(env, LATER_TERMINATE, child, NULL);
-    }
-    if (xc_wf_terminal(x->status) && env->hooks && env->hooks->ended) {
-        if (env->nest && own) {
-            *xp = NULL;
-            later_push(env, LATER_ENDED, NULL, x);
-        } else {
-            ended_hook(env, x);
-        }
-    } else if (xc_wf_terminal(x->status) && x->parent_id) {
-        /* no hooks (a client): the parent's decider reads the child's end
-         * when it looks at the parent, so it looks now */
-        weft_error e = {0};
-        ST(env->st, wake, x->parent_id, wu_now_ms(), 1, &e);
-    }
+}
+
+/* After a save: its log lines, and its cascades queued (effects.h). */
+static void after_save(op_env *env, const xc_exec *x, const dec_out *o, const collect *col)
+{
+    say_notes(env, col);
+    fx_after(env, x, o);
 }
 
 /* A change made, and what saving it takes. */
@@ -339,11 +143,11 @@ static void prep_clear(prep *p)
     memset(p, 0, sizeof *p);
 }
 
-/* After a decision: x's queue steps (see steps_of). 0 or WEFT_ENOMEM. */
+/* After a decision: x's queue steps (fx_steps). 0 or WEFT_ENOMEM. */
 static int prep_write(op_env *env, const dec_env *dec, prep *p, int follow, size_t *room,
                       st_lease **eager, size_t *neager)
 {
-    return steps_of(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager)
+    return fx_steps(env, dec, p->x, &p->o, follow, &p->steps, &p->nsteps, room, eager, neager)
                ? WEFT_ENOMEM
                : 0;
 }
@@ -488,7 +292,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         else if ((rc = ST(env->st, exec_save_many, &sv, 1, err)) == 0 && sv.rc)
             rc = wu_err(err, sv.rc, "%s", sv.why);
         else if (rc == 0)
-            after_save(env, &p.x, &p.o, 1, &p.col);
+            after_save(env, p.x, &p.o, &p.col);
         prep_clear(&p);
         if (rc == 0) {
             if (frc != OP_NOCHANGE)
@@ -513,8 +317,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         weft_error e = {0};
         env->lock->release(env->lock_handle, id, token, &e);
     }
-    if (!env->nest && env->nlater)
-        later_drain(env); /* the cascade steps this update queued */
+    fx_drain(env); /* the cascade steps this update queued */
     return rc;
 }
 
@@ -638,7 +441,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             pp->x->fence = sv[i].new_fence;
             pp->x->revived = 0;
             it->saved = 1;
-            after_save(env, &pp->x, &pp->o, !(it->keep || it->neager), &pp->col);
+            after_save(env, pp->x, &pp->o, &pp->col);
             if (it->keep || it->neager) {
                 it->x = pp->x;
                 pp->x = NULL;
@@ -661,8 +464,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         prep_clear(pp);
     }
 out:
-    if (!env->nest && env->nlater)
-        later_drain(env);
+    fx_drain(env);
     if (p)
         for (i = 0; i < n; i++)
             prep_clear(&p[i]);

@@ -26,14 +26,16 @@ typedef dc_cache op_cache;
 
 typedef struct op_env op_env;
 
-/* What to do after a save, outside the execution (other executions). */
+/* Who hears of what a save did (optional). */
 typedef struct op_hooks {
     void *ud;
-    /* x ended (terminal, saved): tell its parent, start its failure workflow. */
-    void (*ended)(void *ud, op_env *env, const xc_exec *x);
+    /* x ended (terminal, saved): for counting (metrics). */
+    void (*ended)(void *ud, const xc_exec *x);
+    /* A failure workflow was started, with this id. */
+    void (*started)(void *ud, const char *id);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
      * timed out or is retried, a workflow ended; each names the workflow id,
-     * the task ref and the reason. Optional. */
+     * the task ref and the reason. */
     void (*note)(void *ud, int level, const char *msg);
 } op_hooks;
 
@@ -47,6 +49,8 @@ struct op_env {
     int64_t lock_ttl_ms, lock_wait_ms;
     int64_t sweep_ms;     /* an unfinished execution is looked at again within this */
     int client;           /* changes made here are followed by a decider elsewhere: wake it now */
+    int cascade;          /* ends are followed here (a daemon's deciders): the parent told, the
+                           * failure workflow started; else the parent's decider is woken */
     int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     int64_t command_wait_ms; /* op_command: how long to wait for a command to land (0 = 10 s) */
     const op_hooks *hooks;
@@ -58,10 +62,9 @@ struct op_env {
     int64_t lease_ms;
     char lease_seed[25]; /* lease tokens: seed:e<n> (set on first use) */
     unsigned long lease_n;
-    /* Cascades between executions (a canceled task's child terminated, an
-     * ended child told to its parent) wait here and are run one after the
-     * other by the outermost update, so a tree thousands of levels deep
-     * costs no C stack per level. Zero-initialized; private to ops.c. */
+    /* Cascades between executions (effects.h) wait here and are run one
+     * after the other by the outermost update. Zero-initialized; private
+     * to effects.c. */
     struct op_later *later;
     size_t nlater, hlater, caplater;
     int nest; /* > 0 while a cascade runs: updates defer theirs */
@@ -114,11 +117,6 @@ typedef struct op_item {
 /* *room: how many tasks in all may be leased eagerly, counted down; NULL:
  * none (every task is queued). */
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room);
-
-/* Terminate execution id ("parent task canceled") once the update under way
- * is saved, as a cascade step (an op_fn may call this; a child whose parent
- * ended before it learned of the child). */
-void op_terminate_later(op_env *env, const char *id);
 
 /* Load several executions in one round trip: out[i] (caller frees) or rcs[i]. */
 int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, int *rcs,

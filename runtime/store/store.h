@@ -216,8 +216,8 @@ struct st_store {
     const st_ops *ops;
 };
 
-/* Call operation op of store s: ST(s, wake, id, at, 0, err). */
-#define ST(s, op, ...) ((s)->ops->op((s), __VA_ARGS__))
+/* Call operation op of store s: ST(s, wake, id, at, 0, err), ST(s, broken). */
+#define ST(s, op, ...) ((s)->ops->op((s), ##__VA_ARGS__))
 
 /* 0, or WEFT_EABI when a backend's table is older than this interface. */
 int st_check(const st_ops *ops, weft_error *err);

@@ -1,0 +1,315 @@
+#include "core/effects.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- queue steps ---- */
+
+/* When a decider should look at x next (follow: at once, the change was
+ * made where no decider follows it). */
+static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
+{
+    int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
+    size_t i;
+    if (follow || x->fresh > 0 || x->ended_head < x->ended.len)
+        return now;
+    dec_timeouts(dec, x, now, &next, o);
+    if (x->ended_head < x->ended.len)
+        return now; /* something timed out: follow it now */
+    if (next && next < due)
+        due = next;
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *t = x->tasks.items[i];
+        if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
+            t->callback_ms < due)
+            due = t->callback_ms;
+    }
+    return due < now ? now : due;
+}
+
+/* Eager dispatch: whether task t, made visible now by a save, is leased to
+ * the saver instead (room permitting); the token into lease. */
+static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room,
+                      char lease[40])
+{
+    if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
+        return 0;
+    if (!env->lease_seed[0]) {
+        char u[37];
+        size_t i, j;
+        wu_uuid(u);
+        for (i = j = 0; u[i] && j < 24; i++)
+            if (u[i] != '-')
+                env->lease_seed[j++] = u[i];
+        env->lease_seed[j] = 0;
+    }
+    snprintf(lease, 40, "%s:e%lu", env->lease_seed, ++env->lease_n);
+    (*room)--;
+    return 1;
+}
+
+int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
+             st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager)
+{
+    st_step *s;
+    st_lease *got = NULL;
+    size_t i, k = 0, ng = 0;
+    int64_t now = dec->now();
+    /* first: next_due may time tasks out, adding their cancels to o */
+    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
+    s = calloc(o->n + 1, sizeof *s);
+    if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
+        free(s);
+        return WEFT_ENOMEM;
+    }
+    if (!s)
+        return WEFT_ENOMEM;
+    for (i = 0; i < o->n; i++) {
+        dec_action *a = &o->a[i];
+        st_step st = {0};
+        st.task = a->task;
+        if (a->kind == DEC_ENQUEUE) {
+            st.kind = ST_PUSH;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            st.at = a->at;
+            if (got && take_eager(env, a, now, room, got[ng].lease)) {
+                snprintf(got[ng].workflow_id, sizeof got[ng].workflow_id, "%s", x->id);
+                snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
+                snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
+                got[ng].never_reaped = 1;
+                st.lease = got[ng].lease;
+                st.lease_until = wu_now_ms() + env->lease_ms;
+                ng++;
+            }
+            s[k++] = st;
+        } else if ((a->kind == DEC_CANCEL && !a->task->def->type->map) ||
+                   a->kind == DEC_UNQUEUE) {
+            st.kind = ST_UNQUEUE;
+            st.type = a->task->def->queue;
+            st.task_id = a->task->id;
+            s[k++] = st;
+        }
+    }
+    /* a running execution that was created is on the decider queue, due
+     * within sweep_ms (every save and due.lua keep it so): a save that wants
+     * it looked at no sooner than that needs no wake */
+    if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
+        s[k].kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
+        s[k++].at = due;
+    }
+    *out = s;
+    *n = k;
+    if (!ng) {
+        free(got);
+        got = NULL;
+    }
+    if (eager) {
+        *eager = got;
+        *neager = ng;
+    } else {
+        free(got);
+    }
+    return 0;
+}
+
+/* ---- cascades ---- */
+
+typedef enum later_kind { LATER_TERMINATE, LATER_PARENT, LATER_FAILURE } later_kind;
+
+/* One cascade step, with copies of what it needs of the execution that
+ * asked for it (which is gone by the time it runs). */
+struct op_later {
+    later_kind kind;
+    char *id;            /* TERMINATE: the child; PARENT: the parent; FAILURE: the failed one */
+    char *task_id;       /* PARENT: the parent's task */
+    char *child_id;      /* PARENT: the child that ended */
+    weft_task_status status; /* PARENT: what the task gets */
+    json_object *data;   /* PARENT: the task's output; FAILURE: the workflow's input */
+    char *text;          /* PARENT: the reason (NULL when completed); FAILURE: the name */
+    int depth;           /* FAILURE: the failed one's depth */
+};
+
+static void later_clear(struct op_later *l)
+{
+    free(l->id);
+    free(l->task_id);
+    free(l->child_id);
+    free(l->text);
+    json_object_put(l->data);
+}
+
+/* Queue a cascade step (taken, also on failure). */
+static void later_push(op_env *env, struct op_later *l)
+{
+    if (env->nlater == env->caplater) {
+        size_t cap = env->caplater ? env->caplater * 2 : 8;
+        struct op_later *v = realloc(env->later, cap * sizeof *v);
+        if (!v) {
+            later_clear(l);
+            return;
+        }
+        env->later = v;
+        env->caplater = cap;
+    }
+    env->later[env->nlater++] = *l;
+}
+
+static void say(op_env *env, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(op_env *env, int level, const char *fmt, ...)
+{
+    char line[WEFT_ERROR_MAX * 2];
+    va_list ap;
+    if (!env->hooks || !env->hooks->note)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    env->hooks->note(env->hooks->ud, level, line);
+}
+
+/* A child ended: its parent's SUB_WORKFLOW task completes with its result. */
+static void tell_parent(op_env *env, struct op_later *l)
+{
+    op_complete c = {0};
+    weft_error err = {0};
+    c.task_id = l->task_id;
+    c.child_id = l->child_id;
+    c.status = l->status;
+    c.output = l->data;
+    c.reason = l->text;
+    if (op_update(env, l->id, op_fn_complete, &c, &err) && err.code != WEFT_ESTATE)
+        say(env, WEFT_LOG_WARN, "workflow %s: telling parent %s: %s (the sweeper retries)",
+            l->child_id, l->id, err.msg);
+}
+
+/* A workflow failed: its failure workflow starts, once (its idempotency
+ * key names the failed one). A failure workflow that fails and starts
+ * itself again is a recursion too: bounded like sub-workflows. */
+static void start_failure(op_env *env, struct op_later *l)
+{
+    char *json = NULL, id[64], key[128], what[WEFT_ERROR_MAX / 2];
+    def_workflow *d = NULL;
+    op_start_args a = {0};
+    weft_error err = {0};
+    int v = 0;
+    snprintf(what, sizeof what, "failure workflow '%s'", l->text);
+    if (def_check_depth(def_limits_of(env->defs), l->depth, what, &err)) {
+        say(env, WEFT_LOG_WARN, "workflow %s: not started: %s", l->id, err.msg);
+        return;
+    }
+    if (ST(env->st, def_get, l->text, 0, &json, &v, &err) ||
+        op_def(env, json, l->text, &d, &err)) {
+        say(env, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
+        free(json);
+        return;
+    }
+    free(json);
+    snprintf(key, sizeof key, "failure:%s", l->id);
+    a.def = d;
+    a.input = l->data;
+    a.idempotency_key = key;
+    a.depth = l->depth + 1;
+    if (op_start(env, &a, id, &err))
+        say(env, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
+    else if (env->hooks && env->hooks->started)
+        env->hooks->started(env->hooks->ud, id);
+    def_unref(d);
+}
+
+void fx_drain(op_env *env)
+{
+    if (env->nest || !env->nlater)
+        return;
+    env->nest++;
+    while (env->hlater < env->nlater) {
+        struct op_later l = env->later[env->hlater++];
+        weft_error e = {0};
+        switch (l.kind) {
+        case LATER_TERMINATE:
+            op_command(env, l.id, OP_TERMINATE, "parent task canceled", &e);
+            break;
+        case LATER_PARENT:
+            tell_parent(env, &l);
+            break;
+        case LATER_FAILURE:
+            start_failure(env, &l);
+            break;
+        }
+        later_clear(&l);
+    }
+    env->nest--;
+    free(env->later);
+    env->later = NULL;
+    env->nlater = env->hlater = env->caplater = 0;
+}
+
+void fx_terminate_later(op_env *env, const char *id)
+{
+    struct op_later l = {.kind = LATER_TERMINATE, .id = strdup(id)};
+    if (l.id)
+        later_push(env, &l);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+void fx_after(op_env *env, const xc_exec *x, const dec_out *o)
+{
+    size_t i;
+    for (i = 0; i < o->n; i++) {
+        const dec_action *a = &o->a[i];
+        struct op_later l = {0};
+        switch (a->kind) {
+        case DEC_TERMINATE_CHILD:
+            fx_terminate_later(env, a->task->child_id);
+            break;
+        case DEC_NOTIFY_PARENT:
+            if (!env->cascade) {
+                /* the parent's decider reads the child's end when it looks
+                 * at the parent, so it looks now */
+                weft_error e = {0};
+                ST(env->st, wake, x->parent_id, wu_now_ms(), 1, &e);
+                break;
+            }
+            {
+                char reason[WEFT_ERROR_MAX];
+                l.kind = LATER_PARENT;
+                l.data = xc_child_result(x, &l.status, reason, sizeof reason);
+                l.id = strdup(x->parent_id);
+                l.task_id = strdup(x->parent_task_id);
+                l.child_id = strdup(x->id);
+                l.text = l.status == WEFT_TASK_COMPLETED ? NULL : strdup(reason);
+                if (l.id && l.task_id && l.child_id)
+                    later_push(env, &l);
+                else
+                    later_clear(&l);
+            }
+            break;
+        case DEC_START_FAILURE:
+            if (!env->cascade)
+                break; /* started by a daemon's decider only */
+            l.kind = LATER_FAILURE;
+            l.id = strdup(x->id);
+            l.text = dup_or_null(json_object_get_string(x->def->failure_workflow));
+            l.data = xc_failure_input(x);
+            l.depth = x->depth;
+            if (l.id && l.text)
+                later_push(env, &l);
+            else
+                later_clear(&l);
+            break;
+        case DEC_WF_ENDED:
+            if (env->hooks && env->hooks->ended)
+                env->hooks->ended(env->hooks->ud, x);
+            break;
+        default:
+            break; /* queue steps: fx_steps */
+        }
+    }
+}
