@@ -157,18 +157,20 @@ static void later_push(op_env *env, struct op_later *l)
     env->later[env->nlater++] = *l;
 }
 
-static void say(op_env *env, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void say(op_env *env, int level, const char *fmt, ...)
+static void warn(op_env *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(op_env *env, const char *fmt, ...)
 {
     char line[WEFT_ERROR_MAX * 2];
     va_list ap;
-    if (!env->hooks || !env->hooks->note)
+    if (!env->hooks || (!env->hooks->warn && !env->hooks->note))
         return;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    env->hooks->note(env->hooks->ud, level, line);
+    if (env->hooks->warn)
+        env->hooks->warn(env->hooks->ud, line);
+    else
+        env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, line);
 }
 
 /* A child ended: its parent's SUB_WORKFLOW task completes with its result. */
@@ -182,7 +184,7 @@ static void tell_parent(op_env *env, struct op_later *l)
     c.output = l->data;
     c.reason = l->text;
     if (op_update(env, l->id, op_fn_complete, &c, &err) && err.code != WEFT_ESTATE)
-        say(env, WEFT_LOG_WARN, "workflow %s: telling parent %s: %s (the sweeper retries)",
+        warn(env, "workflow %s: telling parent %s: %s (the sweeper retries)",
             l->child_id, l->id, err.msg);
 }
 
@@ -198,12 +200,14 @@ static void start_failure(op_env *env, struct op_later *l)
     int v = 0;
     snprintf(what, sizeof what, "failure workflow '%s'", l->text);
     if (def_check_depth(def_limits_of(env->defs), l->depth, what, &err)) {
-        say(env, WEFT_LOG_WARN, "workflow %s: not started: %s", l->id, err.msg);
+        warn(env, "workflow %s: not started: %s", l->id, err.msg);
         return;
     }
-    if (ST(env->st, def_get, l->text, 0, &json, &v, &err) ||
-        op_def(env, json, l->text, &d, &err)) {
-        say(env, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
+    if (env->hooks && env->hooks->find_def
+            ? env->hooks->find_def(env->hooks->ud, l->text, 0, &d, &err)
+            : (ST(env->st, def_get, l->text, 0, &json, &v, &err) ||
+               op_def(env, json, l->text, &d, &err))) {
+        warn(env, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
         free(json);
         return;
     }
@@ -214,7 +218,7 @@ static void start_failure(op_env *env, struct op_later *l)
     a.idempotency_key = key;
     a.depth = l->depth + 1;
     if (op_start(env, &a, id, &err))
-        say(env, WEFT_LOG_WARN, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
+        warn(env, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
     else if (env->hooks && env->hooks->started)
         env->hooks->started(env->hooks->ud, id);
     def_unref(d);

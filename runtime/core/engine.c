@@ -6,19 +6,32 @@
 #include <time.h>
 
 #include "core/decider.h"
+#include "core/effects.h"
+#include "core/ops.h"
+#include "core/sweeper.h"
 #include "lua/dsl.h"
-#include "plugin/host.h"
 #include "lua/sandbox.h"
+#include "plugin/host.h"
+#include "store/memory.h"
 
-typedef enum item_kind { IT_RUN, IT_REMAP, IT_TIMEOUT, IT_DECIDE } item_kind;
+/*
+ * The engine is a decider over a memory store (store/memory.c), through
+ * the same store interface and the same effects (core/effects.c) as the
+ * daemon: a task's result becomes a decision, the decision's actions
+ * become queue steps saved with the execution and cascades run after the
+ * save. What differs from weftd is the backend and that one thread does
+ * it all: it claims what is due from the store, runs it, saves, and
+ * sleeps when nothing is due until the store's next deadline.
+ */
 
-typedef struct item {
-    int64_t at;
-    uint64_t seq; /* FIFO among equal times */
-    item_kind kind;
-    xc_exec *x;
-    xc_task *t;
-} item;
+/* Claims and due executions taken per round. */
+#define ENG_BATCH 64
+/* A lease outlives any task run here (they run one at a time). */
+#define ENG_LEASE_MS (24LL * 3600 * 1000)
+/* An execution waiting on its tasks is looked at again only when its
+ * tasks say so (a result, a timer, a timeout): the store's decider queue
+ * holds it out of the way this long meanwhile. */
+#define ENG_SWEEP_MS (24LL * 3600 * 1000)
 
 struct eng {
     pl_registry *plugins;
@@ -27,148 +40,21 @@ struct eng {
     sbx *sandbox;
     host_services svc;
     dec_env dec;
-    wu_map *execs;    /* id -> xc_exec */
-    wu_vec all_execs; /* for freeing */
-    wu_map *named;    /* "name" -> def_workflow (sub-workflows by name) */
+    st_store *st;        /* the memory store: executions, queues, the decider queue */
+    op_env op;           /* what effects and cascades run with */
+    op_hooks hooks;
+    const char **types;  /* the task types run here (every queued one of a plugin) */
+    size_t ntypes;
+    wu_vec all_execs;    /* the caller's references (eng_start: valid until eng_free) */
+    wu_map *named;       /* "name" -> def_workflow (sub-workflows by name) */
     wu_vec all_defs;
     char *def_path;
     def_limits limits;
     FILE *trace;
     int64_t t0;
-    item *heap;
-    size_t nheap, capheap;
-    item *fifo; /* a ring of due items in (at, seq) order: see queue_push */
-    size_t fhead, nfifo, capfifo;
-    int64_t now_ms; /* the clock as last read by queue_push */
-    uint64_t seq;
     eng_ended_fn on_ended; /* set during eng_run_all */
     void *on_ended_ud;
-    /* Cascades between executions (a child's end to its parent, a canceled
-     * task to its child) wait here and the outermost apply runs them one
-     * after the other: a tree thousands of levels deep costs no C stack
-     * per level. */
-    struct later *later;
-    size_t nlater, hlater, caplater;
-    int draining;
 };
-
-typedef enum later_kind { LATER_ENDED, LATER_TERMINATE } later_kind;
-
-struct later {
-    later_kind kind;
-    xc_exec *x;
-};
-
-/*
- * The work queue (memory store queue): items run in (at, seq) order. Most
- * are due when queued and come in that order already; those go to a FIFO
- * ring, the rest (timers, clock steps back) to a heap. The next item is the
- * smaller of the two heads: the same order as one heap, without a heap's
- * log n steps through memory for each item.
- */
-
-static int item_less(const item *a, const item *b)
-{
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
-}
-
-static int heap_push(eng *e, item it)
-{
-    size_t i;
-    if (e->nheap == e->capheap) {
-        size_t cap = e->capheap ? e->capheap * 2 : 64;
-        item *h = realloc(e->heap, cap * sizeof *h);
-        if (!h)
-            return WEFT_ENOMEM;
-        e->heap = h;
-        e->capheap = cap;
-    }
-    i = e->nheap++;
-    e->heap[i] = it;
-    while (i > 0 && item_less(&e->heap[i], &e->heap[(i - 1) / 2])) {
-        item tmp = e->heap[i];
-        e->heap[i] = e->heap[(i - 1) / 2];
-        e->heap[(i - 1) / 2] = tmp;
-        i = (i - 1) / 2;
-    }
-    return 0;
-}
-
-static item heap_pop(eng *e)
-{
-    item top = e->heap[0];
-    size_t i = 0;
-    e->heap[0] = e->heap[--e->nheap];
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->nheap && item_less(&e->heap[l], &e->heap[m]))
-            m = l;
-        if (r < e->nheap && item_less(&e->heap[r], &e->heap[m]))
-            m = r;
-        if (m == i)
-            break;
-        item tmp = e->heap[i];
-        e->heap[i] = e->heap[m];
-        e->heap[m] = tmp;
-        i = m;
-    }
-    return top;
-}
-
-static item *fifo_at(const eng *e, size_t i)
-{
-    return &e->fifo[(e->fhead + i) & (e->capfifo - 1)];
-}
-
-static int fifo_push(eng *e, item it)
-{
-    if (e->nfifo == e->capfifo) {
-        size_t cap = e->capfifo ? e->capfifo * 2 : 64, i; /* a power of 2 */
-        item *f = malloc(cap * sizeof *f);
-        if (!f)
-            return WEFT_ENOMEM;
-        for (i = 0; i < e->nfifo; i++)
-            f[i] = *fifo_at(e, i);
-        free(e->fifo);
-        e->fifo = f;
-        e->fhead = 0;
-        e->capfifo = cap;
-    }
-    *fifo_at(e, e->nfifo++) = it;
-    return 0;
-}
-
-static void queue_push(eng *e, item_kind kind, xc_exec *x, xc_task *t, int64_t at)
-{
-    item it = {at, e->seq++, kind, x, t};
-    /* the FIFO takes it if it keeps the FIFO in order and is due (the clock
-     * is read again only when the last reading is older than at) */
-    int due = at <= e->now_ms || at <= (e->now_ms = wu_now_ms());
-    if (due && (!e->nfifo || !item_less(&it, fifo_at(e, e->nfifo - 1))) && !fifo_push(e, it))
-        return;
-    if (heap_push(e, it))
-        fprintf(stderr, "weft: out of memory queueing work\n");
-}
-
-/* The next item to run, or NULL if none is queued. */
-static const item *queue_peek(const eng *e)
-{
-    const item *f = e->nfifo ? fifo_at(e, 0) : NULL;
-    if (!e->nheap)
-        return f;
-    return f && item_less(f, &e->heap[0]) ? f : &e->heap[0];
-}
-
-static item queue_pop(eng *e)
-{
-    item it;
-    if (!e->nfifo || (e->nheap && item_less(&e->heap[0], fifo_at(e, 0))))
-        return heap_pop(e);
-    it = *fifo_at(e, 0);
-    e->fhead = (e->fhead + 1) & (e->capfifo - 1);
-    e->nfifo--;
-    return it;
-}
 
 /* ---- tracing ---- */
 
@@ -274,21 +160,27 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
 
 /* ---- executions ---- */
 
-static void apply(eng *e, xc_exec *x, dec_out *o);
-
-static int add_exec(eng *e, def_workflow *def, json_object *input, xc_exec **out, weft_error *err)
+/* A new execution of def, created in the store (due for a decider now);
+ * before the create, fill (may be NULL) sets what the caller adds. */
+static int add_exec(eng *e, def_workflow *def, json_object *input,
+                    void (*fill)(xc_exec *x, void *ud), void *ud, xc_exec **out, weft_error *err)
 {
+    st_create c = {0};
     xc_exec *x;
     int rc = xc_new(def, input, NULL, &x, err);
     if (rc)
         return rc;
-    /* execs borrows x->id (x lives until eng_free): room first, so the put cannot fail */
-    if (wu_map_reserve(e->execs, 1) || wu_vec_push(&e->all_execs, x)) {
+    if (fill)
+        fill(x, ud);
+    if (wu_vec_push(&e->all_execs, x)) {
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
-    wu_map_put(e->execs, x->id, x);
-    queue_push(e, IT_DECIDE, x, NULL, wu_now_ms());
+    c.x = x;
+    if ((rc = ST(e->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
+        rc = wu_err(err, c.rc, "%s", c.why);
+    if (rc)
+        return rc;
     *out = x;
     return 0;
 }
@@ -297,7 +189,20 @@ int eng_start(eng *e, def_workflow *def, json_object *input, xc_exec **out, weft
 {
     if (input && !json_object_is_type(input, json_type_object))
         return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
-    return add_exec(e, def, input, out, err);
+    return add_exec(e, def, input, NULL, NULL, out, err);
+}
+
+typedef struct child_of {
+    const xc_exec *x;
+    const xc_task *t;
+} child_of;
+
+static void fill_child(xc_exec *cx, void *ud)
+{
+    const child_of *p = ud;
+    cx->parent_id = strdup(p->x->id);
+    cx->parent_task_id = strdup(p->t->id);
+    cx->depth = p->x->depth + 1;
 }
 
 static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, const char *name,
@@ -306,6 +211,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
 {
     eng *e = ud;
     def_workflow *d = NULL;
+    child_of p = {x, t};
     xc_exec *cx;
     int rc;
     if (defj) {
@@ -320,13 +226,10 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     } else {
         def_ref(d);
     }
-    rc = add_exec(e, d, input, &cx, err);
+    rc = add_exec(e, d, input, fill_child, &p, &cx, err);
     def_unref(d);
     if (rc)
         return rc;
-    cx->parent_id = strdup(x->id);
-    cx->parent_task_id = strdup(t->id);
-    cx->depth = x->depth + 1;
     free(t->child_id);
     t->child_id = strdup(cx->id);
     snprintf(id_out, id_size, "%s", cx->id);
@@ -350,214 +253,99 @@ static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
     return *value ? 0 : wu_err(err, WEFT_ENOMEM, "out of memory");
 }
 
-static void decide(eng *e, xc_exec *x)
+/* Failure workflows are found by name as sub-workflows are (op_hooks.find_def). */
+static int hook_find_def(void *ud, const char *name, int version, def_workflow **out,
+                         weft_error *err)
 {
-    dec_out o = {0};
-    dec_decide(&e->dec, x, &o);
-    apply(e, x, &o);
-    dec_out_free(&o);
+    int rc = find_named(ud, name, version, out, err);
+    if (rc == 0)
+        def_ref(*out);
+    return rc;
 }
 
-static void start_failure_workflow(eng *e, xc_exec *x)
+static void hook_warn(void *ud, const char *msg)
 {
-    def_workflow *d;
+    fprintf(stderr, "weft: %s\n", msg);
+}
+
+static void hook_ended(void *ud, const xc_exec *x)
+{
+    eng *e = ud;
+    if (e->on_ended)
+        e->on_ended(e->on_ended_ud, x);
+}
+
+/* ---- deciding and applying ---- */
+
+/* Save x with the steps of o's actions (claim, when given, done with it),
+ * then run what follows the save (effects.h). */
+static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim)
+{
+    st_save sv = {0};
+    st_step *steps = NULL;
     weft_error err = {0};
-    json_object *in;
-    xc_exec *fx;
-    const char *name = json_object_get_string(x->def->failure_workflow);
-    char what[WEFT_ERROR_MAX / 2];
-    snprintf(what, sizeof what, "failure workflow '%s'", name);
-    if (def_check_depth(&e->limits, x->depth, what, &err) || find_named(e, name, 0, &d, &err)) {
-        fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
+    size_t n = 0, i;
+    int looked = 0;
+    if (fx_steps(&e->op, &e->dec, x, o, 0, &steps, &n, NULL, NULL, NULL)) {
+        fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
     }
-    in = xc_failure_input(x);
-    if (add_exec(e, d, in, &fx, &err))
-        fprintf(stderr, "weft: %s: failure workflow: %s\n", x->def->name, err.msg);
-    else
-        fx->depth = x->depth + 1;
-    json_object_put(in);
+    sv.x = x;
+    sv.fence = sv.loaded_fence = x->fence;
+    sv.steps = steps;
+    sv.nsteps = n;
+    sv.acks = claim;
+    sv.nacks = claim != NULL;
+    if (ST(e->st, exec_save_many, &sv, 1, &err) || sv.rc)
+        fprintf(stderr, "weft: workflow %s: %s\n", x->id, sv.rc ? sv.why : err.msg);
+    for (i = 0; i < n; i++)
+        looked |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
+    if (!looked) /* it waits on its tasks: off the decider queue until they say */
+        ST(e->st, forget, x->id, &err);
+    free(steps);
+    fx_after(&e->op, x, o);
+    fx_drain(&e->op);
 }
 
-/* A child ended: tell its parent's task. */
-static void tell_parent(eng *e, xc_exec *x)
+/* A decider looks at an execution that came due: timers, timeouts, what ended. */
+static void look(eng *e, const char *id)
 {
-    xc_exec *px;
-    xc_task *pt;
-    if (!x->parent_id || !(px = wu_map_get(e->execs, x->parent_id)) ||
-        !(pt = xc_find_id(px, x->parent_task_id)) || xc_task_terminal(pt->status))
-        return;
-    if (pt->child_id && strcmp(pt->child_id, x->id))
-        return; /* an older child of a retried task */
-    {
-        dec_out o = {0};
-        weft_error err;
-        weft_task_status st;
-        char reason[WEFT_ERROR_MAX];
-        json_object *out = xc_child_result(x, &st, reason, sizeof reason);
-        dec_complete(&e->dec, px, pt, st, out, st == WEFT_TASK_COMPLETED ? NULL : reason, &o,
-                     &err);
-        json_object_put(out);
-        dec_decide(&e->dec, px, &o);
-        apply(e, px, &o);
-        dec_out_free(&o);
-    }
-}
-
-static void later_push(eng *e, later_kind kind, xc_exec *x)
-{
-    if (e->nlater == e->caplater) {
-        size_t cap = e->caplater ? e->caplater * 2 : 16;
-        struct later *l = realloc(e->later, cap * sizeof *l);
-        if (!l) {
-            fprintf(stderr, "weft: out of memory: workflow %s: its %s is lost\n", x->id,
-                    kind == LATER_ENDED ? "end (its parent waits)" : "termination");
-            return;
-        }
-        e->later = l;
-        e->caplater = cap;
-    }
-    e->later[e->nlater].kind = kind;
-    e->later[e->nlater].x = x;
-    e->nlater++;
-}
-
-/* Run the queued cascade steps in order; the applies they make queue
- * their own steps here instead of recursing. */
-static void later_drain(eng *e)
-{
-    e->draining = 1;
-    while (e->hlater < e->nlater) {
-        struct later l = e->later[e->hlater++];
-        if (l.kind == LATER_ENDED) {
-            tell_parent(e, l.x);
-        } else if (!xc_wf_terminal(l.x->status)) {
-            dec_out o = {0};
-            dec_end(&e->dec, l.x, WEFT_WF_TERMINATED, "parent task canceled", &o);
-            apply(e, l.x, &o);
-            dec_out_free(&o);
-        }
-    }
-    e->nlater = e->hlater = 0;
-    e->draining = 0;
-}
-
-/* A canceled task's plugin hears of it. */
-static void cancel_task(eng *e, xc_exec *x, xc_task *t)
-{
-    if (t->def->type->cancel) {
-        weft_ctx c;
-        host_ctx_init(&c, &e->svc, x, t);
-        t->def->type->cancel(&c);
-        host_ctx_done(&c);
-    }
-}
-
-static void apply(eng *e, xc_exec *x, dec_out *o)
-{
-    size_t i;
-    int64_t next;
-    for (i = 0; i < o->n; i++) {
-        dec_action *a = &o->a[i];
-        switch (a->kind) {
-        case DEC_ENQUEUE:
-            a->task->callback_ms = a->at;
-            queue_push(e, IT_RUN, x, a->task, a->at);
-            break;
-        case DEC_TIMER:
-            a->task->callback_ms = a->at;
-            queue_push(e, IT_REMAP, x, a->task, a->at);
-            break;
-        case DEC_CANCEL:
-            cancel_task(e, x, a->task);
-            break;
-        case DEC_UNQUEUE:
-            break; /* its queue entry is stale now (process skips it) */
-        case DEC_TERMINATE_CHILD: {
-            xc_exec *cx = wu_map_get(e->execs, a->task->child_id);
-            if (cx && !xc_wf_terminal(cx->status))
-                later_push(e, LATER_TERMINATE, cx);
-            break;
-        }
-        case DEC_NOTIFY_PARENT:
-            later_push(e, LATER_ENDED, x);
-            break;
-        case DEC_START_FAILURE:
-            start_failure_workflow(e, x);
-            break;
-        case DEC_WF_ENDED:
-            if (e->on_ended)
-                e->on_ended(e->on_ended_ud, x);
-            break;
-        }
-    }
-    /* arm the next timeout check */
-    {
-        dec_out to = {0};
-        dec_timeouts(&e->dec, x, wu_now_ms(), &next, &to);
-        if (to.n) { /* something timed out: it carries at least a DEC_CANCEL */
-            dec_decide(&e->dec, x, &to);
-            apply(e, x, &to);
-        } else if (next && (!x->timer_ms || next < x->timer_ms)) {
-            x->timer_ms = next;
-            queue_push(e, IT_TIMEOUT, x, NULL, next);
-        }
-        dec_out_free(&to);
-    }
-    if (!e->draining && e->nlater)
-        later_drain(e);
-}
-
-static void run_task(eng *e, xc_exec *x, xc_task *t)
-{
-    weft_result r;
+    xc_exec *x = NULL;
     dec_out o = {0};
+    weft_error err = {0};
     int rc;
+    if (ST(e->st, exec_load, id, &x, NULL, &err))
+        return;
+    rc = sw_look(&e->op, &e->dec, x, &o, NULL, &err);
+    if (rc == 0)
+        commit(e, x, &o, NULL);
+    else if (rc == OP_NOCHANGE)
+        ST(e->st, forget, id, &err);
+    dec_out_free(&o);
+    xc_free(x);
+}
+
+/* Run a claimed task and apply what it reported. */
+static void run(eng *e, const st_lease *l)
+{
+    xc_exec *x = l->x;
+    xc_task *t = l->t;
+    dec_out o = {0};
+    weft_result r;
+    weft_error err = {0};
+    int rc;
+    if (!x || !t || xc_task_terminal(t->status) || !t->queued || x->status != WEFT_WF_RUNNING ||
+        !t->def->type->execute) {
+        ST(e->st, ack, l, &err); /* canceled or paused meanwhile: dropped */
+        return;
+    }
     dec_start(&e->dec, x, t);
     host_result_init(&r);
     rc = host_execute(&e->svc, x, t, &r);
     dec_apply(&e->dec, x, t, rc, &r, &o);
     host_result_clear(&r);
     dec_decide(&e->dec, x, &o);
-    apply(e, x, &o);
-    dec_out_free(&o);
-}
-
-static void process(eng *e, item *it)
-{
-    xc_exec *x = it->x;
-    xc_task *t = it->t;
-    dec_out o = {0};
-    int64_t next;
-    switch (it->kind) {
-    case IT_DECIDE:
-        decide(e, x);
-        break;
-    case IT_RUN:
-        /* stale entries: canceled, or superseded by a later enqueue */
-        if (!t->queued || t->callback_ms != it->at || xc_task_terminal(t->status) ||
-            x->status != WEFT_WF_RUNNING)
-            break;
-        if (!t->def->type->execute)
-            break; /* an external worker's task: it waits (and the run reports it blocked) */
-        run_task(e, x, t);
-        break;
-    case IT_REMAP:
-        if (xc_task_terminal(t->status) || t->callback_ms != it->at ||
-            x->status != WEFT_WF_RUNNING)
-            break;
-        dec_remap(&e->dec, x, t, &o);
-        dec_decide(&e->dec, x, &o);
-        apply(e, x, &o);
-        break;
-    case IT_TIMEOUT:
-        if (it->at == x->timer_ms)
-            x->timer_ms = 0;
-        dec_timeouts(&e->dec, x, wu_now_ms(), &next, &o);
-        dec_decide(&e->dec, x, &o); /* a timed-out task is followed like any other end */
-        apply(e, x, &o);            /* also re-arms the next check */
-        break;
-    }
+    commit(e, x, &o, l);
     dec_out_free(&o);
 }
 
@@ -591,28 +379,38 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
     e->on_ended = on_end;
     e->on_ended_ud = ud;
     for (;;) {
-        int64_t now;
-        const item *next;
-        item it;
+        st_lease claims[ENG_BATCH];
+        char due[ENG_BATCH][64];
+        int got, ndue = 0, i;
         while (first < n && xc_wf_terminal(xs[first]->status))
             first++;
         if (first == n)
             break;
-        if (!(next = queue_peek(e))) {
-            describe_blocked(xs[first], err);
-            rc = WEFT_ESTATE;
+        got = ST(e->st, due_claim, 0, ENG_BATCH, ENG_SWEEP_MS, due, &ndue, e->types, e->ntypes,
+                 ENG_BATCH, ENG_LEASE_MS, claims, err);
+        if (got < 0) {
+            rc = got;
             break;
         }
-        now = wu_now_ms();
-        if (next->at > now) {
-            int64_t wait = next->at - now;
-            struct timespec ts = {(time_t)(wait / 1000), (long)(wait % 1000) * 1000000L};
-            while (nanosleep(&ts, &ts) && errno == EINTR)
-                ;
-            continue;
+        for (i = 0; i < ndue; i++)
+            look(e, due[i]);
+        for (i = 0; i < got; i++)
+            run(e, &claims[i]);
+        if (got == 0 && ndue == 0) {
+            int64_t next = st_memory_next(e->st, e->types, e->ntypes), wait;
+            struct timespec ts;
+            if (!next) {
+                describe_blocked(xs[first], err);
+                rc = WEFT_ESTATE;
+                break;
+            }
+            if ((wait = next - wu_now_ms()) > 0) {
+                ts.tv_sec = (time_t)(wait / 1000);
+                ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+                while (nanosleep(&ts, &ts) && errno == EINTR)
+                    ;
+            }
         }
-        it = queue_pop(e);
-        process(e, &it);
     }
     e->on_ended = NULL;
     e->on_ended_ud = NULL;
@@ -622,14 +420,16 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
 int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,
                       weft_task_status status, json_object *output, weft_error *err)
 {
-    xc_exec *x = wu_map_get(e->execs, workflow_id);
+    xc_exec *x = NULL;
     xc_task *t;
     dec_out o = {0};
     int rc;
-    if (!x)
+    if (ST(e->st, exec_load, workflow_id, &x, NULL, err))
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", workflow_id);
-    if (!(t = xc_find_ref(x, task_ref)))
+    if (!(t = xc_find_ref(x, task_ref))) {
+        xc_free(x);
         return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", workflow_id, task_ref);
+    }
     /* from outside: the secrets the task's input names are masked before it is kept */
     output = json_object_get(output);
     host_redact_reported(t, svc_secret, e, &output, NULL, NULL, 0);
@@ -637,31 +437,52 @@ int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,
     json_object_put(output);
     if (rc == 0) {
         dec_decide(&e->dec, x, &o);
-        apply(e, x, &o);
+        commit(e, x, &o, NULL);
     }
     dec_out_free(&o);
+    xc_free(x);
     return rc;
 }
 
 /* ---- set-up ---- */
 
+/* Every queued type a plugin here runs: what the engine claims. */
+static int pick_types(eng *e, weft_error *err)
+{
+    size_t i, j;
+    for (i = 0; i < pl_count(e->plugins); i++) {
+        const pl_plugin *p = pl_get(e->plugins, i);
+        for (j = 0; j < p->ntypes; j++) {
+            const char **g;
+            if (!p->types[j]->execute || p->types[j]->map)
+                continue;
+            if (!(g = realloc(e->types, (e->ntypes + 1) * sizeof *g)))
+                return wu_err(err, WEFT_ENOMEM, "out of memory");
+            e->types = g;
+            e->types[e->ntypes++] = p->types[j]->name;
+        }
+    }
+    return 0;
+}
+
 int eng_new(const eng_opts *opts, eng **out, weft_error *err)
 {
     eng *e = calloc(1, sizeof *e);
     const char *path = opts->plugin_path ? opts->plugin_path : getenv("WEFT_PLUGIN_PATH");
+    st_memory_opts mo = {0};
     char *dflt = NULL;
     size_t i;
+    int rc;
     *out = NULL;
     if (!e)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     e->t0 = wu_mono_ms();
     e->trace = opts->trace;
-    e->execs = wu_map_new_borrowing();
     e->named = wu_map_new();
     if (opts->def_path)
         e->def_path = strdup(opts->def_path);
     e->plugins = pl_new(host_table());
-    if (!e->execs || !e->named || !e->plugins) {
+    if (!e->named || !e->plugins) {
         eng_free(e);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
@@ -675,6 +496,10 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     if (!e->sandbox) {
         eng_free(e);
         return err ? err->code : WEFT_ENOMEM;
+    }
+    if ((rc = pick_types(e, err)) || (rc = st_memory_open(&mo, &e->st, err))) {
+        eng_free(e);
+        return rc;
     }
     e->defs.find_type = find_type;
     e->defs.ud = e->plugins;
@@ -692,6 +517,17 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->dec.now = wu_now_ms;
     e->dec.on_change = on_change;
     e->dec.ud = e;
+    e->hooks.ud = e;
+    e->hooks.ended = hook_ended;
+    e->hooks.change = e->trace ? on_change : NULL;
+    e->hooks.find_def = hook_find_def;
+    e->hooks.warn = hook_warn;
+    e->op.st = e->st;
+    e->op.defs = &e->defs;
+    e->op.dec = &e->dec;
+    e->op.sweep_ms = ENG_SWEEP_MS;
+    e->op.cascade = 1;
+    e->op.hooks = &e->hooks;
     *out = e;
     return 0;
 }
@@ -709,17 +545,15 @@ void eng_free(eng *e)
     for (i = 0; i < e->all_execs.len; i++)
         xc_free(e->all_execs.items[i]);
     wu_vec_free(&e->all_execs);
+    st_free(e->st);
     for (i = 0; i < e->all_defs.len; i++)
         def_unref(e->all_defs.items[i]);
     wu_vec_free(&e->all_defs);
-    wu_map_free(e->execs);
     wu_map_free(e->named);
     sbx_free(e->sandbox);
     pl_free(e->plugins);
+    free(e->types);
     free(e->def_path);
-    free(e->heap);
-    free(e->fifo);
-    free(e->later);
     free(e->searched);
     free(e);
 }

@@ -43,6 +43,7 @@ typedef struct collect {
     wu_vec events; /* char * JSON texts */
     wu_vec notes;  /* log lines for op_hooks.note: the level's digit, then the text */
     int ended;     /* the workflow's end is noted */
+    const op_hooks *hooks; /* its change hook hears of every change */
 } collect;
 
 /* A log line of a change, kept until the change is saved: failures,
@@ -87,6 +88,8 @@ static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
     collect *c = ud;
     wu_buf b = {0};
+    if (c->hooks && c->hooks->change)
+        c->hooks->change(c->hooks->ud, x, t);
     if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data))
         wu_buf_free(&b);
     note_change(c, x, t);
@@ -278,6 +281,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         if (rc)
             break;
         dec.ud = &p.col;
+        p.col.hooks = env->hooks;
         cmd = apply_cmd(&dec, p.x, &p.o);
         frc = fn(env, &dec, p.x, &p.o, ud, err);
         if (frc != 0 && !cmd) {
@@ -409,6 +413,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         }
         dec.on_change = on_change;
         dec.ud = &pp->col;
+        pp->col.hooks = env->hooks;
         rc = it->fn(env, &dec, pp->x, &pp->o, it->ud, &it->err);
         if (rc) {
             if (rc == OP_NOCHANGE) {
@@ -510,6 +515,7 @@ static int start_create(op_env *env, const op_start_args *a, prep *p, st_create 
     dec = *env->dec;
     dec.on_change = on_change;
     dec.ud = &p->col;
+    p->col.hooks = env->hooks;
     dec_decide(&dec, p->x, &p->o);
     if (prep_write(env, &dec, p, 0, NULL, NULL, NULL))
         return WEFT_ENOMEM;

@@ -31,12 +31,22 @@ typedef struct op_hooks {
     void *ud;
     /* x ended (terminal, saved): for counting (metrics). */
     void (*ended)(void *ud, const xc_exec *x);
+    /* Every change of a task (t) or the workflow (t NULL), as it is made. */
+    void (*change)(void *ud, const xc_exec *x, const xc_task *t);
+    /* The definition named name (version 0: the latest), a new reference:
+     * where this process finds definitions by name (the embedded engine's
+     * files). NULL: the store's registered ones. */
+    int (*find_def)(void *ud, const char *name, int version, def_workflow **out,
+                    weft_error *err);
     /* A failure workflow was started, with this id. */
     void (*started)(void *ud, const char *id);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
      * timed out or is retried, a workflow ended; each names the workflow id,
      * the task ref and the reason. */
     void (*note)(void *ud, int level, const char *msg);
+    /* A cascade that failed (effects.h): a parent not told, a failure
+     * workflow not started. NULL: a WEFT_LOG_WARN note. */
+    void (*warn)(void *ud, const char *msg);
 } op_hooks;
 
 struct op_env {
