@@ -62,8 +62,7 @@ __attribute__((format(printf, 4, 5))) static void add(char *buf, size_t size, si
 {
     va_list ap;
     int n;
-    if (*used >= size - 1)
-        return;
+    if (*used >= size - 1) return;
     va_start(ap, fmt);
     n = vsnprintf(buf + *used, size - *used, fmt, ap);
     va_end(ap);
@@ -75,8 +74,7 @@ static void add_quoted(char *buf, size_t size, size_t *used, const char *msg)
 {
     add(buf, size, used, "\"");
     for (; *msg && *used < size - 1; msg++)
-        if (*msg != '\n')
-            buf[(*used)++] = *msg == '"' ? '\'' : *msg;
+        if (*msg != '\n') buf[(*used)++] = *msg == '"' ? '\'' : *msg;
     buf[*used] = 0;
     add(buf, size, used, "\"");
 }
@@ -99,15 +97,13 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
     char ts[32];
     time_t sec;
     struct tm tm;
-    if (!size)
-        return 0;
+    if (!size) return 0;
     buf[0] = 0;
     if (!node[0]) {
         /* the command line's: "weft: <plugin>: <level>: msg" */
         add(buf, size, &used, "weft: ");
         for (f = fields; f && f->key; f++)
-            if (f->value)
-                add(buf, size, &used, "%s: ", f->value);
+            if (f->value) add(buf, size, &used, "%s: ", f->value);
         add(buf, size, &used, "%s: %s", lg_level_name(level), msg);
         return used;
     }
@@ -117,8 +113,7 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
     add(buf, size, &used, "ts=%s.%03dZ level=%s node=%s", ts, (int)(ts_ms % 1000),
         lg_level_name(level), node);
     for (f = fields; f && f->key; f++)
-        if (f->value)
-            add_field(buf, size, &used, f);
+        if (f->value) add_field(buf, size, &used, f);
     add(buf, size, &used, " msg=");
     add_quoted(buf, size, &used, msg);
     return used;
@@ -128,8 +123,7 @@ void lg_vlog(int level, const lg_field *fields, const char *fmt, va_list ap)
 {
     char msg[LG_MSG_MAX], line[LG_LINE_MAX];
     FILE *out;
-    if (level > lg_level())
-        return;
+    if (level > lg_level()) return;
     vsnprintf(msg, sizeof msg, fmt, ap);
     pthread_mutex_lock(&mu);
     lg_format(line, sizeof line, level, fields, msg, wu_now_ms());
