@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/log.h"
 #include "lua/dsl.h"
 #include "core/engine.h"
 #include "cli/cli.h"
@@ -163,6 +164,11 @@ static int open_engine(const cli *c, eng **e)
     o.plugin_path = c->plugin_path;
     o.def_path = c->defs ? c->defs : dir;
     o.trace = c->quiet ? NULL : stderr;
+    /* plugins' lines pass the one threshold, as weftd's log_level sets it */
+    if (lg_set_level_name(getenv("WEFT_LOG_LEVEL"), &err)) {
+        free(dir);
+        return die(EXIT_USAGE, "WEFT_LOG_LEVEL: %s", err.msg);
+    }
     if (cf_env_limits(&lim, &err)) {
         free(dir);
         return die(EXIT_USAGE, "%s", err.msg);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/config.h"
+#include "base/log.h"
 #include "daemon/node.h"
 #include "base/util.h"
 
@@ -42,15 +43,15 @@ static void *hup_watch(void *set)
             continue;
         pthread_mutex_lock(&node_mu);
         if (node) {
-            snprintf(was, sizeof was, "%s", nd_level_name(node));
+            snprintf(was, sizeof was, "%s", lg_level_name(lg_level()));
             if (read_config(&cfg, main_argc, main_argv, &err) ||
-                nd_set_level(node, cfg.log_level, &err))
-                nd_log(node, WEFT_LOG_WARN, "SIGHUP received: configuration not reloaded: %s",
+                lg_set_level_name(cfg.log_level, &err))
+                lg_say(WEFT_LOG_WARN, "SIGHUP received: configuration not reloaded: %s",
                        err.msg);
             else
-                nd_log(node, WEFT_LOG_INFO,
+                lg_say(WEFT_LOG_INFO,
                        "SIGHUP received: log_level %s (was %s); other settings take a restart",
-                       nd_level_name(node), was);
+                       lg_level_name(lg_level()), was);
             cf_free(&cfg);
         }
         pthread_mutex_unlock(&node_mu);

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/log.h"
 #include "plugin/loader.h"
 
-static int log_level = WEFT_LOG_INFO;
 static host_log_fn log_sink;
 static void *log_ud;
 static const pl_registry *log_reg;
@@ -47,7 +47,6 @@ static const char *plugin_now(void)
 
 static void host_log(int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"error", "warn", "info", "debug"};
     char line[1024], *whole = NULL, *masked = NULL;
     const char *plugin;
     va_list ap, ap2;
@@ -76,10 +75,8 @@ static void host_log(int level, const char *fmt, ...)
     plugin = plugin_now();
     if (log_sink)
         log_sink(log_ud, level, plugin, line);
-    else if (level <= log_level && plugin)
-        fprintf(stderr, "weft: %s: %s: %s\n", plugin, names[level], line);
-    else if (level <= log_level)
-        fprintf(stderr, "weft: %s: %s\n", names[level], line);
+    else
+        lg_log(level, LG_FIELDS({"plugin", plugin}), "%s", line);
 }
 
 static int host_error(weft_error *err, int code, const char *fmt, ...)

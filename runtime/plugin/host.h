@@ -44,8 +44,8 @@ const weft_host *host_table(void);
 typedef void (*host_log_fn)(void *ud, int level, const char *plugin, const char *msg);
 
 /*
- * Send plugins' log lines to fn (which filters by level) instead of stderr
- * ("weft: <plugin>: <level>: msg", info and above); reg (borrowed, may be
+ * Send plugins' log lines to fn (which filters by level) instead of the
+ * process's logger (base/log.h: its level and format); reg (borrowed, may be
  * NULL) names the plugin of a task type. Process-wide: call before threads
  * start, and with NULLs before fn's ud goes away.
  */

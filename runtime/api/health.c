@@ -1,0 +1,90 @@
+/*
+ * /health (Redis reachable, store data lost) and /metrics (Prometheus
+ * text, with the depth of the queues configured and seen).
+ */
+#include "api/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- handlers: health, metrics ---- */
+
+mhd_result ap_h_health(ctx *c)
+{
+    weft_error err = {0};
+    int up = c->t && rs_command(c->t->r, &err, "PING") == 0;
+    json_object *j = json_object_new_object();
+    rs_loss l = {0};
+    if (c->s->cfg.store.epoch) rs_epoch_last(c->s->cfg.store.epoch, &l);
+    /* a loss stays reported until the daemon restarts: an operator must see it */
+    json_object_object_add(j, "status",
+                           json_object_new_string(!up       ? "DOWN"
+                                                  : l.count ? "DEGRADED"
+                                                            : "UP"));
+    json_object_object_add(j, "redis", json_object_new_string(up ? "UP" : "DOWN"));
+    if (l.count) {
+        char at[32], msg[512];
+        time_t sec = (time_t)(l.at_ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        strftime(at, sizeof at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(msg, sizeof msg,
+                 "the store lost its data at %s: the epoch key %s %s (Redis restarted empty, was "
+                 "flushed, or is another server); workflows and queues from before are gone; "
+                 "%lld loss(es) since this daemon started (see its log)",
+                 at, l.key, l.gone ? "was gone" : "held another epoch", l.count);
+        json_object_object_add(j, "store", json_object_new_string("DATA_LOST"));
+        json_object_object_add(j, "problem", json_object_new_string(msg));
+        json_object_object_add(j, "storeLosses", json_object_new_int64(l.count));
+        json_object_object_add(j, "storeLostAt", json_object_new_int64(l.at_ms));
+    }
+    return ap_send_json(c, up ? 200 : 503, j);
+}
+
+typedef struct depths {
+    mt_depth d[MT_SERIES_MAX * 2];
+    size_t n;
+    rs *r;
+} depths;
+
+static int add_depth(void *ud, const char *queue)
+{
+    depths *g = ud;
+    weft_error err = {0};
+    long long ready = 0, leased = 0;
+    size_t i;
+    for (i = 0; i < g->n; i++)
+        if (!strcmp(g->d[i].queue, queue)) return 0;
+    if (g->n == sizeof g->d / sizeof g->d[0]) return 1;
+    if (rs_queue_sizes(g->r, queue, &ready, &leased, &err))
+        return rs_broken(g->r); /* Redis away: stop asking */
+    g->d[g->n].queue = queue;
+    g->d[g->n++].depth = ready + leased;
+    return 0;
+}
+
+mhd_result ap_h_metrics(ctx *c)
+{
+    depths *g = calloc(1, sizeof *g);
+    wu_buf b = {0};
+    size_t i;
+    mhd_result r;
+    if (!g || !c->s->cfg.metrics) {
+        free(g);
+        return ap_send_error(c, 500, "no metrics");
+    }
+    g->r = c->t ? c->t->r : NULL;
+    for (i = 0; g->r && i < c->s->cfg.ntypes; i++)
+        if (add_depth(g, c->s->cfg.types[i])) break;
+    if (g->r && !rs_broken(g->r)) mt_queues(c->s->cfg.metrics, add_depth, g);
+    if (mt_render(c->s->cfg.metrics, g->d, g->n, &b))
+        r = ap_send_error(c, 500, "out of memory");
+    else
+        r = ap_send_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL,
+                        NULL);
+    wu_buf_free(&b);
+    free(g);
+    return r;
+}

@@ -1,0 +1,209 @@
+/*
+ * What the files of the REST API share (private to runtime/api/): the
+ * server, the per-thread state, one request and its context, parked
+ * connections; replies, request parts, and the handlers the routing table
+ * in server.c names. Prefix ap_. The public API is api.h.
+ *
+ *   server.c    start and stop, connection limits and the request timeout,
+ *               request reading, routing, auth, replies and errors
+ *   workflow.c  starting and changing workflows (/api/workflow...)
+ *   metadata.c  workflow and task definitions (/api/metadata/...)
+ *   tasks.c     external workers: poll, result, queue sizes; leases
+ *   events.c    what waits off the pool: the waiter, event streams, batch long polls
+ *   health.c    /health and /metrics
+ */
+#ifndef WEFT_API_INTERNAL_H
+#define WEFT_API_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+#include <microhttpd.h>
+
+#include "api/api.h"
+#include "core/ops.h"
+
+#if MHD_VERSION < 0x00097002
+typedef int mhd_result;
+#else
+typedef enum MHD_Result mhd_result;
+#endif
+
+#define SEGS_MAX 8
+#define POLL_MAX 100 /* tasks one batch poll hands out at most */
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+typedef struct park park;
+typedef struct conn_rec conn_rec;
+
+struct ap_server {
+    ap_config cfg;
+    struct MHD_Daemon *d;
+    char address[96];
+    pthread_key_t key;
+    int key_made;
+    int stopping;
+    op_hooks hooks;
+    pthread_mutex_t mu;
+    wu_map *leases;    /* queue -> the lease (ms) its tasks last needed */
+    char mhd_msg[256]; /* libmicrohttpd's last complaint while starting */
+    conn_rec *conns;   /* every open connection (under mu) */
+    int nconns;
+    /* the waiter: suspended connections waiting for something to send */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcond;
+    park *parked; /* under pmu */
+    int kicked;   /* under pmu: parked changed while the waiter was busy */
+    pthread_t waiter;
+    int waiter_made;
+};
+
+/*
+ * A suspended connection with the waiter. When due, the waiter calls fn:
+ * 1 = resume the connection now (its handler or content reader runs again
+ * on a pool thread and answers), 0 = not yet (fn set a new due).
+ */
+struct park {
+    park *next;
+    struct MHD_Connection *conn;
+    int64_t due; /* wu_mono_ms */
+    int (*fn)(ap_server *s, park *p);
+};
+
+/* A batch poll waiting for a task. */
+typedef struct longpoll {
+    park pk;
+    const char *queue, *worker; /* borrowed from the request */
+    int count, got, failed;
+    int64_t deadline, pause;
+    json_object *arr;
+    weft_error err;
+} longpoll;
+
+/* What each handler thread keeps: its own connection and compiled definitions. */
+typedef struct tls {
+    ap_server *s;
+    rs *r;
+    op_cache *cache;
+    dec_env dec;
+    op_env op;
+} tls;
+
+/* One request, across the calls libmicrohttpd makes for it. */
+typedef struct req {
+    char method[8];
+    char url[160]; /* the path as logged (cut) */
+    char *path;    /* the URL path, split in place into seg[] */
+    const char *seg[SEGS_MAX];
+    int nseg;
+    int64_t t0;
+    int code; /* the status sent; 0 = none yet */
+    int too_big;
+    int oom;
+    int close; /* answer with Connection: close */
+    const struct route *route;
+    int m;        /* method index */
+    longpoll *lp; /* a batch poll that waited */
+    wu_buf body;
+    char why[200]; /* the message of a 5xx, for the log */
+} req;
+
+typedef struct ctx {
+    ap_server *s;
+    struct MHD_Connection *conn;
+    req *q;
+    tls *t; /* NULL when it could not be made (out of memory) */
+    mhd_result res;
+} ctx;
+
+typedef mhd_result (*handler)(ctx *c);
+
+/* Whether ap_stop has begun. */
+int ap_stopping(const ap_server *s);
+
+/* Log one line through cfg.log (nothing when it is NULL). */
+__attribute__((format(printf, 3, 4))) void ap_say(ap_server *s, int level, const char *fmt, ...);
+
+/* This thread's state, made on first use (freed when the thread ends);
+ * NULL when out of memory. Owned by the thread. */
+tls *ap_tls_get(ap_server *s);
+
+/* Drop connections whose request has not arrived whole within the request
+ * timeout (the waiter calls it). */
+void ap_drop_slow(ap_server *s);
+
+/*
+ * Replies. Each queues the response on c->conn, notes its status in c->q
+ * and returns (and stores in c->res) what libmicrohttpd answered. Strings
+ * are copied. A 503 gets Retry-After; hname/hvalue add one header (NULL:
+ * none).
+ */
+mhd_result ap_send_raw(ctx *c, int code, const char *type, const char *body, size_t len,
+                       const char *hname, const char *hvalue);
+mhd_result ap_send_text(ctx *c, int code, const char *text);
+mhd_result ap_send_json_text(ctx *c, int code, const char *text);
+/* Takes j (NULL: 500, out of memory). */
+mhd_result ap_send_json(ctx *c, int code, json_object *j);
+mhd_result ap_send_empty(ctx *c, int code);
+/* Conductor's error shape {"status", "message", "retryable"}; invalid UTF-8
+ * in the message is escaped. */
+__attribute__((format(printf, 3, 4))) mhd_result ap_send_error(ctx *c, int code, const char *fmt,
+                                                               ...);
+/* err as an error reply, with the HTTP status for its WEFT_E* code. */
+mhd_result ap_send_werr(ctx *c, const weft_error *err);
+
+/*
+ * Request parts. Those returning int give 0, or -1 after answering 400
+ * (c->res then holds what to return). Strings and objects handed out are
+ * borrowed from the request or from o.
+ */
+const char *ap_query(ctx *c, const char *name);
+/* An integer query argument in [min, max]; absent = def. */
+int ap_query_long(ctx *c, const char *name, long def, long min, long max, long *out);
+/* -1 after answering 400 when a name in j (from what) holds a NUL. */
+int ap_refuse_nul_names(ctx *c, const char *what, json_object *j);
+/* The request body as JSON into *out (the caller puts it). An empty body
+ * gives NULL when empty_ok, else 400. */
+int ap_body_json(ctx *c, int empty_ok, json_object **out);
+/* A string member: NULL when absent or null; 400 when another type. */
+int ap_member_str(ctx *c, json_object *o, const char *key, const char **out);
+/* An object member: NULL when absent or null; 400 when another type. */
+int ap_member_obj(ctx *c, json_object *o, const char *key, json_object **out);
+
+/* The waiter thread (arg: the server): resumes parked connections when
+ * due, drops slow requests; it ends once stopping and nothing is parked. */
+void *ap_waiter_main(void *arg);
+
+/* Claim from queue and hand out up to max tasks into arr (borrowed).
+ * Returns how many, or -1 (err set) when Redis failed before any. */
+int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker, json_object *arr,
+            weft_error *err);
+
+/* The handlers, one per route and method (see the table in server.c). */
+mhd_result ap_h_health(ctx *c);
+mhd_result ap_h_metrics(ctx *c);
+mhd_result ap_h_start(ctx *c);
+mhd_result ap_h_start_name(ctx *c);
+mhd_result ap_h_get(ctx *c);
+mhd_result ap_h_terminate(ctx *c);
+mhd_result ap_h_pause(ctx *c);
+mhd_result ap_h_resume(ctx *c);
+mhd_result ap_h_retry(ctx *c);
+mhd_result ap_h_restart(ctx *c);
+mhd_result ap_h_events(ctx *c);
+mhd_result ap_h_defs_list(ctx *c);
+mhd_result ap_h_def_post(ctx *c);
+mhd_result ap_h_def_put(ctx *c);
+mhd_result ap_h_def_get(ctx *c);
+mhd_result ap_h_taskdefs_list(ctx *c);
+mhd_result ap_h_taskdefs_post(ctx *c);
+mhd_result ap_h_taskdefs_put(ctx *c);
+mhd_result ap_h_taskdef_get(ctx *c);
+mhd_result ap_h_result(ctx *c);
+mhd_result ap_h_queue_sizes(ctx *c);
+mhd_result ap_h_poll_batch(ctx *c);
+mhd_result ap_h_poll(ctx *c);
+mhd_result ap_h_by_ref(ctx *c);
+
+#endif

@@ -1,0 +1,438 @@
+/*
+ * The external workers' calls: poll, result (complete, fail, heartbeat,
+ * callback), queue sizes; the leases their tasks are claimed with. Batch
+ * long polls wait in events.c and take through ap_take.
+ *
+ * Round trips to Redis (fencing on, so no lock): a poll that hands out a
+ * task costs 4 (claim with reaping, load, fenced save, the save's queue
+ * steps); a result costs 3 (load, fenced save, its steps: the claim is
+ * dropped in the same pipeline that wakes the decider).
+ */
+#include "api/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin/host.h"
+
+#define LEASE_DEFAULT_MS 600000 /* a polled task's lease when it has no responseTimeout */
+#define LEASE_MARGIN_MS 1000    /* lease past the responseTimeout: the decider's timeout wins */
+#define REASON_MAX 500          /* Conductor cuts reasonForIncompletion here */
+
+static int task_status_of(const char *s, weft_task_status *out)
+{
+    static const weft_task_status ok[] = {WEFT_TASK_IN_PROGRESS, WEFT_TASK_COMPLETED,
+                                          WEFT_TASK_FAILED, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR};
+    size_t i;
+    for (i = 0; s && i < sizeof ok / sizeof ok[0]; i++)
+        if (!strcmp(s, weft_task_status_name(ok[i]))) {
+            *out = ok[i];
+            return 0;
+        }
+    return -1;
+}
+
+/* ---- store steps: external workers ---- */
+
+/* The lease a queue's tasks needed last time (polls claim with it). */
+static int64_t lease_for(ap_server *s, const char *queue)
+{
+    void *v;
+    pthread_mutex_lock(&s->mu);
+    v = wu_map_get(s->leases, queue);
+    pthread_mutex_unlock(&s->mu);
+    return v ? (int64_t)(intptr_t)v : LEASE_DEFAULT_MS;
+}
+
+static void lease_learned(ap_server *s, const char *queue, int64_t ms)
+{
+    pthread_mutex_lock(&s->mu);
+    if (wu_map_count(s->leases) < 4096 || wu_map_get(s->leases, queue))
+        wu_map_put(s->leases, queue, (void *)(intptr_t)ms);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* A task's lease: its responseTimeout and a margin, or the default. */
+static int64_t lease_of(const xc_task *t)
+{
+    return t->def->response_timeout_ms ? t->def->response_timeout_ms + LEASE_MARGIN_MS
+                                       : LEASE_DEFAULT_MS;
+}
+
+/*
+ * A cancel action for a queued task becomes an unqueue step in the
+ * execution's outbox: the worker's claim is dropped by the same save that
+ * takes its result, pipelined with the decider's wake-up.
+ */
+static void drop_claim(dec_out *o, xc_task *t)
+{
+    if (t->def->type->map || t->child_id)
+        return; /* not queued; or a sub-workflow, whose cancel would end the child */
+    if (o->n == o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 8;
+        dec_action *a = realloc(o->a, cap * sizeof *a);
+        if (!a) return; /* the claim expires and is dropped then */
+        o->a = a;
+        o->cap = cap;
+    }
+    o->a[o->n].kind = DEC_CANCEL;
+    o->a[o->n].task = t;
+    o->a[o->n].at = 0;
+    o->n++;
+}
+
+/*
+ * The workflow's own timeout has passed. Saves made here with client 0
+ * would end it (next_due times it out) without what follows an end in a
+ * daemon (failure workflow, telling the parent): leave that to a decider.
+ */
+static int wf_overdue(const dec_env *dec, const xc_exec *x)
+{
+    return x->def->timeout_ms > 0 && x->def->timeout_fails &&
+           dec->now() >= x->created_ms + x->def->timeout_ms;
+}
+
+typedef struct poll_args {
+    const char *task_id;
+    const char *worker;
+    json_object *task; /* out: the Task JSON as saved */
+    int64_t lease_ms;  /* out: the lease it needs */
+    int skip;          /* out: nothing to hand out */
+} poll_args;
+
+/* A worker takes the task: IN_PROGRESS, poll count, start time, worker id. */
+static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err)
+{
+    poll_args *a = ud;
+    xc_task *t = xc_find_id(x, a->task_id);
+    int64_t rto;
+    json_object_put(a->task);
+    a->task = NULL;
+    a->skip = !t || xc_task_terminal(t->status) || xc_wf_terminal(x->status) || t->def->type->map ||
+              wf_overdue(dec, x);
+    if (a->skip) return OP_NOCHANGE;
+    dec_start(dec, x, t);
+    t->updated_ms = dec->now(); /* the response timeout counts from the last poll */
+    t->callback_ms = 0;
+    free(t->worker_id);
+    t->worker_id = a->worker && *a->worker ? strdup(a->worker) : NULL;
+    a->lease_ms = lease_of(t);
+    rto = t->def->response_timeout_ms ? t->def->response_timeout_ms : LEASE_DEFAULT_MS;
+    a->task = xc_task_to_json(x, t);
+    {
+        /* the worker gets the secrets; what is stored keeps the placeholders */
+        json_object *in, *filled;
+        weft_error serr = {0};
+        if (json_object_object_get_ex(a->task, "inputData", &in)) {
+            if (host_fill_secrets(t, in, op_secret, env->r, &filled, &serr) == 0)
+                json_object_object_add(a->task, "inputData", filled);
+            else
+                fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,
+                        serr.msg);
+        }
+    }
+    json_object_object_add(a->task, "callbackAfterSeconds", json_object_new_int(0));
+    json_object_object_add(a->task, "responseTimeoutSeconds", json_object_new_int64(rto / 1000));
+    return 0;
+}
+
+static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
+{
+    ap_say(ud, WEFT_LOG_WARN, "api: workflow %s: %s", workflow_id, msg);
+}
+
+/* Members whose lease expired too often fail their task (the decider retries it). */
+static void fail_exhausted(ap_server *s, tls *t, char **members, size_t n)
+{
+    t->op.client = 1;
+    op_fail_reaped(&t->op, members, n, warn_reaped, s);
+}
+
+/*
+ * Start a claimed task for the worker and add its Task JSON to arr.
+ * Returns 1 when handed out, 0 when skipped (the claim is dropped, or
+ * left to expire when Redis failed).
+ *
+ * The save runs as a daemon's would (client 0): nothing here needs a
+ * decider, and the save then arms the response timeout instead of waking
+ * one; a change that does need a decider (tasks ended or new) still wakes
+ * one at once.
+ */
+static int hand_out(ap_server *s, tls *t, const rs_lease *l, int64_t lease_ms, const char *worker,
+                    json_object *arr)
+{
+    poll_args a = {0};
+    weft_error err = {0};
+    int rc;
+    a.task_id = l->task_id;
+    a.worker = worker;
+    t->op.client = 0;
+    rc = op_update(&t->op, l->workflow_id, fn_poll, &a, &err);
+    t->op.client = 1;
+    if (rc == 0 && a.task) {
+        if (a.lease_ms != lease_ms) {
+            weft_error e2 = {0};
+            rs_lease_extend(t->r, l->type, l->workflow_id, l->task_id, a.lease_ms, &e2);
+            lease_learned(s, l->type, a.lease_ms);
+        }
+        json_object_array_add(arr, a.task);
+        return 1;
+    }
+    json_object_put(a.task);
+    if (rc == 0 || rc == WEFT_ENOTFOUND || rc == WEFT_EINVAL) {
+        weft_error e2 = {0};
+        rs_ack(t->r, l, &e2); /* nothing to run: done, canceled or gone */
+    } else if (rc != WEFT_EIO) {
+        weft_error e2 = {0};
+        /* contention: let it expire now, so the next poll gets it again */
+        rs_lease_extend(t->r, l->type, l->workflow_id, l->task_id, 0, &e2);
+        ap_say(s, WEFT_LOG_WARN, "api: task %s of workflow %s: %s", l->task_id, l->workflow_id,
+               err.msg);
+    }
+    return 0;
+}
+
+/* Claim from queue and hand out up to max tasks into arr. Returns how many,
+ * or -1 (err set) when Redis failed before any. */
+int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker, json_object *arr,
+            weft_error *err)
+{
+    rs_lease got[POLL_MAX];
+    int handed = 0, tries, i;
+    mt_queue_seen(s->cfg.metrics, queue);
+    for (tries = 0; tries < 8 && handed < max; tries++) {
+        char **ex = NULL;
+        size_t nex = 0;
+        int reaped = 0, want = max - handed;
+        int64_t lease = lease_for(s, queue);
+        int n = rs_poll(t->r, queue, want, lease, s->cfg.max_reaps, got, &reaped, &ex, &nex, err);
+        mt_lease_reaps(s->cfg.metrics, reaped + (long)nex);
+        if (reaped > 0)
+            ap_say(s, WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", reaped,
+                   queue);
+        fail_exhausted(s, t, ex, nex);
+        if (n < 0) return handed ? handed : -1;
+        for (i = 0; i < n; i++)
+            handed += hand_out(s, t, &got[i], lease, worker, arr);
+        if (n < want) break; /* the queue has no more */
+    }
+    return handed;
+}
+
+typedef struct result_args {
+    const char *task_id, *ref; /* which task: by id, else by reference name */
+    weft_task_status status;
+    json_object *output; /* borrowed */
+    const char *reason;
+    const char *worker;
+    int64_t callback_ms; /* > 0: back to its queue, invisible this long */
+    /* out */
+    char found_id[64], queue[128], type[128];
+    int64_t lease_ms, started_ms;
+} result_args;
+
+/* A worker's report: complete or fail the task, or keep it IN_PROGRESS. */
+static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                     weft_error *err)
+{
+    result_args *a = ud;
+    xc_task *t = a->task_id ? xc_find_id(x, a->task_id) : xc_find_ref(x, a->ref);
+    if (!t)
+        return wu_err(err, WEFT_ENOTFOUND, "workflow %s has no task '%s'", x->id,
+                      a->task_id ? a->task_id : a->ref);
+    if (xc_wf_terminal(x->status))
+        return wu_err(err, WEFT_ESTATE, "workflow %s is already %s", x->id,
+                      weft_wf_status_name(x->status));
+    if (xc_task_terminal(t->status))
+        return wu_err(err, WEFT_ESTATE, "task %s (%s) is already %s", t->id, t->ref,
+                      weft_task_status_name(t->status));
+    if (a->worker && *a->worker && t->worker_id && strcmp(a->worker, t->worker_id))
+        return wu_err(err, WEFT_ESTATE,
+                      "task %s (%s) was polled again, by worker %s: the result of worker %s is "
+                      "discarded",
+                      t->id, t->ref, t->worker_id, a->worker);
+    snprintf(a->found_id, sizeof a->found_id, "%s", t->id);
+    snprintf(a->queue, sizeof a->queue, "%s", t->def->queue);
+    snprintf(a->type, sizeof a->type, "%s", t->def->type_name);
+    a->lease_ms = lease_of(t);
+    a->started_ms = t->started_ms;
+    if (a->status == WEFT_TASK_IN_PROGRESS) {
+        weft_result r;
+        if (t->def->type->map)
+            return wu_err(err, WEFT_EINVAL,
+                          "task %s (%s) is a %s task that weftd runs: report COMPLETED or FAILED",
+                          t->id, t->ref, t->def->type_name);
+        host_result_init(&r);
+        r.status = WEFT_TASK_IN_PROGRESS;
+        r.output = a->output ? json_object_get(a->output) : NULL;
+        host_redact_reported(t, op_secret, env->r, &r.output, NULL, NULL, 0);
+        r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
+        if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
+        if (a->callback_ms > 0)
+            drop_claim(o, t); /* before the push dec_apply adds: unqueue, then queue again */
+        dec_apply(dec, x, t, 0, &r, o);
+        host_result_clear(&r);
+        t->updated_ms = dec->now(); /* word from the worker: the response timeout restarts */
+        return 0;
+    }
+    drop_claim(o, t);
+    return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, REASON_MAX, o,
+                                err);
+}
+
+/* Apply a result; terminal ones wake a decider, heartbeats extend the lease. */
+static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, weft_error *err)
+{
+    int rc;
+    t->op.client = a->status != WEFT_TASK_IN_PROGRESS;
+    rc = op_update(&t->op, wfid, fn_result, a, err);
+    t->op.client = 1;
+    if (rc) return rc;
+    if (a->status == WEFT_TASK_IN_PROGRESS) {
+        if (a->callback_ms <= 0) {
+            weft_error e2 = {0};
+            rs_lease_extend(t->r, a->queue, wfid, a->found_id, a->lease_ms, &e2);
+        }
+    } else {
+        mt_task(s->cfg.metrics, a->type, weft_task_status_name(a->status),
+                a->started_ms ? (double)(wu_now_ms() - a->started_ms) / 1000.0 : -1);
+    }
+    return 0;
+}
+
+/* ---- handlers: external workers ---- */
+
+/* GET /api/tasks/poll/{name}?workerid=: 200 with a Task, or 204. */
+mhd_result ap_h_poll(ctx *c)
+{
+    weft_error err = {0};
+    json_object *arr = json_object_new_array();
+    int n = ap_take(c->s, c->t, c->q->seg[3], 1, ap_query(c, "workerid"), arr, &err);
+    mhd_result r;
+    if (n < 0)
+        r = ap_send_werr(c, &err);
+    else if (n == 0)
+        r = ap_send_empty(c, 204);
+    else
+        r = ap_send_json(c, 200, json_object_get(json_object_array_get_idx(arr, 0)));
+    json_object_put(arr);
+    return r;
+}
+
+static mhd_result result_reply(ctx *c, const char *wfid, result_args *a)
+{
+    weft_error err = {0};
+    if (apply_result(c->s, c->t, wfid, a, &err)) return ap_send_werr(c, &err);
+    return ap_send_text(c, 200, a->found_id);
+}
+
+/* POST /api/tasks: a TaskResult. */
+mhd_result ap_h_result(ctx *c)
+{
+    json_object *body, *v;
+    const char *wfid, *status;
+    result_args a = {0};
+    mhd_result r;
+    if (ap_body_json(c, 0, &body)) return c->res;
+    if (!json_object_is_type(body, json_type_object)) {
+        json_object_put(body);
+        return ap_send_error(c, 400, "expected a TaskResult object");
+    }
+    a.callback_ms = -1;
+    if (ap_member_str(c, body, "workflowInstanceId", &wfid) ||
+        ap_member_str(c, body, "taskId", &a.task_id) || ap_member_str(c, body, "status", &status) ||
+        ap_member_obj(c, body, "outputData", &a.output) ||
+        ap_member_str(c, body, "reasonForIncompletion", &a.reason) ||
+        ap_member_str(c, body, "workerId", &a.worker))
+        goto out;
+    if (!wfid || !*wfid || !a.task_id || !*a.task_id) {
+        ap_send_error(c, 400, "a TaskResult needs workflowInstanceId and taskId");
+        goto out;
+    }
+    if (task_status_of(status, &a.status)) {
+        ap_send_error(
+            c, 400, "status must be IN_PROGRESS, COMPLETED, FAILED or FAILED_WITH_TERMINAL_ERROR");
+        goto out;
+    }
+    if (json_object_object_get_ex(body, "callbackAfterSeconds", &v) && v) {
+        double s;
+        if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double)) {
+            ap_send_error(c, 400, "callbackAfterSeconds must be a number");
+            goto out;
+        }
+        s = json_object_get_double(v);
+        if (s < 0 || s > 365.0 * 24 * 3600) {
+            ap_send_error(c, 400, "callbackAfterSeconds must be between 0 and a year");
+            goto out;
+        }
+        a.callback_ms = (int64_t)(s * 1000);
+    }
+    /* the reason is cut at REASON_MAX when applied, after its secrets are masked */
+    result_reply(c, wfid, &a);
+out:
+    r = c->res;
+    json_object_put(body);
+    return r;
+}
+
+/* POST /api/tasks/{wfId}/{taskRef}/{status}?workerid=&reason=: the body is the output. */
+mhd_result ap_h_by_ref(ctx *c)
+{
+    json_object *out;
+    result_args a = {0};
+    mhd_result r;
+    if (task_status_of(c->q->seg[4], &a.status))
+        return ap_send_error(c, 400,
+                             "status %s: use COMPLETED, FAILED, FAILED_WITH_TERMINAL_ERROR "
+                             "or IN_PROGRESS",
+                             c->q->seg[4]);
+    if (ap_body_json(c, 1, &out)) return c->res;
+    if (out && !json_object_is_type(out, json_type_object)) {
+        json_object_put(out);
+        return ap_send_error(c, 400, "the output must be a JSON object");
+    }
+    a.ref = c->q->seg[3];
+    a.output = out;
+    a.worker = ap_query(c, "workerid");
+    a.reason = ap_query(c, "reason");
+    a.callback_ms = -1;
+    if (!a.reason && a.status != WEFT_TASK_COMPLETED && a.status != WEFT_TASK_IN_PROGRESS)
+        a.reason = "failed through the REST API";
+    r = result_reply(c, c->q->seg[2], &a);
+    json_object_put(out);
+    return r;
+}
+
+typedef struct names {
+    const char *v[64];
+    int n;
+} names;
+
+static mhd_result each_task_type(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    names *ns = cls;
+    if (key && value && !strcmp(key, "taskType") && ns->n < 64) ns->v[ns->n++] = value;
+    return MHD_YES;
+}
+
+/* GET /api/tasks/queue/sizes?taskType=a&taskType=b: {"a": n, ...} (ready + leased). */
+mhd_result ap_h_queue_sizes(ctx *c)
+{
+    names ns = {{0}, 0};
+    json_object *j = json_object_new_object();
+    int i;
+    MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, each_task_type, &ns);
+    for (i = 0; i < ns.n; i++) {
+        weft_error err = {0};
+        long long ready = 0, leased = 0;
+        if (rs_queue_sizes(c->t->r, ns.v[i], &ready, &leased, &err)) {
+            json_object_put(j);
+            return ap_send_werr(c, &err);
+        }
+        json_object_object_add(j, ns.v[i], json_object_new_int64(ready + leased));
+    }
+    return ap_send_json(c, 200, j);
+}

@@ -1,0 +1,156 @@
+#include "base/log.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/util.h"
+
+#define LG_MSG_MAX 2048  /* a message longer than this is cut */
+#define LG_LINE_MAX 4096 /* a whole line, with its time, node and fields */
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+static int threshold = WEFT_LOG_INFO;
+static char node[128]; /* empty: the command line's format */
+static FILE *output;   /* NULL: stderr */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+void lg_set_level(int level)
+{
+    __atomic_store_n(&threshold, level, __ATOMIC_RELAXED);
+}
+
+int lg_level(void)
+{
+    return __atomic_load_n(&threshold, __ATOMIC_RELAXED);
+}
+
+int lg_set_level_name(const char *name, weft_error *err)
+{
+    int i;
+    for (i = 0; i <= WEFT_LOG_DEBUG; i++)
+        if (!strcmp(name ? name : "info", level_names[i])) {
+            lg_set_level(i);
+            return 0;
+        }
+    return wu_err(err, WEFT_EINVAL, "log_level '%s' (use error, warn, info or debug)", name);
+}
+
+const char *lg_level_name(int level)
+{
+    return level_names[level < 0 || level > WEFT_LOG_DEBUG ? WEFT_LOG_ERROR : level];
+}
+
+void lg_set_node(const char *id)
+{
+    pthread_mutex_lock(&mu);
+    snprintf(node, sizeof node, "%s", id ? id : "");
+    pthread_mutex_unlock(&mu);
+}
+
+void lg_set_output(FILE *f)
+{
+    pthread_mutex_lock(&mu);
+    output = f;
+    pthread_mutex_unlock(&mu);
+}
+
+/* Append printf-style to buf at *used, never past size. */
+__attribute__((format(printf, 4, 5))) static void add(char *buf, size_t size, size_t *used,
+                                                      const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    if (*used >= size - 1) return;
+    va_start(ap, fmt);
+    n = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    *used = n < 0 ? *used : *used + (size_t)n >= size ? size - 1 : *used + (size_t)n;
+}
+
+/* msg with quotes as ' and no newlines: either would break the line format. */
+static void add_quoted(char *buf, size_t size, size_t *used, const char *msg)
+{
+    add(buf, size, used, "\"");
+    for (; *msg && *used < size - 1; msg++)
+        if (*msg != '\n') buf[(*used)++] = *msg == '"' ? '\'' : *msg;
+    buf[*used] = 0;
+    add(buf, size, used, "\"");
+}
+
+/* key=value, the value quoted when it holds a space, a quote or '='. */
+static void add_field(char *buf, size_t size, size_t *used, const lg_field *f)
+{
+    add(buf, size, used, " %s=", f->key);
+    if (f->value[strcspn(f->value, " \"=\n")] || !*f->value)
+        add_quoted(buf, size, used, f->value);
+    else
+        add(buf, size, used, "%s", f->value);
+}
+
+size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, const char *msg,
+                 int64_t ts_ms)
+{
+    const lg_field *f;
+    size_t used = 0;
+    char ts[32];
+    time_t sec;
+    struct tm tm;
+    if (!size) return 0;
+    buf[0] = 0;
+    if (!node[0]) {
+        /* the command line's: "weft: <plugin>: <level>: msg" */
+        add(buf, size, &used, "weft: ");
+        for (f = fields; f && f->key; f++)
+            if (f->value) add(buf, size, &used, "%s: ", f->value);
+        add(buf, size, &used, "%s: %s", lg_level_name(level), msg);
+        return used;
+    }
+    sec = (time_t)(ts_ms / 1000);
+    gmtime_r(&sec, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    add(buf, size, &used, "ts=%s.%03dZ level=%s node=%s", ts, (int)(ts_ms % 1000),
+        lg_level_name(level), node);
+    for (f = fields; f && f->key; f++)
+        if (f->value) add_field(buf, size, &used, f);
+    add(buf, size, &used, " msg=");
+    add_quoted(buf, size, &used, msg);
+    return used;
+}
+
+void lg_vlog(int level, const lg_field *fields, const char *fmt, va_list ap)
+{
+    char msg[LG_MSG_MAX], line[LG_LINE_MAX];
+    FILE *out;
+    if (level > lg_level()) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    pthread_mutex_lock(&mu);
+    lg_format(line, sizeof line, level, fields, msg, wu_now_ms());
+    out = output ? output : stderr;
+    fprintf(out, "%s\n", line);
+    fflush(out);
+    pthread_mutex_unlock(&mu);
+}
+
+void lg_log(int level, const lg_field *fields, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lg_vlog(level, fields, fmt, ap);
+    va_end(ap);
+}
+
+void lg_say(int level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    lg_vlog(level, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void lg_hook(void *ud, int level, const char *msg)
+{
+    (void)ud;
+    lg_log(level, NULL, "%s", msg);
+}

@@ -1,0 +1,133 @@
+/* The keeper thread: renews the workers' leases, returns expired ones to
+ * their queues, says the node is alive and sweeps old payload files. */
+#include "daemon/internal.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
+{
+    lg_say(WEFT_LOG_WARN, "workflow %s: %s", workflow_id, msg);
+}
+
+static int execs_alive(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err)
+{
+    return rs_exec_exists_many(ud, ids, n, alive, err);
+}
+
+/*
+ * Payload files of executions that no longer exist (ended and expired, or
+ * never created) go, a batch of directory entries per keeper round so that
+ * leases are still renewed on time; every payload_sweep a new pass starts.
+ * Every daemon sweeps: they only race to remove the same files.
+ */
+static void sweep_payloads(worker *k)
+{
+    nd_node *n = k->n;
+    weft_error err = {0};
+    int rc;
+    if (!n->payloads || !n->cfg->payload_sweep_ms || (!n->ps_pass && wu_mono_ms() < n->ps_next))
+        return;
+    n->ps_pass = 1;
+    rc = ps_sweep(n->payloads, n->cfg->payload_grace_ms, ND_PS_BATCH, execs_alive, k->r,
+                  &n->ps_removed, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0 && !rs_broken(k->r))
+        lg_say(WEFT_LOG_WARN, "payload sweep: %s (again in %llds)", err.msg,
+               (long long)(n->cfg->payload_sweep_ms / 1000));
+    if (n->ps_removed)
+        lg_say(WEFT_LOG_INFO, "%zu payload file(s) of ended workflows removed", n->ps_removed);
+    n->ps_pass = 0;
+    n->ps_removed = 0;
+    n->ps_next = wu_mono_ms() + n->cfg->payload_sweep_ms;
+}
+
+static void keep(worker *k)
+{
+    nd_node *n = k->n;
+    weft_error err = {0};
+    rs_lease renew[1024];
+    int ok[1024], nr = 0, i;
+    size_t t;
+    char info[4096], host[256] = "?";
+    json_object *j, *types;
+
+    /* leases of held tasks, but for young ones: the keeper comes again
+     * within a third of a lease, well before they expire */
+    pthread_mutex_lock(&n->mu);
+    for (i = 0; i < n->nworkers; i++) {
+        int j2;
+        for (j2 = 0; j2 < n->workers[i].nleases && nr < 1024; j2++)
+            if (wu_mono_ms() - n->workers[i].leases[j2].since >= n->cfg->lease_ms / 4)
+                renew[nr++] = n->workers[i].leases[j2].l;
+    }
+    pthread_mutex_unlock(&n->mu);
+    if (nr && rs_renew_many(k->r, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
+        for (i = 0; i < nr; i++)
+            if (!ok[i])
+                lg_say(WEFT_LOG_WARN, "task %s of workflow %s: lost its lease",
+                       renew[i].task_id, renew[i].workflow_id);
+    } else if (nr && !rs_broken(k->r)) {
+        lg_say(WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);
+    }
+    /* expired leases go back to their queues */
+    for (t = 0; t < n->ntypes; t++) {
+        char **exhausted = NULL;
+        size_t ne = 0;
+        int back = rs_reap(k->r, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
+        if (back > 0) {
+            mt_lease_reaps(n->metrics, back);
+            lg_say(WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", back,
+                   n->types[t]);
+        }
+        if (ne > 0)
+            mt_lease_reaps(n->metrics, (long)ne);
+        op_fail_reaped(&k->op, exhausted, ne, warn_reaped, n);
+    }
+    /* alive, and what we serve */
+    gethostname(host, sizeof host - 1);
+    j = json_object_new_object();
+    types = json_object_new_array();
+    for (t = 0; t < n->ntypes; t++)
+        json_object_array_add(types, json_object_new_string(n->types[t]));
+    /* external types (SIMPLE): this node's API hands them to workers */
+    if (n->api) {
+        size_t p, q;
+        for (p = 0; p < pl_count(n->plugins); p++) {
+            const pl_plugin *pp = pl_get(n->plugins, p);
+            for (q = 0; q < pp->ntypes; q++)
+                if (pp->types[q]->flags & WEFT_TASK_EXTERNAL)
+                    json_object_array_add(types, json_object_new_string(pp->types[q]->name));
+        }
+    }
+    json_object_object_add(j, "types", types);
+    json_object_object_add(j, "pid", json_object_new_int(getpid()));
+    json_object_object_add(j, "host", json_object_new_string(host));
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    snprintf(info, sizeof info, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
+    json_object_put(j);
+    if (rs_daemon_beat(k->r, n->id, info, &err) == 0)
+        nd_redis_fine(k);
+    sweep_payloads(k);
+}
+
+void *nd_keeper_main(void *arg)
+{
+    worker *k = arg;
+    nd_node *n = k->n;
+    int64_t every = n->cfg->lease_ms / 3, last = 0;
+    if (every > 1000)
+        every = 1000;
+    if (every < 50)
+        every = 50;
+    while (!n->stopping || __atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0) {
+        int64_t now = wu_mono_ms();
+        if (now - last >= every) {
+            keep(k);
+            last = now;
+        }
+        nd_sleep_ms(20);
+    }
+    return NULL;
+}
