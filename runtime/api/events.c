@@ -97,10 +97,10 @@ typedef struct sse {
     park pk; /* with the waiter while there is nothing to send */
     int64_t gap;
     ap_server *s;
-    rs *r; /* its own: the stream outlives the request's handler */
+    st_store *st; /* its own: the stream outlives the request's handler */
     char id[64];
-    char last[RS_EVENT_ID_MAX];  /* where the next read resumes (rs_events' next_id) */
-    char entry[RS_EVENT_ID_MAX]; /* the stream entry of the last event sent */
+    char last[ST_EVENT_ID_MAX];  /* where the next read resumes (rs_events' next_id) */
+    char entry[ST_EVENT_ID_MAX]; /* the stream entry of the last event sent */
     wu_buf out;
     size_t off;
     int done;      /* the workflow ended: close once out is sent */
@@ -142,13 +142,13 @@ static int sse_event(void *ud, const char *id, const char *json)
 /* Whether the workflow ended (or is gone) without its end in the stream. */
 static int sse_ended(sse *e)
 {
-    rs_exec x = {0};
+    st_doc x = {0};
     weft_error err = {0};
     weft_wf_status st;
-    int rc = rs_exec_load(e->r, e->id, 0, &x, &err), end;
+    int rc = ST(e->st, exec_read, e->id, &x, &err), end;
     end = rc == WEFT_ENOTFOUND ||
           (rc == 0 && xc_wf_status_parse(x.status, &st) == 0 && xc_wf_terminal(st));
-    rs_exec_clear(&x);
+    st_doc_clear(&x);
     return end;
 }
 
@@ -168,7 +168,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
             return (ssize_t)k;
         }
         if (e->done || ap_stopping(e->s)) return MHD_CONTENT_READER_END_OF_STREAM;
-        n = rs_events(e->r, e->id, e->last, e->last, 0, sse_event, e, &err);
+        n = ST(e->st, events, e->id, e->last, e->last, 0, sse_event, e, &err);
         if (n > 0) {
             e->gap = 0;
             continue;
@@ -205,7 +205,7 @@ static int sse_again(ap_server *s, park *p)
 static void sse_free(void *cls)
 {
     sse *e = cls;
-    rs_free(e->r);
+    st_free(e->st);
     wu_buf_free(&e->out);
     free(e);
 }
@@ -216,20 +216,20 @@ mhd_result ap_h_events(ctx *c)
     weft_error err = {0};
     const char *last = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "Last-Event-ID");
     struct MHD_Response *resp;
-    rs_exec x = {0};
+    st_doc x = {0};
     weft_wf_status st;
     sse *e;
-    char entry[RS_EVENT_ID_MAX];
+    char entry[ST_EVENT_ID_MAX];
     long long index;
     int ended;
-    if (last && rs_event_id_parse(last, entry, &index, &err))
+    if (last && st_event_id_parse(last, entry, &index, &err))
         return ap_send_error(c, 400, "Last-Event-ID: %s", err.msg);
-    if (rs_exec_load(c->t->r, c->q->seg[2], 0, &x, &err)) return ap_send_werr(c, &err);
+    if (ST(c->t->st, exec_read, c->q->seg[2], &x, &err)) return ap_send_werr(c, &err);
     ended = xc_wf_status_parse(x.status, &st) == 0 && xc_wf_terminal(st);
-    rs_exec_clear(&x);
+    st_doc_clear(&x);
     if (!(e = calloc(1, sizeof *e))) return ap_send_error(c, 500, "out of memory");
     e->s = c->s;
-    if (rs_open(&c->s->cfg.store, &e->r, &err) && !e->r) {
+    if (ap_open_store(c->s, NULL, &e->st, &err) && !e->st) {
         free(e);
         return ap_send_werr(c, &err);
     }

@@ -14,7 +14,7 @@
 mhd_result ap_h_health(ctx *c)
 {
     weft_error err = {0};
-    int up = c->t && rs_command(c->t->r, &err, "PING") == 0;
+    int up = c->t && ST(c->t->st, ping, &err) == 0;
     json_object *j = json_object_new_object();
     rs_loss l = {0};
     if (c->s->cfg.store.epoch) rs_epoch_last(c->s->cfg.store.epoch, &l);
@@ -46,7 +46,7 @@ mhd_result ap_h_health(ctx *c)
 typedef struct depths {
     mt_depth d[MT_SERIES_MAX * 2];
     size_t n;
-    rs *r;
+    st_store *st;
 } depths;
 
 static int add_depth(void *ud, const char *queue)
@@ -58,8 +58,8 @@ static int add_depth(void *ud, const char *queue)
     for (i = 0; i < g->n; i++)
         if (!strcmp(g->d[i].queue, queue)) return 0;
     if (g->n == sizeof g->d / sizeof g->d[0]) return 1;
-    if (rs_queue_sizes(g->r, queue, &ready, &leased, &err))
-        return rs_broken(g->r); /* Redis away: stop asking */
+    if (ST(g->st, queue_sizes, queue, &ready, &leased, &err))
+        return ST(g->st, broken); /* Redis away: stop asking */
     g->d[g->n].queue = queue;
     g->d[g->n++].depth = ready + leased;
     return 0;
@@ -75,10 +75,10 @@ mhd_result ap_h_metrics(ctx *c)
         free(g);
         return ap_send_error(c, 500, "no metrics");
     }
-    g->r = c->t ? c->t->r : NULL;
-    for (i = 0; g->r && i < c->s->cfg.ntypes; i++)
+    g->st = c->t ? c->t->st : NULL;
+    for (i = 0; g->st && i < c->s->cfg.ntypes; i++)
         if (add_depth(g, c->s->cfg.types[i])) break;
-    if (g->r && !rs_broken(g->r)) mt_queues(c->s->cfg.metrics, add_depth, g);
+    if (g->st && !ST(g->st, broken)) mt_queues(c->s->cfg.metrics, add_depth, g);
     if (mt_render(c->s->cfg.metrics, g->d, g->n, &b))
         r = ap_send_error(c, 500, "out of memory");
     else

@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "api/api.h"
+#include "store/redis/backend.h"
 #include "core/ops.h"
 
 #if MHD_VERSION < 0x00097002
@@ -84,7 +85,7 @@ typedef struct longpoll {
 /* What each handler thread keeps: its own connection and compiled definitions. */
 typedef struct tls {
     ap_server *s;
-    rs *r;
+    st_store *st;
     op_cache *cache;
     dec_env dec;
     op_env op;
@@ -127,6 +128,8 @@ __attribute__((format(printf, 3, 4))) void ap_say(ap_server *s, int level, const
 
 /* This thread's state, made on first use (freed when the thread ends);
  * NULL when out of memory. Owned by the thread. */
+/* A store handle of the server's Redis (cache may be NULL): st_redis_open. */
+int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err);
 tls *ap_tls_get(ap_server *s);
 
 /* Drop connections whose request has not arrived whole within the request

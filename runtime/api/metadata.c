@@ -20,7 +20,7 @@ static int register_def(ap_server *s, tls *t, json_object *j, weft_error *err)
     if (json_object_object_get_ex(j, "name", &v) && json_object_is_type(v, json_type_string))
         source = json_object_get_string(v);
     if ((rc = def_compile(s->cfg.defs, j, source, NULL, &d, err))) return rc;
-    rc = rs_def_register(t->r, d->name, d->version,
+    rc = ST(t->st, def_register, d->name, d->version,
                          json_object_to_json_string_ext(d->json, JSON_C_TO_STRING_PLAIN), err);
     def_unref(d);
     return rc;
@@ -63,7 +63,7 @@ mhd_result ap_h_defs_list(ctx *c)
     weft_error err = {0};
     char *json = NULL;
     mhd_result r;
-    if (rs_def_list(c->t->r, &json, &err)) return ap_send_werr(c, &err);
+    if (ST(c->t->st, def_list, &json, &err)) return ap_send_werr(c, &err);
     r = ap_send_json_text(c, 200, json);
     free(json);
     return r;
@@ -119,7 +119,7 @@ mhd_result ap_h_def_get(ctx *c)
     int got = 0;
     mhd_result r;
     if (ap_query_long(c, "version", 0, 0, 0x7fffffff, &version)) return c->res;
-    if (rs_def_get(c->t->r, c->q->seg[3], (int)version, &json, &got, &err))
+    if (ST(c->t->st, def_get, c->q->seg[3], (int)version, &json, &got, &err))
         return ap_send_werr(c, &err);
     r = ap_send_json_text(c, 200, json);
     free(json);
@@ -130,7 +130,7 @@ static int put_taskdef(ap_server *s, tls *t, json_object *td, weft_error *err)
 {
     json_object *v;
     json_object_object_get_ex(td, "name", &v);
-    return rs_taskdef_put(t->r, json_object_get_string(v),
+    return ST(t->st, taskdef_put, json_object_get_string(v),
                           json_object_to_json_string_ext(td, JSON_C_TO_STRING_PLAIN), err);
 }
 
@@ -171,7 +171,7 @@ mhd_result ap_h_taskdefs_list(ctx *c)
     weft_error err = {0};
     char *json = NULL;
     mhd_result r;
-    if (rs_taskdef_list(c->t->r, &json, &err)) return ap_send_werr(c, &err);
+    if (ST(c->t->st, taskdef_list, &json, &err)) return ap_send_werr(c, &err);
     r = ap_send_json_text(c, 200, json);
     free(json);
     return r;
@@ -182,7 +182,7 @@ mhd_result ap_h_taskdef_get(ctx *c)
     weft_error err = {0};
     char *json = NULL;
     mhd_result r;
-    if (rs_taskdef_get(c->t->r, c->q->seg[3], &json, &err)) return ap_send_werr(c, &err);
+    if (ST(c->t->st, taskdef_get, c->q->seg[3], &json, &err)) return ap_send_werr(c, &err);
     r = ap_send_json_text(c, 200, json);
     free(json);
     return r;

@@ -65,7 +65,7 @@ void ap_say(ap_server *s, int level, const char *fmt, ...)
 static void tls_free(tls *t)
 {
     if (!t) return;
-    rs_free(t->r);
+    st_free(t->st);
     op_cache_free(t->cache);
     free(t);
 }
@@ -76,16 +76,22 @@ static void tls_release(void *p)
     tls_free(p);
 }
 
-static void api_ended(void *ud, op_env *env, const xc_exec *x)
+/* Counted; what follows an end here (the parent's decider woken, as the
+ * effects do where cascades are not followed: op_env.cascade 0) is the
+ * effects' (core/effects.c). */
+static void api_ended(void *ud, const xc_exec *x)
 {
     mt_workflow_ended(((ap_server *)ud)->cfg.metrics, weft_wf_status_name(x->status));
-    if (x->parent_id) {
-        /* a child ended here (an operator's terminate): its parent's decider
-         * reads the end when it looks at the parent, so it looks now, not at
-         * its next sweep */
-        weft_error e = {0};
-        rs_wake(env->r, x->parent_id, wu_now_ms(), 1, &e);
-    }
+}
+
+int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err)
+{
+    st_redis_opts o = {0};
+    o.rs = s->cfg.store;
+    o.defs = s->cfg.defs;
+    o.cache = cache;
+    o.ps = s->cfg.payloads;
+    return st_redis_open(&o, out, err);
 }
 
 static void api_note(void *ud, int level, const char *msg)
@@ -102,14 +108,14 @@ tls *ap_tls_get(ap_server *s)
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->s = s;
-    if (!(t->cache = op_cache_new()) || (rs_open(&s->cfg.store, &t->r, &err) && !t->r)) {
+    if (!(t->cache = op_cache_new()) || (ap_open_store(s, t->cache, &t->st, &err) && !t->st)) {
         ap_say(s, WEFT_LOG_ERROR, "api: %s", err.msg[0] ? err.msg : "out of memory");
         tls_free(t);
         return NULL;
     }
     t->dec.defs = s->cfg.defs;
     t->dec.now = wu_now_ms;
-    t->op.r = t->r;
+    t->op.st = t->st;
     t->op.defs = s->cfg.defs;
     t->op.dec = &t->dec;
     t->op.cache = t->cache;
@@ -124,7 +130,6 @@ tls *ap_tls_get(ap_server *s)
     t->op.command_wait_ms = s->cfg.command_wait_ms;
     t->op.sweep_ms = s->cfg.sweep_ms;
     t->op.unfenced = !s->cfg.fencing;
-    t->op.ps = s->cfg.payloads;
     t->op.client = 1;
     t->op.hooks = &s->hooks;
     if (pthread_setspecific(s->key, t)) {
@@ -672,7 +677,7 @@ static mhd_result on_request(void *cls, struct MHD_Connection *conn, const char 
     c.t = ap_tls_get(s);
     if (!c.t && q->route->h[q->m] != ap_h_health) return ap_send_error(&c, 500, "out of memory");
     /* a connection Redis closed (it restarted) is replaced before it fails the request */
-    if (c.t && !q->lp) rs_revive(c.t->r);
+    if (c.t && !q->lp) ST(c.t->st, revive);
     if ((cr = conn_of(conn)) != NULL) __atomic_store_n(&cr->busy, 1, __ATOMIC_RELEASE);
     return q->route->h[q->m](&c);
 }

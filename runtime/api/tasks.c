@@ -126,7 +126,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
         json_object *in, *filled;
         weft_error serr = {0};
         if (json_object_object_get_ex(a->task, "inputData", &in)) {
-            if (host_fill_secrets(t, in, op_secret, env->r, &filled, &serr) == 0)
+            if (host_fill_secrets(t, in, op_secret, env->st, &filled, &serr) == 0)
                 json_object_object_add(a->task, "inputData", filled);
             else
                 fprintf(stderr, "weft: task %s: %s (handed out with the placeholder)\n", t->id,
@@ -160,7 +160,7 @@ static void fail_exhausted(ap_server *s, tls *t, char **members, size_t n)
  * one; a change that does need a decider (tasks ended or new) still wakes
  * one at once.
  */
-static int hand_out(ap_server *s, tls *t, const rs_lease *l, int64_t lease_ms, const char *worker,
+static int hand_out(ap_server *s, tls *t, const st_lease *l, int64_t lease_ms, const char *worker,
                     json_object *arr)
 {
     poll_args a = {0};
@@ -174,7 +174,7 @@ static int hand_out(ap_server *s, tls *t, const rs_lease *l, int64_t lease_ms, c
     if (rc == 0 && a.task) {
         if (a.lease_ms != lease_ms) {
             weft_error e2 = {0};
-            rs_lease_extend(t->r, l->type, l->workflow_id, l->task_id, a.lease_ms, &e2);
+            ST(t->st, lease_extend, l->type, l->workflow_id, l->task_id, a.lease_ms, &e2);
             lease_learned(s, l->type, a.lease_ms);
         }
         json_object_array_add(arr, a.task);
@@ -183,11 +183,11 @@ static int hand_out(ap_server *s, tls *t, const rs_lease *l, int64_t lease_ms, c
     json_object_put(a.task);
     if (rc == 0 || rc == WEFT_ENOTFOUND || rc == WEFT_EINVAL) {
         weft_error e2 = {0};
-        rs_ack(t->r, l, &e2); /* nothing to run: done, canceled or gone */
+        ST(t->st, ack, l, &e2); /* nothing to run: done, canceled or gone */
     } else if (rc != WEFT_EIO) {
         weft_error e2 = {0};
         /* contention: let it expire now, so the next poll gets it again */
-        rs_lease_extend(t->r, l->type, l->workflow_id, l->task_id, 0, &e2);
+        ST(t->st, lease_extend, l->type, l->workflow_id, l->task_id, 0, &e2);
         ap_say(s, WEFT_LOG_WARN, "api: task %s of workflow %s: %s", l->task_id, l->workflow_id,
                err.msg);
     }
@@ -199,7 +199,7 @@ static int hand_out(ap_server *s, tls *t, const rs_lease *l, int64_t lease_ms, c
 int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker, json_object *arr,
             weft_error *err)
 {
-    rs_lease got[POLL_MAX];
+    st_lease got[POLL_MAX];
     int handed = 0, tries, i;
     mt_queue_seen(s->cfg.metrics, queue);
     for (tries = 0; tries < 8 && handed < max; tries++) {
@@ -207,7 +207,7 @@ int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker
         size_t nex = 0;
         int reaped = 0, want = max - handed;
         int64_t lease = lease_for(s, queue);
-        int n = rs_poll(t->r, queue, want, lease, s->cfg.max_reaps, got, &reaped, &ex, &nex, err);
+        int n = ST(t->st, poll, queue, want, lease, s->cfg.max_reaps, got, &reaped, &ex, &nex, err);
         mt_lease_reaps(s->cfg.metrics, reaped + (long)nex);
         if (reaped > 0)
             ap_say(s, WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", reaped,
@@ -267,7 +267,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         host_result_init(&r);
         r.status = WEFT_TASK_IN_PROGRESS;
         r.output = a->output ? json_object_get(a->output) : NULL;
-        host_redact_reported(t, op_secret, env->r, &r.output, NULL, NULL, 0);
+        host_redact_reported(t, op_secret, env->st, &r.output, NULL, NULL, 0);
         r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
         if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
         if (a->callback_ms > 0)
@@ -293,7 +293,7 @@ static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, 
     if (a->status == WEFT_TASK_IN_PROGRESS) {
         if (a->callback_ms <= 0) {
             weft_error e2 = {0};
-            rs_lease_extend(t->r, a->queue, wfid, a->found_id, a->lease_ms, &e2);
+            ST(t->st, lease_extend, a->queue, wfid, a->found_id, a->lease_ms, &e2);
         }
     } else {
         mt_task(s->cfg.metrics, a->type, weft_task_status_name(a->status),
@@ -428,7 +428,7 @@ mhd_result ap_h_queue_sizes(ctx *c)
     for (i = 0; i < ns.n; i++) {
         weft_error err = {0};
         long long ready = 0, leased = 0;
-        if (rs_queue_sizes(c->t->r, ns.v[i], &ready, &leased, &err)) {
+        if (ST(c->t->st, queue_sizes, ns.v[i], &ready, &leased, &err)) {
             json_object_put(j);
             return ap_send_werr(c, &err);
         }

@@ -75,7 +75,7 @@ static int embed_taskdefs(tls *t, json_object *def, weft_error *err)
     }
     for (i = 0; i < tasks.len; i++)
         names[i] = task_name(tasks.items[i]);
-    rc = rs_taskdefs_get(t->r, names, tasks.len, jsons, err);
+    rc = ST(t->st, taskdefs_get, names, tasks.len, jsons, err);
     for (i = 0; i < tasks.len; i++) {
         json_object *td = !rc && jsons[i] ? json_tokener_parse(jsons[i]) : NULL;
         if (json_object_is_type(td, json_type_object))
@@ -95,7 +95,7 @@ static int registered_def(tls *t, const char *name, long version, json_object **
                           weft_error *err)
 {
     char *text = NULL;
-    int got = 0, rc = rs_def_get(t->r, name, (int)version, &text, &got, err);
+    int got = 0, rc = ST(t->st, def_get, name, (int)version, &text, &got, err);
     if (rc == 0) rc = wu_parse_json(name, text, out, err);
     free(text);
     return rc;

@@ -11,13 +11,16 @@
 
 #include "api/api.h"
 #include "base/log.h"
+#include "core/effects.h"
 #include "core/ops.h"
+#include "core/sweeper.h"
 #include "daemon/metrics.h"
 #include "daemon/node.h"
 #include "lua/sandbox.h"
 #include "plugin/host.h"
 #include "plugin/loader.h"
 #include "store/payload.h"
+#include "store/redis/backend.h"
 
 #define ND_BATCH 32        /* tasks a worker holds at once (claimed or eager) */
 #define ND_DUE_BATCH 8     /* executions a worker takes off the decider queue per round */
@@ -27,7 +30,7 @@
 
 /* A task leased to a worker, and the execution it holds for it (or NULL). */
 typedef struct held {
-    rs_lease l;
+    st_lease l;
     int64_t since; /* when it was leased (monotonic ms) */
     xc_exec *x;
 } held;
@@ -35,7 +38,7 @@ typedef struct held {
 typedef struct worker {
     struct nd_node *n;
     int idx; /* -1 = the keeper */
-    rs *r;
+    st_store *st;
     sbx *sandbox;
     host_services svc;
     dec_env dec;
@@ -97,11 +100,6 @@ void nd_services_init(worker *w);
 
 /* hooks.c: fill w->hooks, what follows w's saves (workflow ends, notes). */
 void nd_hooks_init(worker *w);
-
-/* sweep.c: the op_update function that looks at a due execution (ud: its
- * worker): timers, lost queue entries, ended children, timeouts. */
-int nd_fn_sweep(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                weft_error *err);
 
 /* worker.c: op_env.eager: 1 when a task of t's queue may be leased to
  * worker ud at once. */

@@ -12,7 +12,8 @@ static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 
 static int execs_alive(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err)
 {
-    return rs_exec_exists_many(ud, ids, n, alive, err);
+    st_store *s = ud;
+    return ST(s, exec_exists_many, ids, n, alive, err);
 }
 
 /*
@@ -29,11 +30,11 @@ static void sweep_payloads(worker *k)
     if (!n->payloads || !n->cfg->payload_sweep_ms || (!n->ps_pass && wu_mono_ms() < n->ps_next))
         return;
     n->ps_pass = 1;
-    rc = ps_sweep(n->payloads, n->cfg->payload_grace_ms, ND_PS_BATCH, execs_alive, k->r,
+    rc = ps_sweep(n->payloads, n->cfg->payload_grace_ms, ND_PS_BATCH, execs_alive, k->st,
                   &n->ps_removed, &err);
     if (rc == 0)
         return;
-    if (rc < 0 && !rs_broken(k->r))
+    if (rc < 0 && !ST(k->st, broken))
         lg_say(WEFT_LOG_WARN, "payload sweep: %s (again in %llds)", err.msg,
                (long long)(n->cfg->payload_sweep_ms / 1000));
     if (n->ps_removed)
@@ -47,7 +48,7 @@ static void keep(worker *k)
 {
     nd_node *n = k->n;
     weft_error err = {0};
-    rs_lease renew[1024];
+    st_lease renew[1024];
     int ok[1024], nr = 0, i;
     size_t t;
     char info[4096], host[256] = "?";
@@ -63,19 +64,19 @@ static void keep(worker *k)
                 renew[nr++] = n->workers[i].leases[j2].l;
     }
     pthread_mutex_unlock(&n->mu);
-    if (nr && rs_renew_many(k->r, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
+    if (nr && ST(k->st, renew_many, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
         for (i = 0; i < nr; i++)
             if (!ok[i])
                 lg_say(WEFT_LOG_WARN, "task %s of workflow %s: lost its lease",
                        renew[i].task_id, renew[i].workflow_id);
-    } else if (nr && !rs_broken(k->r)) {
+    } else if (nr && !ST(k->st, broken)) {
         lg_say(WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);
     }
     /* expired leases go back to their queues */
     for (t = 0; t < n->ntypes; t++) {
         char **exhausted = NULL;
         size_t ne = 0;
-        int back = rs_reap(k->r, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
+        int back = ST(k->st, reap, n->types[t], n->cfg->max_reaps, &exhausted, &ne, &err);
         if (back > 0) {
             mt_lease_reaps(n->metrics, back);
             lg_say(WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", back,
@@ -107,7 +108,7 @@ static void keep(worker *k)
     json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
     snprintf(info, sizeof info, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     json_object_put(j);
-    if (rs_daemon_beat(k->r, n->id, info, &err) == 0)
+    if (ST(k->st, daemon_beat, n->id, info, &err) == 0)
         nd_redis_fine(k);
     sweep_payloads(k);
 }

@@ -34,7 +34,7 @@ void nd_redis_trouble(worker *w, const weft_error *err, int64_t *backoff)
 void nd_redis_fine(worker *w)
 {
     if (__atomic_exchange_n(&w->n->redis_down, 0, __ATOMIC_ACQ_REL))
-        lg_say(WEFT_LOG_INFO, "redis reachable again at %s", rs_url(w->r));
+        lg_say(WEFT_LOG_INFO, "redis reachable again at %s", ST(w->st, where));
 }
 
 /* Called by whichever connection found the store's epoch gone or changed. */
@@ -62,18 +62,25 @@ static void store_lost(void *ud, const rs_loss *l)
 
 static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
 {
-    rs_opts o = {0};
+    st_redis_opts o = {0};
     sbx_limits lim;
     int rc;
     w->n = n;
     w->idx = idx;
-    o.url = n->cfg->redis_url;
-    o.prefix = n->cfg->key_prefix;
-    o.retention_ms = n->cfg->retention_ms;
-    o.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
-    o.epoch = n->epoch;
-    rc = rs_open(&o, &w->r, err);
-    if (rc && !w->r)
+    /* Each thread compiles its own copy of a definition: json-c's reference
+     * counts are not atomic, so no JSON may be shared between threads. */
+    if (!(w->cache = op_cache_new()))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    o.rs.url = n->cfg->redis_url;
+    o.rs.prefix = n->cfg->key_prefix;
+    o.rs.retention_ms = n->cfg->retention_ms;
+    o.rs.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
+    o.rs.epoch = n->epoch;
+    o.defs = &n->defs;
+    o.cache = w->cache;
+    o.ps = n->payloads;
+    rc = st_redis_open(&o, &w->st, err);
+    if (rc && !w->st)
         return rc;
     if (rc)
         lg_say(WEFT_LOG_WARN, "%s (will retry)", err->msg);
@@ -88,14 +95,11 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;
     nd_hooks_init(w);
-    w->op.r = w->r;
+    w->op.st = w->st;
     w->op.defs = &n->defs;
     w->op.dec = &w->dec;
-    /* Each thread compiles its own copy of a definition: json-c's reference
-     * counts are not atomic, so no JSON may be shared between threads. */
-    w->op.cache = w->cache = op_cache_new();
-    if (!w->cache)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    w->op.cache = w->cache;
+    w->op.cascade = 1;
     w->op.lock = n->lock;
     w->op.lock_handle = n->lock_handle;
     w->op.lock_ttl_ms = n->cfg->lock_ttl_ms;
@@ -103,7 +107,6 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.command_wait_ms = n->cfg->command_wait_ms;
     w->op.sweep_ms = n->cfg->sweep_ms;
     w->op.unfenced = !n->cfg->fencing;
-    w->op.ps = n->payloads;
     w->op.hooks = &w->hooks;
     w->op.eager = nd_want_eager;
     w->op.eager_ud = w;
@@ -117,7 +120,7 @@ static void worker_fini(worker *w)
     for (i = 0; i < w->nhold; i++)
         xc_free(w->hold[i].x);
     w->nhold = 0;
-    rs_free(w->r);
+    st_free(w->st);
     sbx_free(w->sandbox);
     op_cache_free(w->cache);
 }
@@ -330,7 +333,7 @@ int nd_run(nd_node *n)
         /* rs_url: the password, if any, masked */
         lg_say(WEFT_LOG_INFO,
                "started: redis=%s prefix=%s workers=%d lock=%s serves=%s api=%s plugins=%s",
-               rs_url(n->keeper.r), n->cfg->key_prefix, n->nworkers,
+               ST(n->keeper.st, where), n->cfg->key_prefix, n->nworkers,
                n->lock ? n->cfg->lock : "none", n->ntypes ? types : "(nothing)",
                n->api ? ap_address(n->api) : "off", pl_searched(n->plugins));
     }

@@ -29,7 +29,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     } else {
         char *json = NULL;
         int v = 0;
-        if ((rc = rs_def_get(w->r, name, version, &json, &v, err)) == 0)
+        if ((rc = ST(w->st, def_get, name, version, &json, &v, err)) == 0)
             rc = op_def(&w->op, json, name, &d, err);
         free(json);
     }
@@ -57,7 +57,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
 /* Secrets are kept in Redis (weft secret set NAME). */
 static int svc_secret(void *ud, const char *name, char **value, weft_error *err)
 {
-    return rs_secret_get(((worker *)ud)->r, name, value, err);
+    return op_secret(((worker *)ud)->st, name, value, err);
 }
 
 void nd_services_init(worker *w)

@@ -34,7 +34,7 @@ typedef struct job {
     int load_rc; /* why it could not be loaded */
     result *res;
     size_t nres;
-    rs_lease *acks; /* claims its save consumes */
+    st_lease *acks; /* claims its save consumes */
     size_t nacks;
     int unrun; /* held tasks of it left for the next round */
     int ended; /* it was loaded ended: a decider has nothing left to do for it */
@@ -62,7 +62,7 @@ static int apply_one(op_env *env, const dec_env *dec, xc_exec *x, const result *
          * started that the execution never learned of (terminated between
          * the start and this save) is terminated too: nobody else knows it */
         if (a->child_id[0] && !(t && t->child_id && !strcmp(t->child_id, a->child_id)))
-            op_terminate_later(env, a->child_id);
+            fx_terminate_later(env, a->child_id);
         return 0;
     }
     if (!t->started_ms)
@@ -136,9 +136,9 @@ static job *job_of(job *jobs, size_t *nj, const char *id)
     return &jobs[(*nj)++];
 }
 
-static int push_lease(rs_lease **v, size_t *n, const rs_lease *l)
+static int push_lease(st_lease **v, size_t *n, const st_lease *l)
 {
-    rs_lease *g = realloc(*v, (*n + 1) * sizeof *g);
+    st_lease *g = realloc(*v, (*n + 1) * sizeof *g);
     if (!g)
         return -1;
     g[(*n)++] = *l;
@@ -192,7 +192,7 @@ static void run_held(worker *w, job *j, const held *h)
      * reaped it, and a cancel moves the fence, which the save checks. An older
      * one is checked (and dropped) before its result may count. */
     fresh = wu_mono_ms() - h->since <= n->cfg->lease_ms / 2;
-    if (!fresh && rs_ack(w->r, &h->l, &err) != 0) {
+    if (!fresh && ST(w->st, ack, &h->l, &err) != 0) {
         lg_say(WEFT_LOG_WARN, "task %s of workflow %s: %s", t->id, j->id, err.msg);
         host_result_clear(&a->r);
         return;
@@ -220,7 +220,7 @@ static int64_t next_gap(const nd_node *n, int64_t gap, int got)
 /* A poll of a queue failed: back off if Redis is away, else say what. -1. */
 static int poll_failed(worker *w, const char *what, const weft_error *err, int64_t *backoff)
 {
-    if (rs_broken(w->r))
+    if (ST(w->st, broken))
         nd_redis_trouble(w, err, backoff);
     else if (!w->poll_refused++) /* said once until a poll goes through */
         lg_say(WEFT_LOG_ERROR, "%s: %s", what, err->msg);
@@ -234,7 +234,7 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
     weft_error err = {0};
     int64_t now = wu_mono_ms();
     int room = ND_BATCH - w->nhold, k, i, want_due, want_claim;
-    rs_lease got[ND_BATCH];
+    st_lease got[ND_BATCH];
     *ndue = 0;
     if (n->stopping)
         return 0;
@@ -245,7 +245,7 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
                  (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap);
     if (!want_due && !want_claim)
         return 0;
-    k = rs_due_claim(w->r, wait && !w->nhold ? (int)n->cfg->poll_ms : 0,
+    k = ST(w->st, due_claim, wait && !w->nhold ? (int)n->cfg->poll_ms : 0,
                      want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue,
                      (const char *const *)n->types, want_claim ? n->ntypes : 0, room,
                      n->cfg->lease_ms, got, &err);
@@ -280,7 +280,7 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
 static void forget_due(worker *w, const char *id)
 {
     weft_error err = {0};
-    rs_command(w->r, &err, "ZREM %s{dq}:due %s", rs_prefix(w->r), id);
+    ST(w->st, forget, id, &err);
 }
 
 /*
@@ -292,13 +292,13 @@ static void forget_due(worker *w, const char *id)
 static void forget_ended(worker *w, const char *id)
 {
     weft_error err = {0};
-    rs_exec e = {0};
+    st_doc e = {0};
     weft_wf_status st;
     forget_due(w, id);
-    if (rs_exec_load(w->r, id, 0, &e, &err) == 0 &&
+    if (ST(w->st, exec_read, id, &e, &err) == 0 &&
         !(xc_wf_status_parse(e.status, &st) == 0 && xc_wf_terminal(st)))
-        rs_wake(w->r, id, wu_now_ms(), 0, &err);
-    rs_exec_clear(&e);
+        ST(w->st, wake, id, wu_now_ms(), 0, &err);
+    st_doc_clear(&e);
 }
 
 /* One round; wait: an idle worker's, whose poll first waits for new work. */
@@ -337,7 +337,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             ids[nl++] = jobs[i].id;
     if (nl) {
         size_t k = 0;
-        if (op_load_many(&w->op, ids, nl, xs, rcs, &err) && rs_broken(w->r))
+        if (op_load_many(&w->op, ids, nl, xs, rcs, &err) && ST(w->st, broken))
             nd_redis_trouble(w, &err, backoff);
         for (i = 0; i < nj; i++)
             if (!jobs[i].x) {
@@ -356,7 +356,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
                 /* gone, or unreadable: failing it is what an update does with it */
                 if (j->load_rc == WEFT_EINVAL && !j->due)
                     op_update(&w->op, j->id, fn_noop, NULL, &err);
-                rs_ack(w->r, &h->l, &err);
+                ST(w->st, ack, &h->l, &err);
             }
             continue;
         }
@@ -375,14 +375,14 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             if (j->load_rc == WEFT_ENOTFOUND)
                 forget_due(w, j->id);
             else if (j->load_rc != WEFT_EIO)
-                op_update(&w->op, j->id, nd_fn_sweep, w, &err); /* says what is wrong with it */
+                op_update(&w->op, j->id, sw_look, w, &err); /* says what is wrong with it */
             continue;
         }
         if (!j->x || (!j->nres && !j->due)) {
             if (j->nacks) {
                 size_t q;
                 for (q = 0; q < j->nacks; q++)
-                    rs_ack(w->r, &j->acks[q], &err);
+                    ST(w->st, ack, &j->acks[q], &err);
             }
             continue;
         }
@@ -391,7 +391,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
         it->id = j->id;
         it->x = j->x;
         j->x = NULL;
-        it->fn = j->nres ? fn_apply : nd_fn_sweep;
+        it->fn = j->nres ? fn_apply : sw_look;
         it->ud = j->nres ? (void *)j : (void *)w;
         it->acks = j->acks;
         it->nacks = j->nacks;
@@ -415,7 +415,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
         } else if (!it->saved && j->due && !j->nres) {
             /* finished: only its decider-queue entry or outbox was left */
             weft_error e = {0};
-            rs_exec_flush(w->r, it->id, &e);
+            ST(w->st, exec_flush, it->id, &e);
             if (j->ended)
                 forget_ended(w, it->id);
         }
@@ -459,7 +459,7 @@ void *nd_worker_main(void *arg)
             pause = 10;
         if (did > 0) {
             backoff = 100;
-        } else if (did < 0 && !rs_broken(w->r)) {
+        } else if (did < 0 && !ST(w->st, broken)) {
             /* a poll Redis refused (logged once; a lost connection already
              * backed off): ask again after 10 ms, doubling up to 2 s */
             nd_back_off(&pause);
