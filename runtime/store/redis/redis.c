@@ -28,6 +28,7 @@
 #include <hiredis/hiredis.h>
 #include <json-c/json.h>
 
+#include "base/redis_url.h"
 #include "base/util.h"
 
 /* Generated from the scripts in runtime/redis by build-aux/embed-scripts.sh. */
@@ -68,13 +69,7 @@ static const char *const script_names[S_COUNT] = {
 
 struct rs {
     redisContext *c;
-    char *shown; /* the URL with any password masked: the only form put in messages */
-    char *host;  /* NULL for a unix socket */
-    char *path;
-    int port;
-    char *user;
-    char *password;
-    int db;
+    ru_url url; /* url.shown, the password masked, is the only form put in messages */
     char *prefix;
     int64_t retention_ms;
     int timeout_ms;
@@ -303,18 +298,18 @@ static int reply_err(rs *r, const redisReply *x, const char *key, weft_error *er
     /* errors raised inside a script carry " script: <sha>, on @user_script..." */
     if ((cut = strstr(msg, " script: ")) != NULL) msg[cut - msg] = 0;
     if (!strncmp(msg, "WRONGTYPE", 9))
-        return wu_err(err, WEFT_EINVAL, "%s: %s: holds the wrong kind of value (%s)", r->shown, key,
-                      msg);
+        return wu_err(err, WEFT_EINVAL, "%s: %s: holds the wrong kind of value (%s)", r->url.shown,
+                      key, msg);
     if (strstr(msg, "user_script:"))
-        return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->shown, key, msg);
+        return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->url.shown, key, msg);
     if (transient(msg))
         drop(r);
-    return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, msg);
+    return wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, msg);
 }
 
 static int bad_reply(rs *r, const char *key, weft_error *err)
 {
-    return wu_err(err, WEFT_EIO, "%s: %s: unexpected reply from Redis", r->shown, key);
+    return wu_err(err, WEFT_EIO, "%s: %s: unexpected reply from Redis", r->url.shown, key);
 }
 
 /* The context failed: drop it (the next call reconnects) and say why. */
@@ -329,8 +324,8 @@ static int conn_fail(rs *r, const char *key, weft_error *err)
     else
         snprintf(why, sizeof why, "connection lost");
     drop(r);
-    if (key) return wu_err(err, WEFT_EIO, "%s: %s: %s", r->shown, key, why);
-    return wu_err(err, WEFT_EIO, "%s: %s", r->shown, why);
+    if (key) return wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, why);
+    return wu_err(err, WEFT_EIO, "%s: %s", r->url.shown, why);
 }
 
 /* ---- round trips ---- */
@@ -444,24 +439,24 @@ static int rs_connect(rs *r, weft_error *err)
     int rc = 0;
 
     r->broken = 1;
-    r->c = r->path ? redisConnectUnixWithTimeout(r->path, tv)
-                   : redisConnectWithTimeout(r->host, r->port, tv);
+    r->c = r->url.path ? redisConnectUnixWithTimeout(r->url.path, tv)
+                       : redisConnectWithTimeout(r->url.host, r->url.port, tv);
     if (!r->c) return oom(err);
     if (r->c->err) return conn_fail(r, NULL, err);
     if (redisSetTimeout(r->c, tv) != REDIS_OK) return conn_fail(r, NULL, err);
-    if (!r->path) redisEnableKeepAlive(r->c);
+    if (!r->url.path) redisEnableKeepAlive(r->c);
 
     memset(cmds, 0, sizeof cmds);
     memset(rep, 0, sizeof rep);
-    if (r->password) {
+    if (r->url.password) {
         cmd_add(&cmds[n], "AUTH");
-        if (r->user) cmd_add(&cmds[n], r->user);
-        cmd_add(&cmds[n], r->password);
+        if (r->url.user) cmd_add(&cmds[n], r->url.user);
+        cmd_add(&cmds[n], r->url.password);
         n++;
     }
-    if (r->db) {
+    if (r->url.db) {
         cmd_add(&cmds[n], "SELECT");
-        cmd_addf(&cmds[n], "%d", r->db);
+        cmd_addf(&cmds[n], "%d", r->url.db);
         n++;
     }
     first_load = n;
@@ -477,9 +472,9 @@ static int rs_connect(rs *r, weft_error *err)
     for (i = 0; i < first_load + S_COUNT && !rc; i++) {
         if (is_err(rep[i])) {
             /* AUTH/SELECT errors never echo the password; the reply does not hold it */
-            const char *what = i < first_load ? (r->password && i == 0 ? "AUTH" : "SELECT")
+            const char *what = i < first_load ? (r->url.password && i == 0 ? "AUTH" : "SELECT")
                                               : script_names[i - first_load];
-            rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", r->shown, what, rep[i]->str);
+            rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", r->url.shown, what, rep[i]->str);
             if (transient(rep[i]->str))
                 drop(r); /* e.g. still loading its data: connect again later */
         } else if (i >= first_load) {
@@ -619,149 +614,7 @@ static int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_erro
     return 0;
 }
 
-/* ---- URL, open, close ---- */
-
-static char *dup_range(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
-/* Percent-decode a URL part (passwords may hold reserved characters). */
-static char *decode(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    size_t i, j = 0;
-    if (!d) return NULL;
-    for (i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
-            isxdigit((unsigned char)s[i + 2])) {
-            char hex[3] = {s[i + 1], s[i + 2], 0};
-            d[j++] = (char)strtol(hex, NULL, 16);
-            i += 2;
-        } else {
-            d[j++] = s[i];
-        }
-    }
-    d[j] = 0;
-    return d;
-}
-
-static int parse_db(const char *s, int *db)
-{
-    char *end;
-    long v;
-    if (!*s) return 0;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 0 || v > 1000000) return -1;
-    *db = (int)v;
-    return 0;
-}
-
-/*
- * redis://[[user]:password@]host[:port][/db] or unix://[[user]:password@]/path.
- * Sets r->shown (password masked) first, so every message can use it.
- */
-static int parse_url(rs *r, const char *url, weft_error *err)
-{
-    const char *rest, *auth_end, *at = NULL, *p, *colon;
-    int is_unix;
-    size_t n;
-
-    if (!strncmp(url, "redis://", 8))
-        is_unix = 0;
-    else if (!strncmp(url, "unix://", 7))
-        is_unix = 1;
-    else
-        return wu_err(err, WEFT_EINVAL,
-                      "Redis URL \"%.100s\": expected redis://[:password@]host[:port][/db] or "
-                      "unix:///path",
-                      strchr(url, '@') ? "(hidden: it may hold a password)" : url);
-    rest = url + (is_unix ? 7 : 8);
-    auth_end = is_unix ? strchr(rest, '/') : rest + strcspn(rest, "/");
-    if (!auth_end) auth_end = rest + strlen(rest);
-    for (p = rest; p < auth_end; p++)
-        if (*p == '@') at = p;
-
-    /* the shown form: userinfo becomes [user]:*** */
-    n = strlen(url) + 8;
-    if (!(r->shown = malloc(n))) return oom(err);
-    if (at) {
-        colon = memchr(rest, ':', (size_t)(at - rest));
-        snprintf(r->shown, n, "%.*s%.*s:***%s", (int)(rest - url), url,
-                 colon ? (int)(colon - rest) : 0, rest, at);
-    } else {
-        snprintf(r->shown, n, "%s", url);
-    }
-
-    if (at) {
-        colon = memchr(rest, ':', (size_t)(at - rest));
-        if (colon) {
-            if (colon > rest && !(r->user = decode(rest, (size_t)(colon - rest)))) return oom(err);
-            if (!(r->password = decode(colon + 1, (size_t)(at - colon - 1)))) return oom(err);
-        } else if (!(r->password = decode(rest, (size_t)(at - rest)))) {
-            return oom(err);
-        }
-        rest = at + 1;
-    }
-
-    if (is_unix) {
-        const char *q = strchr(rest, '?');
-        if (*rest != '/' || rest[1] == 0)
-            return wu_err(err, WEFT_EINVAL, "Redis URL %s: expected unix:///path/to/socket",
-                          r->shown);
-        if (!(r->path = dup_range(rest, q ? (size_t)(q - rest) : strlen(rest)))) return oom(err);
-        if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &r->db)))
-            return wu_err(err, WEFT_EINVAL, "Redis URL %s: only ?db=N may follow the path",
-                          r->shown);
-        return 0;
-    }
-
-    r->port = 6379;
-    {
-        const char *host = rest, *host_end, *port = NULL;
-        if (*host == '[') {
-            host_end = memchr(host, ']', (size_t)(auth_end - host));
-            if (!host_end)
-                return wu_err(err, WEFT_EINVAL, "Redis URL %s: unclosed [ in the host", r->shown);
-            host++;
-            if (host_end + 1 < auth_end) {
-                if (host_end[1] != ':')
-                    return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port", r->shown);
-                port = host_end + 2;
-            }
-        } else {
-            host_end = memchr(host, ':', (size_t)(auth_end - host));
-            if (host_end)
-                port = host_end + 1;
-            else
-                host_end = auth_end;
-        }
-        if (host_end == host) return wu_err(err, WEFT_EINVAL, "Redis URL %s: no host", r->shown);
-        if (!(r->host = dup_range(host, (size_t)(host_end - host)))) return oom(err);
-        if (port) {
-            char buf[16], *end;
-            long v;
-            size_t pn = (size_t)(auth_end - port);
-            if (pn == 0 || pn >= sizeof buf)
-                return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port", r->shown);
-            memcpy(buf, port, pn);
-            buf[pn] = 0;
-            v = strtol(buf, &end, 10);
-            if (*end || v <= 0 || v > 65535)
-                return wu_err(err, WEFT_EINVAL, "Redis URL %s: bad port \"%s\"", r->shown, buf);
-            r->port = (int)v;
-        }
-    }
-    if (*auth_end == '/' && parse_db(auth_end + 1, &r->db))
-        return wu_err(err, WEFT_EINVAL, "Redis URL %s: the database must be a number", r->shown);
-    return 0;
-}
+/* ---- open, close ---- */
 
 void rs_free(rs *r)
 {
@@ -769,14 +622,7 @@ void rs_free(rs *r)
     if (r->fly) flight_land(r); /* its failures go back to the outboxes */
     if (r->c) redisFree(r->c);
     wu_buf_free(&r->proto);
-    free(r->shown);
-    free(r->host);
-    free(r->path);
-    free(r->user);
-    if (r->password) {
-        memset(r->password, 0, strlen(r->password));
-        free(r->password);
-    }
+    ru_clear(&r->url);
     free(r->prefix);
     free(r);
 }
@@ -825,7 +671,7 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
                           script_names[s]);
         }
     }
-    if ((rc = parse_url(r, url, err)) != 0) {
+    if ((rc = ru_parse(url, &r->url, err)) != 0) {
         rs_free(r);
         return rc;
     }
@@ -840,7 +686,7 @@ const char *rs_prefix(const rs *r)
 
 const char *rs_url(const rs *r)
 {
-    return r->shown;
+    return r->url.shown;
 }
 
 /* No round trip: between round trips the socket has nothing to read, so a
@@ -1034,6 +880,16 @@ static int check_name(const char *what, const char *s, size_t max, int bar_ok, w
 static int check_id(const char *id, weft_error *err)
 {
     return check_name("workflow id", id, ID_MAX, 0, err);
+}
+
+static char *dup_range(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = 0;
+    }
+    return d;
 }
 
 static char *reply_dup(const redisReply *x)
@@ -1873,7 +1729,7 @@ static int exec_reply(rs *r, const char *id, redisReply *x, int want_def, rs_exe
     el = x->element;
     if (el[0]->type != REDIS_REPLY_STRING) return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
     if (el[3]->type != REDIS_REPLY_STRING || (want_def && el[5]->type != REDIS_REPLY_STRING))
-        return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->shown, h,
+        return wu_err(err, WEFT_EINVAL, "%s: %s: execution without %s", r->url.shown, h,
                       el[3]->type != REDIS_REPLY_STRING ? "a fence" : "a definition");
     out->doc = reply_dup(el[0]);
     out->defkey = el[1]->type == REDIS_REPLY_STRING ? reply_dup(el[1]) : strdup("");
@@ -1936,7 +1792,7 @@ int rs_exec_def(rs *r, const char *id, char **def, weft_error *err)
     else if (!rc && x[0]->type != REDIS_REPLY_STRING)
         rc = x[1]->type == REDIS_REPLY_INTEGER && x[1]->integer == 0
                  ? wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id)
-                 : wu_err(err, WEFT_EINVAL, "%s: %s: execution without a definition", r->shown, h);
+                 : wu_err(err, WEFT_EINVAL, "%s: %s: execution without a definition", rs_url(r), h);
     replies_free(x, 2);
     return rc;
 }
@@ -2945,7 +2801,7 @@ int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], wef
         }
         replies_free(x, 2); /* expired in between: try again */
     }
-    return wu_err(err, WEFT_EIO, "%s: %s: idempotency key keeps changing", r->shown, k);
+    return wu_err(err, WEFT_EIO, "%s: %s: idempotency key keeps changing", r->url.shown, k);
 }
 
 /* One round trip: HSET (info gets "seen": now in ms); with an epoch, GET
