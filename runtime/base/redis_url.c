@@ -33,16 +33,6 @@ static int oom(weft_error *err)
     return fail(err, WEFT_ENOMEM, "Redis URL: out of memory");
 }
 
-static char *dup_range(const char *s, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
 /* Percent-decode a URL part (passwords may hold reserved characters). */
 static char *decode(const char *s, size_t n)
 {
@@ -100,7 +90,7 @@ static int parse_host(ru_url *u, const char *rest, const char *end, weft_error *
             host_end = end;
     }
     if (host_end == host) return fail(err, WEFT_EINVAL, "Redis URL %s: no host", u->shown);
-    if (!(u->host = dup_range(host, (size_t)(host_end - host)))) return oom(err);
+    if (!(u->host = strndup(host, (size_t)(host_end - host)))) return oom(err);
     if (port) {
         char buf[16], *e;
         long v;
@@ -161,7 +151,7 @@ int ru_parse(const char *url, ru_url *u, weft_error *err)
         if (*rest != '/' || rest[1] == 0)
             return fail(err, WEFT_EINVAL, "Redis URL %s: expected unix:///path/to/socket",
                         u->shown);
-        if (!(u->path = dup_range(rest, q ? (size_t)(q - rest) : strlen(rest)))) return oom(err);
+        if (!(u->path = strndup(rest, q ? (size_t)(q - rest) : strlen(rest)))) return oom(err);
         if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &u->db)))
             return fail(err, WEFT_EINVAL, "Redis URL %s: only ?db=N may follow the path",
                         u->shown);
