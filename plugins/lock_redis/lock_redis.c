@@ -26,6 +26,8 @@
 #include <hiredis/hiredis.h>
 #include <weft/plugin.h>
 
+#include "base/redis_url.h"
+
 #define TOKEN_BYTES 16
 #define TOKEN_LEN (2 * TOKEN_BYTES)
 #define POOL_MAX 8
@@ -46,13 +48,7 @@ static const char release_lua[] = "if redis.call('get', KEYS[1]) == ARGV[1] then
 static const weft_host *H;
 
 typedef struct redis_lock {
-    char *host; /* owned, like every string here; NULL for a unix socket */
-    int port;
-    char *path; /* unix socket */
-    char *user; /* NULL: AUTH with the password alone */
-    char *password;
-    int db;
-    char *shown; /* the URL for messages, password masked */
+    ru_url url; /* url.shown, the password masked, is the form for messages */
     char *prefix;
     int timeout_ms;
     pthread_mutex_t mu; /* guards idle, nidle and sha */
@@ -101,122 +97,17 @@ static int make_token(char *buf, weft_error *err)
 
 /* ---- config ---- */
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
-/* A malloc'd copy of s[0..n) with %XX escapes decoded; NULL if out of memory. */
-static char *decode(const char *s, size_t n)
-{
-    char *out = malloc(n + 1), *o = out;
-    size_t i;
-    if (!out) return NULL;
-    for (i = 0; i < n; i++) {
-        if (s[i] == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            *o++ = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        } else {
-            *o++ = s[i];
-        }
-    }
-    *o = 0;
-    return out;
-}
-
-static int parse_int(const char *s, size_t n, long lo, long hi, int *out)
-{
-    long v = 0;
-    size_t i;
-    if (n == 0 || n > 9) return -1;
-    for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
 /*
- * Fill host/port or path, user, password, db and shown from url:
- * redis://[[user]:password@]host[:port][/db] or
- * unix://[[user]:password@]/path/to/socket[?db=N] (as the Redis store reads it).
+ * Fill l->url from url (base/redis_url.c, compiled into this plugin): its
+ * message, which names the URL with the password masked, after "lock redis: ".
  */
 static int parse_url(redis_lock *l, const char *url, weft_error *err)
 {
-    const char *rest, *end, *at = NULL, *p, *colon, *q;
-    int is_unix = !strncmp(url, "unix://", 7);
-    size_t n;
-
-    if (strncmp(url, "redis://", 8) != 0 && !is_unix)
-        return H->error(err, WEFT_EINVAL,
-                        "lock redis: bad url '%.200s' (expected "
-                        "redis://[:password@]host[:port][/db] or unix:///path%s)",
-                        strchr(url, '@') ? "(hidden: it may hold a password)" : url,
-                        strncmp(url, "rediss://", 9) ? "" : "; TLS is not supported");
-    rest = url + (is_unix ? 7 : 8);
-    end = is_unix ? strchr(rest, '/') : rest + strcspn(rest, "/");
-    if (!end) end = rest + strlen(rest);
-    for (p = rest; p < end; p++)
-        if (*p == '@') at = p;
-
-    /* The URL as shown in messages: the password masked. */
-    n = strlen(url) + 8;
-    if (!(l->shown = malloc(n))) goto nomem;
-    if (at) {
-        colon = memchr(rest, ':', (size_t)(at - rest));
-        snprintf(l->shown, n, "%.*s%.*s:***%s", (int)(rest - url), url,
-                 colon ? (int)(colon - rest) : 0, rest, at);
-        if (colon) {
-            if (colon > rest && !(l->user = decode(rest, (size_t)(colon - rest)))) goto nomem;
-            if (!(l->password = decode(colon + 1, (size_t)(at - colon - 1)))) goto nomem;
-        } else if (!(l->password = decode(rest, (size_t)(at - rest)))) {
-            goto nomem;
-        }
-        rest = at + 1;
-    } else {
-        snprintf(l->shown, n, "%s", url);
-    }
-
-    if (is_unix) {
-        q = strchr(rest, '?');
-        n = q ? (size_t)(q - rest) : strlen(rest);
-        if (*rest != '/' || n < 2) goto bad;
-        if (!(l->path = strndup(rest, n))) goto nomem;
-        if (q && (strncmp(q, "?db=", 4) || parse_int(q + 4, strlen(q + 4), 0, 1000000, &l->db)))
-            goto bad;
-        return 0;
-    }
-
-    l->port = 6379;
-    p = rest;
-    if (*p == '[') { /* [v6 address]:port */
-        const char *close = memchr(p, ']', (size_t)(end - p));
-        if (!close) goto bad;
-        p++;
-        n = (size_t)(close - p);
-        colon = close + 1 < end ? close + 1 : NULL;
-        if (colon && *colon != ':') goto bad;
-    } else {
-        colon = memchr(p, ':', (size_t)(end - p));
-        n = (size_t)((colon ? colon : end) - p);
-    }
-    if (n == 0) goto bad;
-    if (!(l->host = strndup(p, n))) goto nomem;
-    if (colon && parse_int(colon + 1, (size_t)(end - colon - 1), 1, 65535, &l->port)) goto bad;
-    if (*end == '/' && end[1] && parse_int(end + 1, strlen(end + 1), 0, 1000000, &l->db)) goto bad;
+    weft_error why = {0};
+    int rc = ru_parse(url, &l->url, &why);
+    if (rc == WEFT_ENOMEM) return H->error(err, rc, "lock redis: out of memory");
+    if (rc) return H->error(err, rc, "lock redis: %s", why.msg);
     return 0;
-bad:
-    return H->error(err, WEFT_EINVAL,
-                    "lock redis: bad url '%.200s' (expected redis://[:password@]host[:port][/db] "
-                    "or unix:///path[?db=N])",
-                    l->shown);
-nomem:
-    return H->error(err, WEFT_ENOMEM, "lock redis: out of memory");
 }
 
 static void lock_free(redis_lock *l)
@@ -224,12 +115,7 @@ static void lock_free(redis_lock *l)
     size_t i;
     for (i = 0; i < l->nidle; i++)
         redisFree(l->idle[i]);
-    free(l->host);
-    free(l->path);
-    free(l->user);
-    if (l->password) memset(l->password, 0, strlen(l->password));
-    free(l->password);
-    free(l->shown);
+    ru_clear(&l->url);
     free(l->prefix);
     free(l);
 }
@@ -325,7 +211,7 @@ static struct timeval tv_of(int ms)
 /* An I/O error of connection c (may be NULL), naming the URL; does not free c. */
 static int io_error(redis_lock *l, redisContext *c, const char *what, weft_error *err)
 {
-    return H->error(err, WEFT_EIO, "lock redis: %s: %s: %s", l->shown, what,
+    return H->error(err, WEFT_EIO, "lock redis: %s: %s: %s", l->url.shown, what,
                     c && c->err ? c->errstr : "no reply");
 }
 
@@ -350,9 +236,9 @@ static int conn_get(redis_lock *l, conn *out, weft_error *err)
         return 0;
     }
 
-    c = l->path ? redisConnectUnixWithTimeout(l->path, tv_of(l->timeout_ms))
-                : redisConnectWithTimeout(l->host, l->port, tv_of(l->timeout_ms));
-    if (!c) return H->error(err, WEFT_EIO, "lock redis: %s: cannot connect", l->shown);
+    c = l->url.path ? redisConnectUnixWithTimeout(l->url.path, tv_of(l->timeout_ms))
+                    : redisConnectWithTimeout(l->url.host, l->url.port, tv_of(l->timeout_ms));
+    if (!c) return H->error(err, WEFT_EIO, "lock redis: %s: cannot connect", l->url.shown);
     if (c->err) {
         io_error(l, c, "cannot connect", err);
         redisFree(c);
@@ -363,12 +249,13 @@ static int conn_get(redis_lock *l, conn *out, weft_error *err)
         redisFree(c);
         return WEFT_EIO;
     }
-    if (l->password) {
-        const char *auth[] = {"AUTH", l->user ? l->user : l->password, l->password};
-        r = command(c, l->user ? 3 : 2, auth);
+    if (l->url.password) {
+        const ru_url *u = &l->url;
+        const char *auth[] = {"AUTH", u->user ? u->user : u->password, u->password};
+        r = command(c, u->user ? 3 : 2, auth);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             if (r)
-                H->error(err, WEFT_EIO, "lock redis: %s: AUTH failed: %s", l->shown, r->str);
+                H->error(err, WEFT_EIO, "lock redis: %s: AUTH failed: %s", l->url.shown, r->str);
             else
                 io_error(l, c, "AUTH", err);
             freeReplyObject(r);
@@ -377,14 +264,14 @@ static int conn_get(redis_lock *l, conn *out, weft_error *err)
         }
         freeReplyObject(r);
     }
-    if (l->db) {
+    if (l->url.db) {
         char db[16];
         const char *sel[] = {"SELECT", db};
-        snprintf(db, sizeof db, "%d", l->db);
+        snprintf(db, sizeof db, "%d", l->url.db);
         r = command(c, 2, sel);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             if (r)
-                H->error(err, WEFT_EIO, "lock redis: %s: SELECT failed: %s", l->shown, r->str);
+                H->error(err, WEFT_EIO, "lock redis: %s: SELECT failed: %s", l->url.shown, r->str);
             else
                 io_error(l, c, "SELECT", err);
             freeReplyObject(r);
@@ -512,7 +399,7 @@ static int redis_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wa
             break;
         }
         if (r->type != REDIS_REPLY_NIL) {
-            rc = H->error(err, WEFT_EIO, "lock redis: %s: SET %s: %s", l->shown, k,
+            rc = H->error(err, WEFT_EIO, "lock redis: %s: SET %s: %s", l->url.shown, k,
                           r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
             freeReplyObject(r);
             break;
@@ -598,7 +485,7 @@ static int redis_release(void *lock, const char *key, const char *token, weft_er
                       "been taken by another holder)",
                       key);
     else
-        rc = H->error(err, WEFT_EIO, "lock redis: %s: release %s: %s", l->shown, k,
+        rc = H->error(err, WEFT_EIO, "lock redis: %s: release %s: %s", l->url.shown, k,
                       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
 out:

@@ -131,6 +131,10 @@ static void test_bad_urls(void **state)
     o.url = "redis:/:hunter2@host";
     assert_int_equal(rs_open(&o, &x, &err), WEFT_EINVAL);
     assert_lacks(err.msg, "hunter2");
+    /* the parser shared with lock_redis (base/redis_url.c) says why rediss:// fails */
+    o.url = "rediss://127.0.0.1:6379";
+    assert_int_equal(rs_open(&o, &x, &err), WEFT_EINVAL);
+    assert_has(err.msg, "TLS is not supported");
     /* a prefix with a hash tag of its own would put everything in one slot */
     o.url = srv.url;
     o.prefix = "we{ft}:";

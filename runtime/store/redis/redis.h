@@ -26,7 +26,8 @@
  * Outbox entries are "<fence>|<kind>|<type>|<taskid>|<at>" with kind push,
  * unqueue, wake or done; ids, task ids and types therefore may not hold '|'
  * (WEFT_EINVAL), and ids and task ids are under 64 bytes, types under 128.
- * Each function's comment in store_redis.c says how many round trips it costs.
+ * Each function's comment in the store/redis .c files says how many round
+ * trips it costs.
  *
  * Every script touches the keys of one hash tag only, so the same code runs
  * on Redis Cluster. A change that spans an execution and a queue is saved

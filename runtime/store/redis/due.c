@@ -1,0 +1,189 @@
+/* The Redis store's decider queue (redis.h): due executions, claims with them, wakes. */
+#include "store/redis/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* due.lua for up to max executions, into c (now 0: Redis's clock). */
+static void due_cmd(rs *r, int max, int64_t hold_ms, long long now, rs_cmd *c, char dq[KEY_MAX])
+{
+    rs_k_dq(r, dq);
+    rs_cmd_script(c, r, S_DUE, 1);
+    rs_cmd_add(c, dq);
+    rs_cmd_addf(c, "%lld", now);
+    rs_cmd_addf(c, "%d", max);
+    rs_cmd_addf(c, "%lld", (long long)hold_ms);
+}
+
+/*
+ * One round trip: due.lua (when due_max > 0) and one claim.lua per type, in
+ * one pipeline. Each type may hand out up to max; when together they hand
+ * out more, the extra ones are given back in one more round trip (only
+ * then). The due executions go to due_ids, their count to *ndue.
+ */
+int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                 int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+                 rs_lease *out, weft_error *err)
+{
+    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX], wk[KEY_MAX];
+    rs_cmd *c = NULL;
+    redisReply **x = NULL, **cx;
+    rs_lease *got = NULL;
+    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0,
+           nd = due_max > 0 ? 1 : 0, nc;
+    long long now = (long long)wu_now_ms();
+    int rc;
+
+    if (ndue) *ndue = 0;
+    if (max <= 0 || !types) ntypes = 0;
+    if (ntypes && lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    if (nd && hold_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    if (nd + ntypes == 0) return 0;
+    for (i = 0; i < ntypes; i++)
+        if ((rc = rs_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
+    wu_uuid(seed);
+    for (i = j = 0; seed[i]; i++)
+        if (seed[i] != '-') seed[j++] = seed[i];
+    seed[24] = 0;
+
+    nc = nw + nd + ntypes;
+    c = calloc(nc, sizeof *c);
+    x = calloc(nc, sizeof *x);
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return rs_oom(err);
+    }
+    if (nw) {
+        /* the polls wait in Redis behind the BLPOP: they run the moment a
+         * token comes (or the wait ends), with no round trip of their own */
+        rs_k_wake(r, wk);
+        rs_cmd_add(&c[0], "BLPOP");
+        rs_cmd_dup(&c[0], wk);
+        rs_cmd_addf(&c[0], "%.3f", wait_ms / 1000.0);
+    }
+    /* behind a wait the polls run later than now: they read Redis's clock */
+    if (nw) now = 0;
+    if (nd) due_cmd(r, due_max, hold_ms, now, &c[nw], dq);
+    if (ntypes) first = r->rr++ % ntypes;
+    for (k = 0; k < ntypes; k++) {
+        const char *type = types[(first + k) % ntypes];
+        rs_cmd *ck = &c[nw + nd + k];
+        rs_k_queue(r, type, "ready", ready);
+        rs_k_queue(r, type, "leases", leases);
+        rs_k_queue(r, type, "lease", lease);
+        rs_cmd_script(ck, r, S_CLAIM, 3);
+        rs_cmd_dup(ck, ready);
+        rs_cmd_dup(ck, leases);
+        rs_cmd_dup(ck, lease);
+        rs_cmd_addf(ck, "%lld", now);
+        rs_cmd_addf(ck, "%lld", (long long)lease_ms);
+        rs_cmd_addf(ck, "%d", max);
+        rs_cmd_add(ck, seed);
+    }
+    if (nw && (rc = rs_ensure(r, err)) == 0)
+        redisSetTimeout(r->c, rs_ms_tv(wait_ms + r->timeout_ms)); /* longer than Redis waits */
+    if (!nw || rc == 0) rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
+    if (nw && r->c) redisSetTimeout(r->c, rs_ms_tv(r->timeout_ms));
+    rs_cmds_free(c, nc);
+    free(c);
+    if (rc) {
+        rs_replies_free(x, nc);
+        free(x);
+        return rc;
+    }
+    if (nw && rs_is_err(x[0])) {
+        rc = rs_reply_err(r, x[0], wk, err);
+    } else if (nd) {
+        redisReply *d = x[nw];
+        if (rs_is_err(d))
+            rc = rs_reply_err(r, d, dq, err);
+        else if (d->type != REDIS_REPLY_ARRAY)
+            rc = rs_bad_reply(r, dq, err);
+        else
+            for (i = 0; i < d->elements && *ndue < due_max; i++)
+                if (d->element[i]->type == REDIS_REPLY_STRING)
+                    rs_copy_str(due_ids[(*ndue)++], 64, d->element[i]);
+    }
+    cx = x + nw + nd;
+    for (k = 0; k < ntypes; k++)
+        if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 2;
+    got = calloc(cap + 1, sizeof *got);
+    if (!got && !rc) rc = rs_oom(err);
+    /* every type's claims are collected, even after an error: they must go back */
+    for (k = 0; k < ntypes && got; k++) {
+        const char *type = types[(first + k) % ntypes];
+        if (rs_is_err(cx[k])) {
+            rs_k_queue(r, type, "ready", ready);
+            if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
+            continue;
+        }
+        if (cx[k]->type != REDIS_REPLY_ARRAY) continue;
+        for (i = 0; i + 1 < cx[k]->elements; i += 2) {
+            const redisReply *m = cx[k]->element[i], *t = cx[k]->element[i + 1];
+            rs_lease *cl = &got[ngot];
+            const char *bar;
+            size_t wl;
+            if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+            bar = memchr(m->str, '|', m->len);
+            wl = bar ? (size_t)(bar - m->str) : m->len;
+            if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+            memcpy(cl->workflow_id, m->str, wl);
+            cl->workflow_id[wl] = 0;
+            if (bar) {
+                size_t tl = m->len - (size_t)(bar + 1 - m->str);
+                if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
+                memcpy(cl->task_id, bar + 1, tl);
+                cl->task_id[tl] = 0;
+            }
+            rs_copy_str(cl->lease, sizeof cl->lease, t);
+            snprintf(cl->type, sizeof cl->type, "%s", type);
+            ngot++;
+        }
+    }
+    rs_replies_free(x, nc);
+    free(x);
+    if (rc) {
+        if (ngot) rs_claim_release(r, got, ngot);
+        free(got);
+        if (ndue) *ndue = 0; /* they come due again after hold_ms */
+        return rc;
+    }
+    if (ngot > (size_t)max) rs_claim_release(r, got + max, ngot - (size_t)max);
+    if (ngot > (size_t)max) ngot = (size_t)max;
+    if (ngot) memcpy(out, got, ngot * sizeof *got);
+    free(got);
+    return (int)ngot;
+}
+
+/* One round trip: due.lua. */
+int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err)
+{
+    int n = 0, rc;
+    if (max <= 0) return 0;
+    rc = rs_due_claim(r, 0, max, hold_ms, ids, &n, NULL, 0, 0, 0, NULL, err);
+    return rc < 0 ? rc : n;
+}
+
+/* One round trip: ZADD [LT]. */
+int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err)
+{
+    char dq[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = rs_check_id(id, err)) != 0) return rc;
+    rs_k_dq(r, dq);
+    rs_cmd_add(&c, "ZADD");
+    rs_cmd_add(&c, dq);
+    if (only_earlier) rs_cmd_add(&c, "LT");
+    rs_cmd_addf(&c, "%lld", (long long)at);
+    rs_cmd_add(&c, id);
+    if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
+    rs_replies_free(&x, 1);
+    return 0;
+}

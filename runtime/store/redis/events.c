@@ -1,0 +1,188 @@
+/* The Redis store's status lane (redis.h): each execution's event stream. */
+#include "store/redis/internal.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * A stored event ({...}, as cd_event_text writes it) as delivered, into
+ * *b: the workflow's id and the time of its stream entry (the entry id's
+ * milliseconds) in front, so it reads {"workflowId":..,"time":..,...}.
+ * An event that carries them already (older entries) is passed as it is.
+ */
+static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, const char *line)
+{
+    char t[32];
+    int rc;
+    b->len = 0;
+    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
+        return wu_buf_add(b, line, strlen(line));
+    snprintf(t, sizeof t, ",\"time\":%lld", strtoll(entry_id, NULL, 10));
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) || (rc = wu_buf_add_json_str(b, workflow_id)) ||
+        (rc = wu_buf_add(b, t, strlen(t))))
+        return rc;
+    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
+    return wu_buf_add(b, line + 1, strlen(line + 1));
+}
+
+/* digits only, at most max of them, at least one; *v their value (no overflow) */
+static int id_part(const char *s, size_t n, size_t max, unsigned long long *v)
+{
+    size_t i;
+    *v = 0;
+    if (n == 0 || n > max) return 0;
+    for (i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10) return 0;
+        *v = *v * 10 + (unsigned)(s[i] - '0');
+    }
+    return 1;
+}
+
+int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *index,
+                      weft_error *err)
+{
+    const char *d1 = id ? strchr(id, '-') : NULL, *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
+    unsigned long long ms, seq = 0, i = 0;
+    size_t n = id ? strlen(id) : 0;
+    int ok;
+    *index = -1;
+    entry[0] = 0;
+    if (!id || !*id || !strcmp(id, "0")) {
+        snprintf(entry, RS_EVENT_ID_MAX, "0");
+        return 0;
+    }
+    ok = n < RS_EVENT_ID_MAX && id_part(id, d1 ? (size_t)(d1 - id) : n, 20, &ms) &&
+         (!d1 ||
+          id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
+         (!d2 || (id_part(d2 + 1, n - (size_t)(d2 + 1 - id), 9, &i) && !strchr(d2 + 1, '-')));
+    if (!ok)
+        return wu_err(err, WEFT_EINVAL,
+                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
+                      id);
+    snprintf(entry, RS_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
+    if (d2) *index = (long long)i;
+    return 0;
+}
+
+/* The stream id just before entry ms-seq: XREAD from it reads that entry again. */
+static void id_before(const char *entry, char out[RS_EVENT_ID_MAX])
+{
+    const char *d = strchr(entry, '-');
+    unsigned long long ms = strtoull(entry, NULL, 10), seq = d ? strtoull(d + 1, NULL, 10) : 0;
+    if (seq > 0)
+        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms, seq - 1);
+    else if (ms > 0)
+        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms - 1, ULLONG_MAX);
+    else
+        snprintf(out, RS_EVENT_ID_MAX, "0");
+}
+
+/* One round trip: XREAD [BLOCK block_ms] from `from`; *x nil on timeout. */
+static int events_read(rs *r, const char *ev, const char *from, int block_ms, redisReply **x,
+                       weft_error *err)
+{
+    rs_cmd c = {0};
+    int rc;
+    rs_cmd_add(&c, "XREAD");
+    if (block_ms > 0) {
+        rs_cmd_add(&c, "BLOCK");
+        rs_cmd_addf(&c, "%d", block_ms);
+    }
+    rs_cmd_add(&c, "COUNT");
+    rs_cmd_add(&c, EVENTS_COUNT);
+    rs_cmd_add(&c, "STREAMS");
+    rs_cmd_add(&c, ev);
+    rs_cmd_add(&c, from);
+    if (block_ms > 0) {
+        /* the socket must wait longer than the server does */
+        if ((rc = rs_ensure(r, err)) != 0) {
+            rs_cmd_free(&c);
+            return rc;
+        }
+        redisSetTimeout(r->c, rs_ms_tv(block_ms + r->timeout_ms));
+    }
+    rc = rs_one(r, &c, x, ev, err);
+    if (block_ms > 0 && r->c) redisSetTimeout(r->c, rs_ms_tv(r->timeout_ms));
+    return rc;
+}
+
+int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_id, int block_ms,
+              int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
+{
+    wu_buf full = {0};
+    char ev[KEY_MAX], seen[RS_EVENT_ID_MAX], from[RS_EVENT_ID_MAX], next[RS_EVENT_ID_MAX];
+    char evid[RS_EVENT_ID_MAX + 24];
+    redisReply *x = NULL;
+    long long skip;
+    size_t i, j, f;
+    int rc, n = 0, stop = 0, pass, entries;
+
+    if ((rc = rs_check_id(workflow_id, err)) != 0) return rc;
+    if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
+    if ((rc = rs_event_id_parse(after_id, seen, &skip, err)) != 0)
+        return wu_err_prefix(err, "events of %s: ", workflow_id);
+    rs_k_exec(r, workflow_id, ":ev", ev);
+    snprintf(next, sizeof next, "%s", after_id && *after_id ? after_id : "0");
+    /* in the middle of an entry: read it again and skip what was seen */
+    if (skip >= 0)
+        id_before(seen, from);
+    else
+        snprintf(from, sizeof from, "%s", seen);
+    for (pass = 0; pass < 2; pass++) {
+        entries = 0;
+        if ((rc = events_read(r, ev, from, block_ms, &x, err)) != 0) goto out;
+        /* nil on timeout; else [[key, [[id, [field, value, ...]], ...]]] */
+        for (i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements && !stop; i++) {
+            const redisReply *s = x->element[i];
+            if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
+                s->element[1]->type != REDIS_REPLY_ARRAY)
+                continue;
+            for (j = 0; j < s->element[1]->elements && !stop; j++) {
+                const redisReply *e = s->element[1]->element[j];
+                long long k = 0;
+                int again;
+                if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+                    e->element[0]->type != REDIS_REPLY_STRING ||
+                    e->element[1]->type != REDIS_REPLY_ARRAY ||
+                    e->element[0]->len >= RS_EVENT_ID_MAX)
+                    continue;
+                entries++;
+                again = skip >= 0 && !strcmp(e->element[0]->str, seen);
+                /* a stop takes effect after the entry: the rest of it is delivered */
+                for (f = 0; f + 1 < e->element[1]->elements; f += 2) {
+                    const redisReply *kk = e->element[1]->element[f];
+                    const redisReply *v = e->element[1]->element[f + 1];
+                    char *line, *nl;
+                    if (kk->type != REDIS_REPLY_STRING || strcmp(kk->str, "json") ||
+                        v->type != REDIS_REPLY_STRING)
+                        continue;
+                    /* a save's events share its entry, a line each (older
+                     * entries: a field each); an event's index counts them all */
+                    for (line = v->str; line; line = nl, k++) {
+                        if ((nl = strchr(line, '\n'))) *nl++ = 0;
+                        if (again && k <= skip) continue;
+                        n++;
+                        snprintf(evid, sizeof evid, "%s-%lld", e->element[0]->str, k);
+                        if (fn && event_full(&full, workflow_id, e->element[0]->str, line) == 0 &&
+                            fn(ud, evid, full.data))
+                            stop = 1;
+                    }
+                }
+                snprintf(next, sizeof next, "%s", e->element[0]->str);
+            }
+        }
+        rs_replies_free(&x, 1);
+        /* all it read was the rest of the entry resumed in, and nothing was
+         * left of it: wait from that entry on, as asked */
+        if (n > 0 || entries == 0 || block_ms == 0 || stop) break;
+        snprintf(from, sizeof from, "%s", next);
+        skip = -1;
+    }
+out:
+    if (next_id && rc == 0) snprintf(next_id, RS_EVENT_ID_MAX, "%s", next);
+    wu_buf_free(&full);
+    return rc ? rc : n;
+}

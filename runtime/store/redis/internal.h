@@ -1,0 +1,190 @@
+/*
+ * What the files of the Redis store (conn.c, epoch.c, outbox.c, exec.c,
+ * queue.c, due.c, meta.c, events.c) share, and nothing else includes: the
+ * rs handle, its commands and round trips, keys and names, the outbox
+ * steps. The public API is redis.h; each function's comment is at its
+ * definition.
+ */
+#ifndef WEFT_STORE_REDIS_INTERNAL_H
+#define WEFT_STORE_REDIS_INTERNAL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+#include <hiredis/hiredis.h>
+
+#include "base/redis_url.h"
+#include "base/util.h"
+#include "store/redis/redis.h"
+
+/* The scripts (the .lua files here), by index into rs.src and rs.sha. */
+enum {
+    S_CREATE,
+    S_SAVE,
+    S_FLUSH,
+    S_CLAIM,
+    S_RENEW,
+    S_ACK,
+    S_CHECK,
+    S_REAP,
+    S_DUE,
+    S_UNQUEUE,
+    S_COMMAND,
+    S_COUNT
+};
+
+#define KEY_MAX 512
+#define PREFIX_MAX 64
+#define ID_MAX 64     /* workflow and task ids, with the NUL (rs_claim, rs_due) */
+#define TYPE_MAX 128  /* task type names, with the NUL (rs_claim) */
+#define NAME_MAX_ 257 /* definition names, idempotency keys, daemon ids */
+#define STREAM_MAXLEN "1000"
+#define REAP_BATCH 1000
+#define FLUSH_BATCH 1000
+#define EVENTS_COUNT "100"
+#define DEFAULT_RETENTION_MS (7LL * 24 * 3600 * 1000)
+#define DEFAULT_TIMEOUT_MS 5000
+
+struct rs {
+    redisContext *c;
+    ru_url url; /* url.shown, the password masked, is the only form put in messages */
+    char *prefix;
+    int64_t retention_ms;
+    int timeout_ms;
+    int broken;
+    unsigned rr; /* rotates which type rs_claim serves first */
+    int early;   /* rs_opts.early_steps */
+    int guard;   /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly; /* a steps pipeline sent, its replies not read yet */
+    rs_epoch *epoch;    /* shared; NULL = no epoch checks */
+    wu_buf proto;       /* commands in the wire format, before they go to hiredis */
+    const char *src[S_COUNT];
+    char sha[S_COUNT][41];
+};
+
+/* One command's arguments; strings are borrowed unless copied by rs_cmd_addf/rs_cmd_dup. */
+typedef struct rs_cmd {
+    int argc, cap, oom;
+    const char **argv;
+    size_t *len;
+    char **own;
+} rs_cmd;
+
+/*
+ * A write to a socket the server closed raises SIGPIPE, which would kill a
+ * process that did not ignore it; hiredis uses write(2), so block the
+ * signal for this thread around the exchange and swallow one it caused.
+ * A process that ignores SIGPIPE when it opens the store (weftd does) is
+ * spared those four system calls per round trip.
+ */
+typedef struct sigpipe_guard {
+    sigset_t old;
+    int was_pending, on;
+} sigpipe_guard;
+
+#define WAKE_TOKENS_MAX "63" /* kept tokens: enough to wake every idle worker */
+
+/* One outbox entry: a queue step and the fence of the save that decided it. */
+typedef struct rs_entry {
+    uint64_t fence;
+    rs_step_kind kind;
+    const char *type, *task;
+    int64_t at;
+    const char *lease; /* a push leased to the saver at once (its own steps only) */
+    int64_t lease_until;
+    char *raw;        /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
+    char *buf;        /* owned copy the fields point into (parsed entries) */
+} rs_entry;
+
+/* The steps of one execution to apply: its entries, the command trimming
+ * them from its outbox, and claims to drop. */
+typedef struct step_set {
+    const char *id;
+    const rs_entry *e;
+    size_t n;
+    rs_cmd *trim;
+    const rs_lease *acks;
+    size_t nacks;
+    size_t ntrim;     /* set by rs_steps_build: 1, or 0 when the trim has nothing to remove */
+    size_t nackcmds;  /* set by rs_steps_build: the acks' commands */
+    redisReply **rep; /* out: per entry, the reply that tells whether it applied */
+} step_set;
+
+/* A steps pipeline sent early (outbox.c). */
+typedef struct flight flight;
+
+/* conn.c */
+void rs_cmd_addn(rs_cmd *c, const char *s, size_t n, char *owned);
+void rs_cmd_add(rs_cmd *c, const char *s);
+void rs_cmd_dup(rs_cmd *c, const char *s);
+char *rs_digits(char buf[24], unsigned long long v, int neg);
+void rs_cmd_addf(rs_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rs_cmd_script_load(rs_cmd *c, const rs *r, int s);
+void rs_cmd_script(rs_cmd *c, rs *r, int s, int nkeys);
+void rs_cmd_free(rs_cmd *c);
+void rs_cmds_free(rs_cmd *c, size_t n);
+void rs_replies_free(redisReply **rep, size_t n);
+int rs_append_cmds(rs *r, const rs_cmd *cmds, size_t n);
+int rs_oom(weft_error *err);
+int rs_is_err(const redisReply *x);
+void rs_drop(rs *r);
+int rs_reply_err(rs *r, const redisReply *x, const char *key, weft_error *err);
+int rs_bad_reply(rs *r, const char *key, weft_error *err);
+int rs_conn_fail(rs *r, const char *key, weft_error *err);
+void rs_sigpipe_block(const rs *r, sigpipe_guard *g);
+void rs_sigpipe_restore(sigpipe_guard *g);
+int rs_write_out(rs *r);
+struct timeval rs_ms_tv(int ms);
+int rs_ensure(rs *r, weft_error *err);
+int rs_is_noscript(const redisReply *x);
+int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, weft_error *err);
+int rs_one(rs *r, rs_cmd *c, redisReply **rep, const char *key, weft_error *err);
+int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err);
+void rs_cat(char *dst, size_t cap, ...);
+void rs_k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX]);
+void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX]);
+void rs_k_dq(const rs *r, char key[KEY_MAX]);
+void rs_k_wake(const rs *r, char key[KEY_MAX]);
+void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX]);
+int rs_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err);
+int rs_check_id(const char *id, weft_error *err);
+char *rs_reply_dup(const redisReply *x);
+int rs_is_str(const redisReply *x);
+void rs_copy_str(char *dst, size_t n, const redisReply *x);
+void rs_claim_member(const rs_lease *c, char *buf, size_t n);
+
+/* epoch.c */
+void rs_epoch_seen(rs *r, const redisReply *x, long long unfinished);
+
+/* outbox.c */
+void rs_entries_free(rs_entry *e, size_t n);
+int rs_entry_parse(rs_entry *e, const redisReply *x);
+char *rs_step_text(const rs_step *s);
+int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence);
+int rs_check_step(const rs_step *s, weft_error *err);
+void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c);
+int rs_steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisReply **rep,
+                   weft_error *err);
+int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nsets,
+                   rs_cmd **cmds_out, size_t *k_out, size_t **first_out, weft_error *err);
+int rs_steps_now(rs *r, rs_cmd *cmds, size_t k, const size_t *first, size_t nhead,
+                 redisReply **head_rep, step_set *sets, size_t nsets, weft_error *err);
+int rs_steps_apply(rs *r, rs_cmd *head, size_t nhead, redisReply **head_rep, step_set *sets,
+                   size_t nsets, weft_error *err);
+void rs_flight_free(flight *f);
+flight *rs_flight_new(step_set *sets, size_t nsets, rs_entry **es, size_t nes, size_t k,
+                      size_t *first);
+void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds);
+int rs_flight_read(rs *r, flight *f);
+void rs_flight_finish(rs *r, flight *f);
+void rs_flight_land(rs *r);
+int rs_steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,
+                 redisReply **head_rep, redisReply **step_rep, weft_error *err);
+
+/* queue.c */
+int rs_check_claim(const rs_lease *c, weft_error *err);
+void rs_claim_release(rs *r, const rs_lease *cl, size_t n);
+
+#endif

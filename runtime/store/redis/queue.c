@@ -1,0 +1,399 @@
+/* The Redis store's work queues (redis.h): claims, leases, reaps, sizes, polls. */
+#include "store/redis/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int rs_check_claim(const rs_lease *c, weft_error *err)
+{
+    int rc;
+    if (!c) return wu_err(err, WEFT_EINVAL, "no claim");
+    if ((rc = rs_check_name("task type", c->type, TYPE_MAX, 0, err)) != 0) return rc;
+    if (!c->lease[0])
+        return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id, c->task_id);
+    return 0;
+}
+
+/* Give claims back (ZADD ready first, then ack with the token): one round trip. */
+void rs_claim_release(rs *r, const rs_lease *cl, size_t n)
+{
+    rs_cmd *c = calloc(2 * n, sizeof *c);
+    redisReply **x = calloc(2 * n, sizeof *x);
+    char key[KEY_MAX], member[ID_MAX * 2 + 2];
+    weft_error ignored;
+    long long now = (long long)wu_now_ms();
+    size_t i;
+    if (c && x) {
+        for (i = 0; i < n; i++) {
+            rs_claim_member(&cl[i], member, sizeof member);
+            rs_k_queue(r, cl[i].type, "ready", key);
+            rs_cmd_add(&c[2 * i], "ZADD");
+            rs_cmd_dup(&c[2 * i], key);
+            rs_cmd_addf(&c[2 * i], "%lld", now);
+            rs_cmd_dup(&c[2 * i], member);
+            rs_cmd_script(&c[2 * i + 1], r, S_ACK, 3);
+            rs_k_queue(r, cl[i].type, "leases", key);
+            rs_cmd_dup(&c[2 * i + 1], key);
+            rs_k_queue(r, cl[i].type, "lease", key);
+            rs_cmd_dup(&c[2 * i + 1], key);
+            rs_k_queue(r, cl[i].type, "reaped", key);
+            rs_cmd_dup(&c[2 * i + 1], key);
+            rs_cmd_dup(&c[2 * i + 1], member);
+            rs_cmd_add(&c[2 * i + 1], cl[i].lease);
+        }
+        /* on failure the leases expire and the reaper puts the members back */
+        rs_pipe(r, c, 2 * n, x, "claim release", &ignored);
+        rs_replies_free(x, 2 * n);
+        rs_cmds_free(c, 2 * n);
+    }
+    free(c);
+    free(x);
+}
+
+int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+             rs_lease *out, weft_error *err)
+{
+    if (max <= 0 || ntypes == 0) return 0;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    return rs_due_claim(r, 0, 0, 0, NULL, NULL, types, ntypes, max, lease_ms, out, err);
+}
+
+/* One lease script (renew/ack/check) with the claim's keys; 1 or 0 in *ok. */
+static int lease_call(rs *r, const rs_lease *cl, int s, int64_t expiry, int *ok, weft_error *err)
+{
+    char k1[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = rs_check_claim(cl, err)) != 0) return rc;
+    rs_k_queue(r, cl->type, "leases", k1);
+    rs_lease_cmd(r, cl, s, expiry, &c);
+    if ((rc = rs_one(r, &c, &x, k1, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_INTEGER)
+        rc = rs_bad_reply(r, k1, err);
+    else
+        *ok = x->integer == 1;
+    rs_replies_free(&x, 1);
+    return rc;
+}
+
+/* One round trip: renew.lua. */
+int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err)
+{
+    int ok = 0, rc = rs_renew_many(r, c, 1, lease_ms, &ok, err);
+    if (rc) return rc;
+    if (!ok)
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: not renewed", c->workflow_id,
+                      c->task_id);
+    return 0;
+}
+
+/* One round trip: renew.lua for each, pipelined. */
+int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
+                  weft_error *err)
+{
+    rs_cmd *cmds;
+    redisReply **x;
+    int64_t expiry = wu_now_ms() + lease_ms;
+    size_t i;
+    int rc;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    if (n == 0) return 0;
+    for (i = 0; i < n; i++)
+        if ((rc = rs_check_claim(&c[i], err)) != 0) return rc;
+    cmds = calloc(n, sizeof *cmds);
+    x = calloc(n, sizeof *x);
+    if (!cmds || !x) {
+        free(cmds);
+        free(x);
+        return rs_oom(err);
+    }
+    for (i = 0; i < n; i++)
+        rs_lease_cmd(r, &c[i], S_RENEW, expiry, &cmds[i]);
+    rc = rs_pipe(r, cmds, n, x, "renew", err);
+    for (i = 0; i < n && !rc; i++) {
+        char k[KEY_MAX];
+        rs_k_queue(r, c[i].type, "leases", k);
+        if (rs_is_err(x[i]))
+            rc = rs_reply_err(r, x[i], k, err);
+        else if (x[i]->type != REDIS_REPLY_INTEGER)
+            rc = rs_bad_reply(r, k, err);
+        else
+            ok[i] = x[i]->integer == 1;
+    }
+    rs_replies_free(x, n);
+    rs_cmds_free(cmds, n);
+    free(cmds);
+    free(x);
+    return rc;
+}
+
+/* One round trip: ack.lua. */
+int rs_ack(rs *r, const rs_lease *c, weft_error *err)
+{
+    int ok = 0, rc;
+    if ((rc = lease_call(r, c, S_ACK, 0, &ok, err)) != 0) return rc;
+    if (!ok)
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded", c->workflow_id,
+                      c->task_id);
+    return 0;
+}
+
+/* One round trip: check.lua. */
+int rs_check_lease(rs *r, const rs_lease *c, weft_error *err)
+{
+    int ok = 0, rc;
+    if ((rc = lease_call(r, c, S_CHECK, 0, &ok, err)) != 0) return rc;
+    if (!ok) return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s", c->workflow_id, c->task_id);
+    return 0;
+}
+
+/* One round trip: reap.lua (at most REAP_BATCH members per call). */
+int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+            weft_error *err)
+{
+    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reaped[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    char **list = NULL;
+    size_t i, n = 0;
+    int rc, back;
+
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
+    rs_k_queue(r, type, "ready", ready);
+    rs_k_queue(r, type, "leases", leases);
+    rs_k_queue(r, type, "lease", lease);
+    rs_k_queue(r, type, "reaped", reaped);
+    rs_cmd_script(&c, r, S_REAP, 4);
+    rs_cmd_add(&c, ready);
+    rs_cmd_add(&c, leases);
+    rs_cmd_add(&c, lease);
+    rs_cmd_add(&c, reaped);
+    rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
+    rs_cmd_addf(&c, "%d", max_reaps);
+    rs_cmd_addf(&c, "%d", REAP_BATCH);
+    if ((rc = rs_one(r, &c, &x, leases, err)) != 0) return rc;
+    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
+        x->element[0]->type != REDIS_REPLY_INTEGER) {
+        rs_replies_free(&x, 1);
+        return rs_bad_reply(r, leases, err);
+    }
+    back = (int)x->element[0]->integer;
+    if (x->elements > 1) {
+        if (!(list = calloc(x->elements - 1, sizeof *list))) {
+            rs_replies_free(&x, 1);
+            return rs_oom(err);
+        }
+        for (i = 1; i < x->elements; i++) {
+            if (x->element[i]->type != REDIS_REPLY_STRING) continue;
+            if (!(list[n] = rs_reply_dup(x->element[i]))) {
+                while (n)
+                    free(list[--n]);
+                free(list);
+                rs_replies_free(&x, 1);
+                return rs_oom(err);
+            }
+            n++;
+        }
+    }
+    rs_replies_free(&x, 1);
+    *exhausted = list;
+    *nexhausted = n;
+    return back;
+}
+
+/* One round trip: two ZCARDs, pipelined. */
+int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
+{
+    char k[2][KEY_MAX];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, i;
+    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    rs_k_queue(r, type, "ready", k[0]);
+    rs_k_queue(r, type, "leases", k[1]);
+    memset(c, 0, sizeof c);
+    for (i = 0; i < 2; i++) {
+        rs_cmd_add(&c[i], "ZCARD");
+        rs_cmd_add(&c[i], k[i]);
+    }
+    rc = rs_pipe(r, c, 2, x, k[0], err);
+    rs_cmds_free(c, 2);
+    for (i = 0; i < 2 && !rc; i++) {
+        if (rs_is_err(x[i]))
+            rc = rs_reply_err(r, x[i], k[i], err);
+        else if (x[i]->type != REDIS_REPLY_INTEGER)
+            rc = rs_bad_reply(r, k[i], err);
+    }
+    if (!rc) {
+        if (ready) *ready = x[0]->integer;
+        if (leased) *leased = x[1]->integer;
+    }
+    rs_replies_free(x, 2);
+    return rc;
+}
+
+/* One round trip: two ZSCOREs, pipelined. Returns 1 when queued, 0 when not. */
+int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
+                 weft_error *err)
+{
+    char k[2][KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, i, has = 0;
+    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
+        (rc = rs_check_id(workflow_id, err)) != 0 ||
+        (rc = rs_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
+    rs_k_queue(r, type, "ready", k[0]);
+    rs_k_queue(r, type, "leases", k[1]);
+    memset(c, 0, sizeof c);
+    for (i = 0; i < 2; i++) {
+        rs_cmd_add(&c[i], "ZSCORE");
+        rs_cmd_add(&c[i], k[i]);
+        rs_cmd_add(&c[i], member);
+    }
+    rc = rs_pipe(r, c, 2, x, k[0], err);
+    rs_cmds_free(c, 2);
+    for (i = 0; i < 2 && !rc; i++) {
+        if (rs_is_err(x[i]))
+            rc = rs_reply_err(r, x[i], k[i], err);
+        else if (x[i]->type == REDIS_REPLY_STRING)
+            has = 1;
+    }
+    rs_replies_free(x, 2);
+    return rc ? rc : has;
+}
+
+/* ---- the REST API's calls ---- */
+
+/* A claim reply {member, token, ...} of `queue` into out (at most max). */
+static int claims_of(const redisReply *x, const char *queue, int max, rs_lease *out)
+{
+    size_t i;
+    int n = 0;
+    for (i = 0; i + 1 < x->elements && n < max; i += 2) {
+        const redisReply *m = x->element[i], *t = x->element[i + 1];
+        rs_lease *cl = &out[n];
+        const char *bar;
+        size_t wl, tl;
+        if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        memset(cl, 0, sizeof *cl);
+        bar = memchr(m->str, '|', m->len);
+        wl = bar ? (size_t)(bar - m->str) : m->len;
+        if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+        memcpy(cl->workflow_id, m->str, wl);
+        if (bar) {
+            tl = m->len - (size_t)(bar + 1 - m->str);
+            if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
+            memcpy(cl->task_id, bar + 1, tl);
+        }
+        rs_copy_str(cl->lease, sizeof cl->lease, t);
+        snprintf(cl->type, sizeof cl->type, "%s", queue);
+        n++;
+    }
+    return n;
+}
+
+/* One round trip: reap.lua and claim.lua, pipelined. */
+int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, rs_lease *out,
+            int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err)
+{
+    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reapk[KEY_MAX], seed[37];
+    rs_cmd c[2];
+    redisReply *x[2] = {NULL, NULL};
+    long long now = (long long)wu_now_ms();
+    char **list = NULL;
+    size_t i, j, n = 0;
+    int rc, got = 0;
+
+    *reaped = 0;
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = rs_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if (max <= 0) return 0;
+    if (lease_ms <= 0 || max_reaps < 0)
+        return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
+    wu_uuid(seed);
+    for (i = j = 0; seed[i]; i++)
+        if (seed[i] != '-') seed[j++] = seed[i];
+    seed[24] = 0;
+    rs_k_queue(r, queue, "ready", ready);
+    rs_k_queue(r, queue, "leases", leases);
+    rs_k_queue(r, queue, "lease", lease);
+    rs_k_queue(r, queue, "reaped", reapk);
+    memset(c, 0, sizeof c);
+    rs_cmd_script(&c[0], r, S_REAP, 4);
+    rs_cmd_add(&c[0], ready);
+    rs_cmd_add(&c[0], leases);
+    rs_cmd_add(&c[0], lease);
+    rs_cmd_add(&c[0], reapk);
+    rs_cmd_addf(&c[0], "%lld", now);
+    rs_cmd_addf(&c[0], "%d", max_reaps);
+    rs_cmd_addf(&c[0], "%d", REAP_BATCH);
+    rs_cmd_script(&c[1], r, S_CLAIM, 3);
+    rs_cmd_add(&c[1], ready);
+    rs_cmd_add(&c[1], leases);
+    rs_cmd_add(&c[1], lease);
+    rs_cmd_addf(&c[1], "%lld", now);
+    rs_cmd_addf(&c[1], "%lld", (long long)lease_ms);
+    rs_cmd_addf(&c[1], "%d", max);
+    rs_cmd_add(&c[1], seed);
+    rc = rs_pipe(r, c, 2, x, ready, err);
+    rs_cmds_free(c, 2);
+    if (rc) {
+        rs_replies_free(x, 2);
+        return rc;
+    }
+    /* the claims first: once made they must reach the caller (or expire) */
+    if (rs_is_err(x[1]))
+        rc = rs_reply_err(r, x[1], ready, err);
+    else if (x[1]->type == REDIS_REPLY_ARRAY)
+        got = claims_of(x[1], queue, max, out);
+    if (!rs_is_err(x[0]) && x[0]->type == REDIS_REPLY_ARRAY && x[0]->elements >= 1 &&
+        x[0]->element[0]->type == REDIS_REPLY_INTEGER) {
+        *reaped = (int)x[0]->element[0]->integer;
+        if (x[0]->elements > 1 && (list = calloc(x[0]->elements - 1, sizeof *list)))
+            for (i = 1; i < x[0]->elements; i++)
+                if (x[0]->element[i]->type == REDIS_REPLY_STRING &&
+                    (list[n] = rs_reply_dup(x[0]->element[i])))
+                    n++;
+        *exhausted = list;
+        *nexhausted = n;
+    }
+    rs_replies_free(x, 2);
+    return rc ? rc : got;
+}
+
+/* One round trip: ZADD XX. */
+int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const char *task_id,
+                    int64_t lease_ms, weft_error *err)
+{
+    char k[KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = rs_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
+        (rc = rs_check_id(workflow_id, err)) != 0 ||
+        (rc = rs_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
+    rs_k_queue(r, queue, "leases", k);
+    rs_cmd_add(&c, "ZADD");
+    rs_cmd_add(&c, k);
+    rs_cmd_add(&c, "XX");
+    rs_cmd_addf(&c, "%lld", (long long)(wu_now_ms() + lease_ms));
+    rs_cmd_add(&c, member);
+    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
+    rs_replies_free(&x, 1);
+    return 0;
+}
