@@ -41,7 +41,7 @@
 #include "plugin/host.h"
 #include "core/ops.h"
 #include "plugin/loader.h"
-#include "store/redis/redis.h"
+#include "store/redis/backend.h"
 #include "base/util.h"
 
 #define BN_STATS_MAX 64
@@ -1080,8 +1080,8 @@ static int run_redis(const opts *o)
 {
     rurl u;
     redisContext *ctl = NULL;
-    rs *r = NULL;
-    rs_opts ro = {0};
+    st_store *r = NULL;
+    st_redis_opts ro = {0};
     weft_error err = {0};
     pl_registry *plugins = NULL;
     def_env defs = {0};
@@ -1122,12 +1122,6 @@ static int run_redis(const opts *o)
     R.prefix_len = strlen(prefix);
 
     /* the client side: what `weft start` sets up */
-    ro.url = o->redis_url;
-    ro.prefix = prefix;
-    if (rs_open(&ro, &r, &err)) {
-        fprintf(stderr, "weft-bench: %s\n", err.msg);
-        goto out;
-    }
     plugins = pl_new(host_table());
     if (plugins) {
         char *dflt = o->plugin_path ? NULL : pl_default_path();
@@ -1139,9 +1133,16 @@ static int run_redis(const opts *o)
     defs.searched = plugins ? pl_searched(plugins) : "";
     defs.host = host_table();
     defs.allow_unknown = 1;
+    ro.rs.url = o->redis_url;
+    ro.rs.prefix = prefix;
+    ro.defs = &defs;
+    if (st_redis_open(&ro, &r, &err)) {
+        fprintf(stderr, "weft-bench: %s\n", err.msg);
+        goto out;
+    }
     dec.defs = &defs;
     dec.now = wu_now_ms;
-    env.r = r;
+    env.st = r;
     env.defs = &defs;
     env.dec = &dec;
     env.sweep_ms = 30000;
@@ -1280,7 +1281,7 @@ out:
     if (R.sub) redisFree(R.sub);
     if (ctl) redisFree(ctl);
     def_unref(def);
-    rs_free(r);
+    st_free(r);
     pl_free(plugins);
     run_free(&R);
     return rc;

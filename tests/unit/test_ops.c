@@ -37,6 +37,7 @@
 #include "core/codec.h"
 #include "plugin/host.h"
 #include "core/ops.h"
+#include "store/redis/backend.h"
 #include "plugin/loader.h"
 #include "redis_fixture.h"
 #include "redis_inspect.h"
@@ -107,10 +108,10 @@ static long long count_keys(const char *pattern)
     return n;
 }
 
-static void env_init(op_env *e, rs *r)
+static void env_init(op_env *e, st_store *s)
 {
     memset(e, 0, sizeof *e);
-    e->r = r;
+    e->st = s;
     e->defs = &DEFS;
     e->dec = &DEC;
     e->cache = F.cache;
@@ -119,19 +120,25 @@ static void env_init(op_env *e, rs *r)
     e->sweep_ms = 60000;
 }
 
-static rs *open_rs(void)
+/* A store over the test server, with the fixture's cache. */
+static st_store *open_rs(void)
 {
-    rs_opts o = {0};
-    rs *r = NULL;
+    st_redis_opts o = {0};
+    st_store *s = NULL;
     weft_error err = {0};
-    o.url = srv.url;
-    o.prefix = PREFIX;
-    if (rs_open(&o, &r, &err)) {
-        rs_free(r);
+    o.rs.url = srv.url;
+    o.rs.prefix = PREFIX;
+    o.defs = &DEFS;
+    o.cache = F.cache;
+    if (st_redis_open(&o, &s, &err)) {
+        st_free(s);
         return NULL;
     }
-    return r;
+    return s;
 }
+
+/* The fixture's connection, for what the tests check directly in Redis. */
+#define RC (st_redis_conn(F.env.st))
 
 static int setup(void **state)
 {
@@ -148,7 +155,7 @@ static int setup(void **state)
     freeReplyObject(x);
     F.cache = op_cache_new();
     env_init(&F.env, open_rs());
-    if (!F.cache || !F.env.r) return -1;
+    if (!F.cache || !F.env.st) return -1;
     if (op_def(&F.env, DEF_JSON, "test.json", &F.def, &err)) {
         print_error("op_def: %s\n", err.msg);
         return -1;
@@ -159,7 +166,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     def_unref(F.def);
-    rs_free(F.env.r);
+    st_free(F.env.st);
     op_cache_free(F.cache);
     memset(&F, 0, sizeof F);
     return 0;
@@ -224,7 +231,7 @@ static void test_start_load(void **state)
     xc_free(x);
 
     /* due for a decider now */
-    n = rs_due(F.env.r, 8, 1000, due, &err);
+    n = rs_due(RC, 8, 1000, due, &err);
     assert_true(n >= 1);
     for (i = 0; i < n; i++)
         seen += !strcmp(due[i], id);
@@ -262,7 +269,7 @@ static void test_load_without_cache(void **state)
     xc_exec *x = NULL;
     weft_error err = {0};
     start(NULL, NULL, id);
-    env_init(&e, F.env.r);
+    env_init(&e, F.env.st);
     e.cache = NULL;
     assert_int_equal(op_load(&e, id, &x, NULL, &err), 0);
     assert_ptr_not_equal(x->def, F.def);
@@ -340,7 +347,7 @@ static void test_start_decides(void **state)
     {
         const char *types[] = {"Q"};
         rs_lease c;
-        assert_int_equal(rs_claim(F.env.r, types, 1, 1, 60000, &c, &err), 1);
+        assert_int_equal(rs_claim(RC, types, 1, 1, 60000, &c, &err), 1);
         assert_string_equal(c.workflow_id, id);
     }
 
@@ -451,7 +458,7 @@ static void test_update(void **state)
     assert_has(err.msg, "TERMINATED");
     assert_null(strstr(err.msg, "gave up")); /* a change's own refusal is final, not a race */
     /* the status lane got the workflow's end */
-    assert_true(rs_events(F.env.r, id, "0", NULL, 0, on_event, seen, &err) >= 1);
+    assert_true(rs_events(RC, id, "0", NULL, 0, on_event, seen, &err) >= 1);
     assert_has(seen, "\"status\":\"TERMINATED\"");
     assert_has(seen, "by test");
 }
@@ -471,13 +478,13 @@ static void test_command(void **state)
 
     start(NULL, NULL, id);
     x = load(id, &fence); /* a decider's copy, from before the command */
-    assert_int_equal(rs_exec_command(F.env.r, id, "tok1|pause|", "pause", &pending, st, &err),
+    assert_int_equal(rs_exec_command(RC, id, "tok1|pause|", "pause", &pending, st, &err),
                      RS_CMD_RECORDED);
-    assert_int_equal(rs_exec_command(F.env.r, id, "tok2|pause|", "pause", &pending, st, &err),
+    assert_int_equal(rs_exec_command(RC, id, "tok2|pause|", "pause", &pending, st, &err),
                      RS_CMD_SAME);
     assert_string_equal(pending, "tok1|pause|");
     free(pending);
-    assert_int_equal(rs_exec_command(F.env.r, id, "tok3|resume|", "resume", &pending, st, &err),
+    assert_int_equal(rs_exec_command(RC, id, "tok3|resume|", "resume", &pending, st, &err),
                      RS_CMD_OTHER);
     free(pending);
     assert_int_equal(op_update_from(&F.env, id, x, set_var, &c, &err), 0);
@@ -510,9 +517,9 @@ static void test_command(void **state)
     /* a terminate overrides a waiting pause; a change that fails after the
      * command was applied still saves the command, and says its error */
     start(NULL, NULL, id2);
-    assert_int_equal(rs_exec_command(F.env.r, id2, "t1|pause|", "pause", &pending, st, &err),
+    assert_int_equal(rs_exec_command(RC, id2, "t1|pause|", "pause", &pending, st, &err),
                      RS_CMD_RECORDED);
-    assert_int_equal(rs_exec_command(F.env.r, id2, "t2|terminate|stop", "terminate", &pending, st,
+    assert_int_equal(rs_exec_command(RC, id2, "t2|terminate|stop", "terminate", &pending, st,
                                      &err), RS_CMD_RECORDED);
     c.rc = WEFT_ESTATE;
     assert_int_equal(op_update(&F.env, id2, set_var, &c, &err), WEFT_ESTATE);
@@ -583,7 +590,7 @@ static void check_corrupt(const char *doc_fmt, const char *why)
 
     start(NULL, NULL, id);
     snprintf(doc, sizeof doc, doc_fmt, id);
-    assert_int_equal(rs_command(F.env.r, &err, "HSET " PREFIX "{%s} doc %s", id, doc), 0);
+    assert_int_equal(rs_command(RC, &err, "HSET " PREFIX "{%s} doc %s", id, doc), 0);
     assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_EINVAL);
     assert_int_equal(c.calls, 0);
     assert_has(err.msg, id);
@@ -716,7 +723,7 @@ static rs_lease claimed_first_task(const char *id)
     op_update_many(&F.env, &it, 1, NULL);
     if (it.rc) fail_msg("%s", it.err.msg);
     item_clear(&it);
-    if (rs_claim(F.env.r, types, 1, 1, 60000, &c, &err) != 1) fail_msg("claim: %s", err.msg);
+    if (rs_claim(RC, types, 1, 1, 60000, &c, &err) != 1) fail_msg("claim: %s", err.msg);
     return c;
 }
 
@@ -835,7 +842,7 @@ static void test_update_many_eager(void **state)
     assert_true(qint("ZSCORE " PREFIX "{q:Q}:leases %s", member) >= t0 + 30000);
     assert_true(qint("ZSCORE " PREFIX "{q:Q}:leases %s", member) <= t1 + 30000);
     assert_string_equal(lease_of(id, a->id, buf, sizeof buf), it.eager[0].lease);
-    assert_int_equal(rs_check_lease(F.env.r, &it.eager[0], &err), 0);
+    assert_int_equal(rs_check_lease(RC, &it.eager[0], &err), 0);
     assert_int_equal(qint("EXISTS " PREFIX "{%s}:out", id), 0);
 
     /* next round: a ran on the execution we hold; b is leased to us, a's lease dropped */
@@ -858,7 +865,7 @@ static void test_update_many_eager(void **state)
     assert_int_equal(xc_find_ref(it.x, "a")->status, WEFT_TASK_COMPLETED);
     assert_int_equal(qint("ZSCORE " PREFIX "{q:Q}:leases %s", member), -999);
     assert_int_equal(qint("HEXISTS " PREFIX "{q:Q}:lease %s", member), 0);
-    assert_int_equal(rs_check_lease(F.env.r, &la, &err), WEFT_ESTATE);
+    assert_int_equal(rs_check_lease(RC, &la, &err), WEFT_ESTATE);
     assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:ready"), 0);
     assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:leases"), 1);
     assert_string_equal(lease_of(id, b->id, buf, sizeof buf), it.eager[0].lease);
@@ -1003,7 +1010,7 @@ static void test_update_many_fence_race(void **state)
     assert_string_equal(lease_of(id, a->id, buf, sizeof buf), "(nil)");
     xc_free(x);
     /* the claim it consumed is gone */
-    assert_int_equal(rs_check_lease(F.env.r, &claim, &err), WEFT_ESTATE);
+    assert_int_equal(rs_check_lease(RC, &claim, &err), WEFT_ESTATE);
     assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:leases"), 0);
 }
 
@@ -1062,7 +1069,7 @@ static void test_update_many_nochange(void **state)
     item_clear(&it);
     xc_free(load(id, &fence));
     assert_int_equal(fence, 2);
-    assert_int_equal(rs_check_lease(F.env.r, &claim, &err), WEFT_ESTATE);
+    assert_int_equal(rs_check_lease(RC, &claim, &err), WEFT_ESTATE);
     assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:leases"), 0);
     assert_int_equal(qint("HLEN " PREFIX "{q:Q}:lease"), 0);
 }
@@ -1112,7 +1119,7 @@ static void test_update_many_errors(void **state)
     assert_int_equal(count_keys(PREFIX "{no-such-wf}*"), 0);
 
     /* neither dropped the claim */
-    assert_int_equal(rs_check_lease(F.env.r, &claim, &err), 0);
+    assert_int_equal(rs_check_lease(RC, &claim, &err), 0);
 
     assert_int_equal(it[2].rc, 0);
     assert_int_equal(it[2].saved, 1);
@@ -1196,8 +1203,8 @@ static void test_load_many(void **state)
 static void test_many_unreachable(void **state)
 {
     char id[64], url[64];
-    rs_opts o = {0};
-    rs *r = NULL;
+    st_redis_opts o = {0};
+    st_store *r = NULL;
     op_env e;
     weft_error err = {0};
     const char *ids[2];
@@ -1209,10 +1216,12 @@ static void test_many_unreachable(void **state)
 
     start(NULL, NULL, id);
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-    o.url = url;
-    o.prefix = PREFIX;
-    o.timeout_ms = 500;
-    assert_int_equal(rs_open(&o, &r, &err), WEFT_EIO);
+    o.rs.url = url;
+    o.rs.prefix = PREFIX;
+    o.rs.timeout_ms = 500;
+    o.defs = &DEFS;
+    o.cache = F.cache;
+    assert_int_equal(st_redis_open(&o, &r, &err), WEFT_EIO);
     assert_non_null(r);
     env_init(&e, r);
     e.eager = eager_q;
@@ -1240,7 +1249,7 @@ static void test_many_unreachable(void **state)
     assert_int_equal(room, 4); /* the lease it would have taken is given back */
     item_clear(&it[0]);
     item_clear(&it[1]);
-    rs_free(r);
+    st_free(r);
     assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:leases"), 0);
 }
 
@@ -1286,7 +1295,7 @@ static void *racer_main(void *arg)
     racer *me = arg;
     race *r = me->r;
     op_env e;
-    rs *conn = open_rs();
+    st_store *conn = open_rs();
     int i;
     if (!conn) {
         atomic_fetch_add(&r->errors, PER_THREAD);
@@ -1306,7 +1315,7 @@ static void *racer_main(void *arg)
             pthread_mutex_unlock(&r->mu);
         }
     }
-    rs_free(conn);
+    st_free(conn);
     return NULL;
 }
 

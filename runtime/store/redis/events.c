@@ -28,56 +28,17 @@ static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, 
 }
 
 /* digits only, at most max of them, at least one; *v their value (no overflow) */
-static int id_part(const char *s, size_t n, size_t max, unsigned long long *v)
-{
-    size_t i;
-    *v = 0;
-    if (n == 0 || n > max) return 0;
-    for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return 0;
-        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10) return 0;
-        *v = *v * 10 + (unsigned)(s[i] - '0');
-    }
-    return 1;
-}
-
-int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *index,
-                      weft_error *err)
-{
-    const char *d1 = id ? strchr(id, '-') : NULL, *d2 = d1 ? strchr(d1 + 1, '-') : NULL;
-    unsigned long long ms, seq = 0, i = 0;
-    size_t n = id ? strlen(id) : 0;
-    int ok;
-    *index = -1;
-    entry[0] = 0;
-    if (!id || !*id || !strcmp(id, "0")) {
-        snprintf(entry, RS_EVENT_ID_MAX, "0");
-        return 0;
-    }
-    ok = n < RS_EVENT_ID_MAX && id_part(id, d1 ? (size_t)(d1 - id) : n, 20, &ms) &&
-         (!d1 ||
-          id_part(d1 + 1, d2 ? (size_t)(d2 - d1 - 1) : n - (size_t)(d1 + 1 - id), 20, &seq)) &&
-         (!d2 || (id_part(d2 + 1, n - (size_t)(d2 + 1 - id), 9, &i) && !strchr(d2 + 1, '-')));
-    if (!ok)
-        return wu_err(err, WEFT_EINVAL,
-                      "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
-                      id);
-    snprintf(entry, RS_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
-    if (d2) *index = (long long)i;
-    return 0;
-}
-
 /* The stream id just before entry ms-seq: XREAD from it reads that entry again. */
-static void id_before(const char *entry, char out[RS_EVENT_ID_MAX])
+static void id_before(const char *entry, char out[ST_EVENT_ID_MAX])
 {
     const char *d = strchr(entry, '-');
     unsigned long long ms = strtoull(entry, NULL, 10), seq = d ? strtoull(d + 1, NULL, 10) : 0;
     if (seq > 0)
-        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms, seq - 1);
+        snprintf(out, ST_EVENT_ID_MAX, "%llu-%llu", ms, seq - 1);
     else if (ms > 0)
-        snprintf(out, RS_EVENT_ID_MAX, "%llu-%llu", ms - 1, ULLONG_MAX);
+        snprintf(out, ST_EVENT_ID_MAX, "%llu-%llu", ms - 1, ULLONG_MAX);
     else
-        snprintf(out, RS_EVENT_ID_MAX, "0");
+        snprintf(out, ST_EVENT_ID_MAX, "0");
 }
 
 /* One round trip: XREAD [BLOCK block_ms] from `from`; *x nil on timeout. */
@@ -113,8 +74,8 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_i
               int (*fn)(void *ud, const char *id, const char *json), void *ud, weft_error *err)
 {
     wu_buf full = {0};
-    char ev[KEY_MAX], seen[RS_EVENT_ID_MAX], from[RS_EVENT_ID_MAX], next[RS_EVENT_ID_MAX];
-    char evid[RS_EVENT_ID_MAX + 24];
+    char ev[KEY_MAX], seen[ST_EVENT_ID_MAX], from[ST_EVENT_ID_MAX], next[ST_EVENT_ID_MAX];
+    char evid[ST_EVENT_ID_MAX + 24];
     redisReply *x = NULL;
     long long skip;
     size_t i, j, f;
@@ -122,7 +83,7 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_i
 
     if ((rc = rs_check_id(workflow_id, err)) != 0) return rc;
     if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
-    if ((rc = rs_event_id_parse(after_id, seen, &skip, err)) != 0)
+    if ((rc = st_event_id_parse(after_id, seen, &skip, err)) != 0)
         return wu_err_prefix(err, "events of %s: ", workflow_id);
     rs_k_exec(r, workflow_id, ":ev", ev);
     snprintf(next, sizeof next, "%s", after_id && *after_id ? after_id : "0");
@@ -147,7 +108,7 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_i
                 if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
                     e->element[0]->type != REDIS_REPLY_STRING ||
                     e->element[1]->type != REDIS_REPLY_ARRAY ||
-                    e->element[0]->len >= RS_EVENT_ID_MAX)
+                    e->element[0]->len >= ST_EVENT_ID_MAX)
                     continue;
                 entries++;
                 again = skip >= 0 && !strcmp(e->element[0]->str, seen);
@@ -182,7 +143,7 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_i
         skip = -1;
     }
 out:
-    if (next_id && rc == 0) snprintf(next_id, RS_EVENT_ID_MAX, "%s", next);
+    if (next_id && rc == 0) snprintf(next_id, ST_EVENT_ID_MAX, "%s", next);
     wu_buf_free(&full);
     return rc ? rc : n;
 }

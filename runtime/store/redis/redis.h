@@ -340,23 +340,13 @@ int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err);
 
 /* ---- status lane ---- */
 
-/*
- * Every event has its own id, "<stream entry id>-<index>" ("1700000000000-0-2":
- * the third event of entry 1700000000000-0), though the events of one save
- * share one stream entry. Parse one: its entry into entry and its index into
- * *index (-1 for a plain stream id "<ms>-<seq>" or "<ms>", which means the
- * whole entry; "0" means before everything). WEFT_EINVAL naming the id.
- */
-#define RS_EVENT_ID_MAX 64
-int rs_event_id_parse(const char *id, char entry[RS_EVENT_ID_MAX], long long *index,
-                      weft_error *err);
 
 /*
- * Read events after the event `after_id` (rs_event_id_parse; "0" or NULL =
+ * Read events after the event `after_id` (st_event_id_parse, store.h; "0" or NULL =
  * from the start) from an execution's stream, waiting up to block_ms (0 = no
  * wait) for new ones. Calls fn for each (event id, JSON text). Stops early
  * when fn returns non-zero, after the rest of that event's entry. next_id
- * (RS_EVENT_ID_MAX bytes, may be NULL, may be after_id's buffer) gets where
+ * (ST_EVENT_ID_MAX bytes, may be NULL, may be after_id's buffer) gets where
  * the next call resumes: the entry id of the last entry read, else after_id.
  * Returns the number of events given to fn, or a WEFT_E* code.
  */
