@@ -189,41 +189,32 @@ static int check_allow_entry(const char *e, weft_error *err)
     return 0;
 }
 
+typedef struct options {
+    json_object *allow; /* NULL: any host */
+    int64_t max_response_bytes;
+} options;
+
+static const weft_config_field options_table[] = {
+    WEFT_CONFIG_KEY(WEFT_CONFIG_JSON, options, allow),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_INT, options, max_response_bytes, .dflt = "16777216", .min = 1,
+                    .max = (int64_t)1 << 30),
+    WEFT_CONFIG_END,
+};
+
 /* Parse config into a fresh allow-list and limit; nothing changes on error. */
 static int parse_config(json_object *config, char ***allow, size_t *nallow, size_t *max_body,
                         weft_error *err)
 {
-    json_object *list = NULL, *max = NULL;
+    options o = {0};
+    json_object *list;
     size_t i, n;
+    int rc;
     *allow = NULL;
     *nallow = 0;
-    *max_body = DEFAULT_MAX_BODY;
-    if (!config) return 0;
-    if (!json_object_is_type(config, json_type_object))
-        return H->error(err, WEFT_EINVAL, "http plugin config must be an object (got %s)",
-                        json_type_to_name(json_object_get_type(config)));
-    json_object_object_foreach(config, key, val)
-    {
-        if (!strcmp(key, "allow"))
-            list = val;
-        else if (!strcmp(key, "max_response_bytes"))
-            max = val;
-        else
-            return H->error(err, WEFT_EINVAL,
-                            "http plugin config: unknown key '%s' (known: allow, "
-                            "max_response_bytes)",
-                            key);
-    }
-    if (max) {
-        int64_t v = json_object_get_int64(max);
-        if (!json_object_is_type(max, json_type_int) || v <= 0 || v > ((int64_t)1 << 30))
-            return H->error(err, WEFT_EINVAL,
-                            "http plugin config: max_response_bytes must be an integer from 1 "
-                            "to 1073741824 (got %s)",
-                            json_object_to_json_string(max));
-        *max_body = (size_t)v;
-    }
-    if (!list) return 0;
+    if ((rc = H->config_fill(options_table, config, &o, "http plugin config", err)) != 0)
+        return rc;
+    *max_body = (size_t)o.max_response_bytes;
+    if (!(list = o.allow)) return 0;
     if (!json_object_is_type(list, json_type_array))
         return H->error(err, WEFT_EINVAL,
                         "http plugin config: allow must be a list of host names (got %s)",
@@ -234,7 +225,6 @@ static int parse_config(json_object *config, char ***allow, size_t *nallow, size
     for (i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(list, i);
         char buf[256];
-        int rc;
         if (!json_object_is_type(e, json_type_string)) {
             rc = H->error(err, WEFT_EINVAL,
                           "http plugin config: allow[%zu] must be a host name string (got %s)", i,
@@ -1323,20 +1313,8 @@ static void http_fini(void)
     pthread_mutex_unlock(&S.lock);
 }
 
-static const weft_task_type http_type = {
-    .name = "HTTP",
-    .validate = http_validate,
-    .execute = http_execute,
-    .cancel = http_cancel,
-    .init = http_init,
-    .fini = http_fini,
-};
+static const weft_task_type http_type =
+    WEFT_TASK_TYPE(.name = "HTTP", .validate = http_validate, .execute = http_execute,
+                   .cancel = http_cancel, .init = http_init, .fini = http_fini);
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    return host->register_task_type(&http_type, &err);
-}
-WEFT_PLUGIN_ENTRY(http)
+WEFT_PLUGIN(http, .types = &http_type, .ntypes = 1, .host = &H)

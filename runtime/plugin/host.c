@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "plugin/loader.h"
+#include "plugin/options.h"
 
 static int log_level = WEFT_LOG_INFO;
 static host_log_fn log_sink;
@@ -255,6 +256,7 @@ static const weft_host table = {
     .parse_duration = host_parse_duration,
     .now_ms = wu_now_ms,
     .previous = host_previous,
+    .config_fill = po_fill,
 };
 
 const weft_host *host_table(void)

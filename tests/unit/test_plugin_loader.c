@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "plugin/loader.h"
+#include "plugin/options.h"
 #include "base/util.h"
 
 /* Not in plugin_loader.h (yet): the host's log hands each line to the loader. */
@@ -46,9 +47,9 @@ static int nofn_execute(weft_ctx *ctx, weft_result *result)
 
 static int test_declare(uint32_t major, uint32_t size)
 {
-    static const weft_task_type noname = {.name = NULL, .execute = nofn_execute};
-    static const weft_task_type nofn = {.name = "FX_NOFN"};
-    static const weft_lock_provider badlock = {.name = "fx_badlock"};
+    static const weft_task_type noname = WEFT_TASK_TYPE(.name = NULL, .execute = nofn_execute);
+    static const weft_task_type nofn = WEFT_TASK_TYPE(.name = "FX_NOFN");
+    static const weft_lock_provider badlock = WEFT_LOCK_PROVIDER(.name = "fx_badlock");
     weft_error err = {0};
     int rc;
     if (declare_mode == DECLARE_SWALLOW) return 0; /* the loader never hears of the declaration */
@@ -91,6 +92,7 @@ static const weft_host host = {
     .register_lock_provider = pl_host_register_lock_provider,
     .log = test_log,
     .error = test_error,
+    .config_fill = po_fill,
 };
 
 /* ---- helpers ---- */
@@ -347,8 +349,8 @@ static void test_dup_type(void **state)
 static void test_register_outside_init(void **state)
 {
     pl_registry *r = *state;
-    static const weft_task_type t = {.name = "FX_LATE", .execute = nofn_execute};
-    static const weft_lock_provider lk = {.name = "fx_late"};
+    static const weft_task_type t = WEFT_TASK_TYPE(.name = "FX_LATE", .execute = nofn_execute);
+    static const weft_lock_provider lk = WEFT_LOCK_PROVIDER(.name = "fx_late");
     weft_error err = {0};
     assert_int_equal(pl_host_register_task_type(&t, &err), WEFT_ESTATE);
     assert_string_equal(err.msg, "registration is only allowed during weft_plugin_init");
