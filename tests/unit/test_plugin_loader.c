@@ -547,7 +547,8 @@ static void test_builtin_type_overridden(void **state)
         assert_false(owner->builtin);
         assert_ptr_equal(pl_get(r, 0), owner);
         assert_int_equal(owner->types[0]->execute(NULL, &res), 0);
-        assert_string_equal(json_object_get_string(res.output), "fx lambda");
+        assert_string_equal(json_object_get_string(json_object_object_get(res.output, "result")),
+                            "fx lambda");
         json_object_put(res.output);
         memset(&res, 0, sizeof res);
         /* the built-in is still loaded, without the type it lost */

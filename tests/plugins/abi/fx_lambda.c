@@ -4,7 +4,8 @@
 static int fx_execute(weft_ctx *ctx, weft_result *result)
 {
     result->status = WEFT_TASK_COMPLETED;
-    result->output = json_object_new_string("fx lambda");
+    result->output = json_object_new_object();
+    json_object_object_add(result->output, "result", json_object_new_string("fx lambda"));
     return 0;
 }
 
