@@ -280,19 +280,34 @@ static int push_ptr(const void ***arr, size_t *n, const void *item)
 /*
  * What the registry needs to know of a task type or lock provider struct:
  * its full size in this ABI, the end of the ABI 2.0 layout (the smallest
- * size readable) and where its name is.
+ * size readable), where its name is, and what else a valid one has.
  */
 typedef struct kind {
     const char *what; /* "task type" */
     size_t full, min, name_off;
+    /* why a struct with a name is unusable (a message after "<what> <name> "), or NULL */
+    const char *(*invalid)(const void *item);
 } kind;
+
+static const char *type_invalid(const void *item)
+{
+    const weft_task_type *t = item;
+    return t->execute || t->map || (t->flags & WEFT_TASK_EXTERNAL) ? NULL
+                                                                   : "has neither execute nor map";
+}
+
+static const char *lock_invalid(const void *item)
+{
+    const weft_lock_provider *l = item;
+    return l->acquire && l->release ? NULL : "needs acquire and release";
+}
 
 #define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 static const kind type_kind = {"task type", sizeof(weft_task_type), END_OF(weft_task_type, fini),
-                               offsetof(weft_task_type, name)};
+                               offsetof(weft_task_type, name), type_invalid};
 static const kind lock_kind = {"lock provider", sizeof(weft_lock_provider),
                                END_OF(weft_lock_provider, close),
-                               offsetof(weft_lock_provider, name)};
+                               offsetof(weft_lock_provider, name), lock_invalid};
 
 /*
  * A copy (caller owns) of the struct a plugin registers, read by its size:
@@ -362,56 +377,49 @@ static int name_free(const kind *k, wu_map *taken, const void **mine, size_t nmi
     return 0;
 }
 
-int pl_host_register_task_type(const weft_task_type *type, weft_error *err)
+/*
+ * Stage one registration of the loading plugin: a copy of given, checked,
+ * appended to *mine (p->types or p->locks, *n entries) unless overriding
+ * skips it.
+ */
+static int stage(const kind *k, const void *given, const void ***mine, size_t *n,
+                 weft_error *err)
 {
-    weft_task_type *t = NULL;
-    pl_plugin *p;
-    int rc, skip;
+    wu_map *taken = k == &type_kind ? loading->r->types : loading->r->locks;
+    const char *file = loading->p->file, *name, *why;
+    void *copy = NULL;
+    int rc, skip = 0;
 
-    if ((rc = reg_allowed("a task type", err)) != 0) return rc;
-    p = loading->p;
-    if (!type)
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: task type without a name", p->file);
-    if ((rc = copy_struct(&type_kind, type, (void **)&t, err)) != 0) return rc;
-    if (!t->name || !*t->name)
-        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: task type without a name", p->file);
-    else if (!t->execute && !t->map && !(t->flags & WEFT_TASK_EXTERNAL))
-        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: task type %s has neither execute nor map",
-                      p->file, t->name);
-    else if ((rc = name_free(&type_kind, loading->r->types, (const void **)p->types, p->ntypes,
-                             t->name, &skip, err)) == 0 &&
-             !skip && push_ptr((const void ***)&p->types, &p->ntypes, t) != 0)
-        rc = reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", p->file);
+    if (!given) return reg_fail(err, WEFT_EINVAL, "plugin %s: %s without a name", file, k->what);
+    if ((rc = copy_struct(k, given, &copy, err)) != 0) return rc;
+    name = *(const char **)((char *)copy + k->name_off);
+    if (!name || !*name)
+        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: %s without a name", file, k->what);
+    else if ((why = k->invalid(copy)) != NULL)
+        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: %s %s %s", file, k->what, name, why);
+    else if ((rc = name_free(k, taken, *mine, *n, name, &skip, err)) == 0 && !skip &&
+             push_ptr(mine, n, copy) != 0)
+        rc = reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", file);
     else if (rc == 0 && !skip)
         return 0;
-    free(t);
+    free(copy);
     return rc;
+}
+
+int pl_host_register_task_type(const weft_task_type *type, weft_error *err)
+{
+    int rc = reg_allowed("a task type", err);
+    return rc ? rc
+              : stage(&type_kind, type, (const void ***)&loading->p->types, &loading->p->ntypes,
+                      err);
 }
 
 int pl_host_register_lock_provider(const weft_lock_provider *lock, weft_error *err)
 {
-    weft_lock_provider *l = NULL;
-    pl_plugin *p;
-    int rc, skip;
-
-    if ((rc = reg_allowed("a lock provider", err)) != 0) return rc;
-    p = loading->p;
-    if (!lock)
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: lock provider without a name", p->file);
-    if ((rc = copy_struct(&lock_kind, lock, (void **)&l, err)) != 0) return rc;
-    if (!l->name || !*l->name)
-        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: lock provider without a name", p->file);
-    else if (!l->acquire || !l->release)
-        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: lock provider %s needs acquire and release",
-                      p->file, l->name);
-    else if ((rc = name_free(&lock_kind, loading->r->locks, (const void **)p->locks, p->nlocks,
-                             l->name, &skip, err)) == 0 &&
-             !skip && push_ptr((const void ***)&p->locks, &p->nlocks, l) != 0)
-        rc = reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", p->file);
-    else if (rc == 0 && !skip)
-        return 0;
-    free(l);
-    return rc;
+    int rc = reg_allowed("a lock provider", err);
+    return rc ? rc
+              : stage(&lock_kind, lock, (const void ***)&loading->p->locks, &loading->p->nlocks,
+                      err);
 }
 
 /*

@@ -464,20 +464,22 @@ static inline const char *weft_json_str(json_object *o, const char *key)
 }
 
 /*
- * Fail the task on its own terms: r->status FAILED with a printf-style
- * reason. Returns 0, what execute or map then return.
+ * End the task on its own terms: r->status = status (FAILED or
+ * FAILED_WITH_TERMINAL_ERROR) with a printf-style reason. Returns 0, what
+ * execute or map then return. weft_fail(r, fmt, ...): status FAILED.
  */
-static inline int weft_fail(weft_result *r, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static inline int weft_fail(weft_result *r, const char *fmt, ...)
+static inline int weft_fail_as(weft_result *r, weft_task_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int weft_fail_as(weft_result *r, weft_task_status status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(r->reason, sizeof r->reason, fmt, ap);
     va_end(ap);
-    r->status = WEFT_TASK_FAILED;
+    r->status = status;
     return 0;
 }
+#define weft_fail(r, ...) weft_fail_as((r), WEFT_TASK_FAILED, __VA_ARGS__)
 
 /* Name of a status ("COMPLETED"...). */
 static inline const char *weft_task_status_name(weft_task_status s)
