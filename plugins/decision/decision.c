@@ -14,14 +14,6 @@
 
 static const weft_host *H;
 
-static const char *str_field(json_object *o, const char *key)
-{
-    json_object *v;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
 static int check_cases(const weft_host *host, json_object *def, weft_error *err)
 {
     json_object *cases, *dflt;
@@ -43,15 +35,15 @@ static int check_cases(const weft_host *host, json_object *def, weft_error *err)
 
 static int decision_validate(const weft_host *host, json_object *def, weft_error *err)
 {
-    if (!str_field(def, "caseValueParam") && !str_field(def, "caseExpression"))
+    if (!weft_json_str(def, "caseValueParam") && !weft_json_str(def, "caseExpression"))
         return host->error(err, WEFT_EINVAL, "DECISION needs caseValueParam or caseExpression");
     return check_cases(host, def, err);
 }
 
 static int switch_validate(const weft_host *host, json_object *def, weft_error *err)
 {
-    const char *ev = str_field(def, "evaluatorType");
-    if (!str_field(def, "expression"))
+    const char *ev = weft_json_str(def, "evaluatorType");
+    if (!weft_json_str(def, "expression"))
         return host->error(err, WEFT_EINVAL, "SWITCH needs an expression");
     if (ev && strcmp(ev, "value-param") && strcmp(ev, "lua"))
         return host->error(err, WEFT_EINVAL,
@@ -81,29 +73,26 @@ static json_object *param(json_object *input, const char *name)
 static int decide(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r, int is_switch)
 {
     const weft_task_view *t = H->task(ctx);
-    const char *vparam = str_field(def, "caseValueParam");
-    const char *expr = is_switch ? NULL : str_field(def, "caseExpression");
+    const char *vparam = weft_json_str(def, "caseValueParam");
+    const char *expr = is_switch ? NULL : weft_json_str(def, "caseExpression");
     json_object *value = NULL, *cases, *list = NULL;
     char name[256], chunk[160];
     weft_error err = {0};
     int owned = 0;
 
     if (is_switch) {
-        const char *ev = str_field(def, "evaluatorType");
+        const char *ev = weft_json_str(def, "evaluatorType");
         if (ev && !strcmp(ev, "lua"))
-            expr = str_field(def, "expression");
+            expr = weft_json_str(def, "expression");
         else
-            vparam = str_field(def, "expression");
+            vparam = weft_json_str(def, "expression");
     }
     if (expr) {
         snprintf(chunk, sizeof chunk, "%s '%s' expression", is_switch ? "switch" : "decision",
                  t->def_ref);
         if (H->lua_eval(ctx, chunk, expr, vparam ? param(t->input, vparam) : t->input, &value,
-                        &err)) {
-            r->status = WEFT_TASK_FAILED;
-            snprintf(r->reason, sizeof r->reason, "%s", err.msg);
-            return 0;
-        }
+                        &err))
+            return weft_fail(r, "%s", err.msg);
         owned = 1;
     } else {
         value = param(t->input, vparam);
@@ -139,26 +128,9 @@ static int switch_map(weft_ctx *ctx, json_object *def, json_object *out, weft_re
     return decide(ctx, def, out, r, 1);
 }
 
-static const weft_task_type decision_type = {
-    .name = "DECISION",
-    .validate = decision_validate,
-    .map = decision_map,
+static const weft_task_type types[] = {
+    WEFT_TASK_TYPE(.name = "DECISION", .validate = decision_validate, .map = decision_map),
+    WEFT_TASK_TYPE(.name = "SWITCH", .validate = switch_validate, .map = switch_map),
 };
 
-static const weft_task_type switch_type = {
-    .name = "SWITCH",
-    .validate = switch_validate,
-    .map = switch_map,
-};
-
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    int rc;
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    if ((rc = host->register_task_type(&decision_type, &err)))
-        return rc;
-    return host->register_task_type(&switch_type, &err);
-}
-WEFT_PLUGIN_ENTRY(decision)
+WEFT_PLUGIN(decision, .types = types, .ntypes = WEFT_COUNT(types), .host = &H)

@@ -14,31 +14,11 @@
  * terminationReason, workflowOutput).
  * WAIT completes after inputParameters.duration, or waits for a signal.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <weft/plugin.h>
 
 static const weft_host *H;
-
-static const char *str_field(json_object *o, const char *key)
-{
-    json_object *v;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
-static int fail(weft_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(weft_result *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
-    va_end(ap);
-    r->status = WEFT_TASK_FAILED;
-    return 0;
-}
 
 /* ---- SUB_WORKFLOW ---- */
 
@@ -54,7 +34,7 @@ static int sub_validate(const weft_host *host, json_object *def, weft_error *err
                                "subWorkflowParam.workflowDefinition must be a workflow object");
         return 0;
     }
-    if (!str_field(p, "name"))
+    if (!weft_json_str(p, "name"))
         return host->error(err, WEFT_EINVAL,
                            "subWorkflowParam needs a name or a workflowDefinition");
     if (json_object_object_get_ex(p, "version", &v) && !json_object_is_type(v, json_type_int))
@@ -79,8 +59,8 @@ static int sub_execute(weft_ctx *ctx, weft_result *r)
     json_object_object_get_ex(p, "workflowDefinition", &inl);
     if (json_object_object_get_ex(p, "version", &v))
         version = json_object_get_int(v);
-    if (H->start_child(ctx, inl, str_field(p, "name"), version, t->input, id, sizeof id, &err))
-        return fail(r, "cannot start sub-workflow: %s", err.msg);
+    if (H->start_child(ctx, inl, weft_json_str(p, "name"), version, t->input, id, sizeof id, &err))
+        return weft_fail(r, "cannot start sub-workflow: %s", err.msg);
     r->output = json_object_new_object();
     json_object_object_add(r->output, "subWorkflowId", json_object_new_string(id));
     r->status = WEFT_TASK_IN_PROGRESS;
@@ -96,7 +76,7 @@ static int loop_validate(const weft_host *host, json_object *def, weft_error *er
     if (!json_object_object_get_ex(def, "loopOver", &body) ||
         !json_object_is_type(body, json_type_array) || !json_object_array_length(body))
         return host->error(err, WEFT_EINVAL, "DO_WHILE needs loopOver: a non-empty list of tasks");
-    if (!str_field(def, "loopCondition"))
+    if (!weft_json_str(def, "loopCondition"))
         return host->error(err, WEFT_EINVAL, "DO_WHILE needs loopCondition (a Lua body)");
     if (json_object_object_get_ex(def, "maxIterations", &max) &&
         (!json_object_is_type(max, json_type_int) || json_object_get_int(max) < 1))
@@ -110,7 +90,7 @@ static json_object *loop_state(weft_ctx *ctx, json_object *body, int n)
     json_object *o = json_object_new_object();
     size_t i;
     for (i = 0; i < json_object_array_length(body); i++) {
-        const char *ref = str_field(json_object_array_get_idx(body, i), "taskReferenceName");
+        const char *ref = weft_json_str(json_object_array_get_idx(body, i), "taskReferenceName");
         const weft_task_view *v = ref ? H->lookup(ctx, ref) : NULL;
         if (v)
             json_object_object_add(o, ref, v->output ? json_object_get(v->output)
@@ -144,10 +124,10 @@ static int loop_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
     json_object_object_foreach(state, k2, v2) json_object_object_add(input, k2,
                                                                      json_object_get(v2));
     snprintf(chunk, sizeof chunk, "do_while '%s' condition", t->def_ref);
-    if (H->lua_eval(ctx, chunk, str_field(def, "loopCondition"), input, &go, &err)) {
+    if (H->lua_eval(ctx, chunk, weft_json_str(def, "loopCondition"), input, &go, &err)) {
         json_object_put(input);
         json_object_put(state);
-        return fail(r, "%s", err.msg);
+        return weft_fail(r, "%s", err.msg);
     }
     json_object_put(input);
     again = go && !(json_object_is_type(go, json_type_boolean) && !json_object_get_boolean(go));
@@ -174,7 +154,7 @@ static int setvar_map(weft_ctx *ctx, json_object *def, json_object *out, weft_re
 {
     weft_error err = {0};
     if (H->set_variables(ctx, H->task(ctx)->input, &err))
-        return fail(r, "%s", err.msg);
+        return weft_fail(r, "%s", err.msg);
     r->output = json_object_new_object();
     r->status = WEFT_TASK_COMPLETED;
     return 0;
@@ -198,7 +178,7 @@ static int term_status(const char *s, weft_wf_status *out)
 static int term_validate(const weft_host *host, json_object *def, weft_error *err)
 {
     json_object *in = json_object_object_get(def, "inputParameters");
-    const char *s = in ? str_field(in, "terminationStatus") : NULL;
+    const char *s = in ? weft_json_str(in, "terminationStatus") : NULL;
     weft_wf_status st;
     if (s && !strstr(s, "${") && term_status(s, &st))
         return host->error(err, WEFT_EINVAL,
@@ -209,12 +189,12 @@ static int term_validate(const weft_host *host, json_object *def, weft_error *er
 static int term_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
 {
     const weft_task_view *t = H->task(ctx);
-    const char *s = str_field(t->input, "terminationStatus");
-    const char *reason = str_field(t->input, "terminationReason");
+    const char *s = weft_json_str(t->input, "terminationStatus");
+    const char *reason = weft_json_str(t->input, "terminationReason");
     json_object *output = NULL;
     weft_wf_status st;
     if (term_status(s, &st))
-        return fail(r, "terminationStatus '%s' (use COMPLETED, FAILED or TERMINATED)", s);
+        return weft_fail(r, "terminationStatus '%s' (use COMPLETED, FAILED or TERMINATED)", s);
     json_object_object_get_ex(t->input, "workflowOutput", &output);
     r->output = json_object_new_object();
     r->status = WEFT_TASK_COMPLETED;
@@ -254,7 +234,7 @@ static int wait_execute(weft_ctx *ctx, weft_result *r)
         return 0;
     }
     if (H->parse_duration(d, &ms, &err))
-        return fail(r, "duration: %s", err.msg);
+        return weft_fail(r, "duration: %s", err.msg);
     elapsed = H->now_ms() - t->started_ms;
     if (elapsed >= ms) {
         r->output = json_object_new_object();
@@ -267,23 +247,11 @@ static int wait_execute(weft_ctx *ctx, weft_result *r)
 }
 
 static const weft_task_type types[] = {
-    {.name = "SUB_WORKFLOW", .validate = sub_validate, .execute = sub_execute},
-    {.name = "DO_WHILE", .validate = loop_validate, .map = loop_map},
-    {.name = "SET_VARIABLE", .map = setvar_map},
-    {.name = "TERMINATE", .validate = term_validate, .map = term_map},
-    {.name = "WAIT", .validate = wait_validate, .execute = wait_execute},
+    WEFT_TASK_TYPE(.name = "SUB_WORKFLOW", .validate = sub_validate, .execute = sub_execute),
+    WEFT_TASK_TYPE(.name = "DO_WHILE", .validate = loop_validate, .map = loop_map),
+    WEFT_TASK_TYPE(.name = "SET_VARIABLE", .map = setvar_map),
+    WEFT_TASK_TYPE(.name = "TERMINATE", .validate = term_validate, .map = term_map),
+    WEFT_TASK_TYPE(.name = "WAIT", .validate = wait_validate, .execute = wait_execute),
 };
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    size_t i;
-    int rc;
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    for (i = 0; i < sizeof types / sizeof types[0]; i++)
-        if ((rc = host->register_task_type(&types[i], &err)))
-            return rc;
-    return 0;
-}
-WEFT_PLUGIN_ENTRY(flow)
+WEFT_PLUGIN(flow, .types = types, .ntypes = WEFT_COUNT(types), .host = &H)

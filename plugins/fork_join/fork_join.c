@@ -11,20 +11,11 @@
  * output lists the refs it forked ({ forkedTasks = [...] }), which a JOIN
  * with an empty joinOn right after it waits on.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <weft/plugin.h>
 
 static const weft_host *H;
-
-static const char *str_field(json_object *o, const char *key)
-{
-    json_object *v;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
 
 static int fork_validate(const weft_host *host, json_object *def, weft_error *err)
 {
@@ -59,21 +50,10 @@ static int fork_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
 
 static int dyn_validate(const weft_host *host, json_object *def, weft_error *err)
 {
-    if (!str_field(def, "dynamicForkTasksParam"))
+    if (!weft_json_str(def, "dynamicForkTasksParam"))
         return host->error(err, WEFT_EINVAL,
                            "FORK_JOIN_DYNAMIC needs dynamicForkTasksParam (the input parameter "
                            "holding the list of tasks)");
-    return 0;
-}
-
-static int dyn_fail(weft_result *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int dyn_fail(weft_result *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
-    va_end(ap);
-    r->status = WEFT_TASK_FAILED;
     return 0;
 }
 
@@ -81,13 +61,13 @@ static int dyn_fail(weft_result *r, const char *fmt, ...)
 static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft_result *r)
 {
     json_object *t = json_object_new_object(), *in = NULL, *extra, *v;
-    const char *ref = str_field(e, "taskReferenceName");
+    const char *ref = weft_json_str(e, "taskReferenceName");
     int short_form = !ref;
     if (short_form)
-        ref = str_field(e, "ref");
+        ref = weft_json_str(e, "ref");
     if (!ref || !*ref) {
         json_object_put(t);
-        dyn_fail(r, "dynamic task %zu has no ref", i + 1);
+        weft_fail(r, "dynamic task %zu has no ref", i + 1);
         return NULL;
     }
     json_object_object_foreach(e, k, val)
@@ -97,9 +77,9 @@ static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft
         json_object_object_add(t, k, json_object_get(val));
     }
     json_object_object_add(t, "taskReferenceName", json_object_new_string(ref));
-    if (!str_field(t, "name"))
+    if (!weft_json_str(t, "name"))
         json_object_object_add(t, "name", json_object_new_string(ref));
-    if (!str_field(t, "type"))
+    if (!weft_json_str(t, "type"))
         json_object_object_add(t, "type", json_object_new_string("SIMPLE"));
     /* a fresh inputParameters object: the entry's own, short-form input, per-ref inputs */
     in = json_object_new_object();
@@ -121,8 +101,8 @@ static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft
 static int dyn_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
 {
     const weft_task_view *t = H->task(ctx);
-    const char *pname = str_field(def, "dynamicForkTasksParam");
-    const char *iname = str_field(def, "dynamicForkTasksInputParamName");
+    const char *pname = weft_json_str(def, "dynamicForkTasksParam");
+    const char *iname = weft_json_str(def, "dynamicForkTasksInputParamName");
     json_object *list = NULL, *inputs = NULL, *refs;
     size_t i, j, n;
 
@@ -133,7 +113,7 @@ static int dyn_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resul
     if (json_object_is_type(list, json_type_object) && json_object_object_length(list) == 0)
         n = 0;
     else if (!json_object_is_type(list, json_type_array))
-        return dyn_fail(r, "input parameter '%s' must be a list of tasks (got %s)", pname,
+        return weft_fail(r, "input parameter '%s' must be a list of tasks (got %s)", pname,
                         list ? json_object_to_json_string(list) : "null");
     else
         n = json_object_array_length(list);
@@ -143,18 +123,18 @@ static int dyn_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resul
         const char *ref;
         if (!json_object_is_type(e, json_type_object)) {
             json_object_put(refs);
-            return dyn_fail(r, "dynamic task %zu is not an object", i + 1);
+            return weft_fail(r, "dynamic task %zu is not an object", i + 1);
         }
         if (!(task = dyn_task(e, inputs, i, r))) {
             json_object_put(refs);
             return 0;
         }
-        ref = str_field(task, "taskReferenceName");
+        ref = weft_json_str(task, "taskReferenceName");
         for (j = 0; j < json_object_array_length(refs); j++)
             if (!strcmp(json_object_get_string(json_object_array_get_idx(refs, j)), ref)) {
                 json_object_put(task);
                 json_object_put(refs);
-                return dyn_fail(r, "dynamic task %zu: duplicate ref '%s'", i + 1, ref);
+                return weft_fail(r, "dynamic task %zu: duplicate ref '%s'", i + 1, ref);
             }
         json_object_array_add(refs, json_object_new_string(ref));
         json_object_array_add(out, task);
@@ -218,21 +198,9 @@ static int join_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
 }
 
 static const weft_task_type types[] = {
-    {.name = "FORK_JOIN", .validate = fork_validate, .map = fork_map},
-    {.name = "FORK_JOIN_DYNAMIC", .validate = dyn_validate, .map = dyn_map},
-    {.name = "JOIN", .validate = join_validate, .map = join_map},
+    WEFT_TASK_TYPE(.name = "FORK_JOIN", .validate = fork_validate, .map = fork_map),
+    WEFT_TASK_TYPE(.name = "FORK_JOIN_DYNAMIC", .validate = dyn_validate, .map = dyn_map),
+    WEFT_TASK_TYPE(.name = "JOIN", .validate = join_validate, .map = join_map),
 };
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    size_t i;
-    int rc;
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    for (i = 0; i < sizeof types / sizeof types[0]; i++)
-        if ((rc = host->register_task_type(&types[i], &err)))
-            return rc;
-    return 0;
-}
-WEFT_PLUGIN_ENTRY(fork_join)
+WEFT_PLUGIN(fork_join, .types = types, .ntypes = WEFT_COUNT(types), .host = &H)

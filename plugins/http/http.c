@@ -189,41 +189,32 @@ static int check_allow_entry(const char *e, weft_error *err)
     return 0;
 }
 
+typedef struct options {
+    json_object *allow; /* NULL: any host */
+    int64_t max_response_bytes;
+} options;
+
+static const weft_config_field options_table[] = {
+    WEFT_CONFIG_KEY(WEFT_CONFIG_JSON, options, allow),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_INT, options, max_response_bytes, .dflt = "16777216", .min = 1,
+                    .max = (int64_t)1 << 30),
+    WEFT_CONFIG_END,
+};
+
 /* Parse config into a fresh allow-list and limit; nothing changes on error. */
 static int parse_config(json_object *config, char ***allow, size_t *nallow, size_t *max_body,
                         weft_error *err)
 {
-    json_object *list = NULL, *max = NULL;
+    options o = {0};
+    json_object *list;
     size_t i, n;
+    int rc;
     *allow = NULL;
     *nallow = 0;
-    *max_body = DEFAULT_MAX_BODY;
-    if (!config) return 0;
-    if (!json_object_is_type(config, json_type_object))
-        return H->error(err, WEFT_EINVAL, "http plugin config must be an object (got %s)",
-                        json_type_to_name(json_object_get_type(config)));
-    json_object_object_foreach(config, key, val)
-    {
-        if (!strcmp(key, "allow"))
-            list = val;
-        else if (!strcmp(key, "max_response_bytes"))
-            max = val;
-        else
-            return H->error(err, WEFT_EINVAL,
-                            "http plugin config: unknown key '%s' (known: allow, "
-                            "max_response_bytes)",
-                            key);
-    }
-    if (max) {
-        int64_t v = json_object_get_int64(max);
-        if (!json_object_is_type(max, json_type_int) || v <= 0 || v > ((int64_t)1 << 30))
-            return H->error(err, WEFT_EINVAL,
-                            "http plugin config: max_response_bytes must be an integer from 1 "
-                            "to 1073741824 (got %s)",
-                            json_object_to_json_string(max));
-        *max_body = (size_t)v;
-    }
-    if (!list) return 0;
+    if ((rc = H->config_fill(options_table, config, &o, "http plugin config", err)) != 0)
+        return rc;
+    *max_body = (size_t)o.max_response_bytes;
+    if (!(list = o.allow)) return 0;
     if (!json_object_is_type(list, json_type_array))
         return H->error(err, WEFT_EINVAL,
                         "http plugin config: allow must be a list of host names (got %s)",
@@ -234,7 +225,6 @@ static int parse_config(json_object *config, char ***allow, size_t *nallow, size
     for (i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(list, i);
         char buf[256];
-        int rc;
         if (!json_object_is_type(e, json_type_string)) {
             rc = H->error(err, WEFT_EINVAL,
                           "http plugin config: allow[%zu] must be a host name string (got %s)", i,
@@ -1008,18 +998,6 @@ static void body_snippet(const buf *b, char *out, size_t size)
     out[n] = '\0';
 }
 
-static int fail(weft_result *r, weft_task_status status, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(weft_result *r, weft_task_status status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
-    va_end(ap);
-    r->status = status;
-    return 0;
-}
-
 /* After a 3xx reply with a Location: move q to the next hop. 0, or fills why. */
 static int redirect(req *q, const char *location, char *why, size_t why_size)
 {
@@ -1079,52 +1057,57 @@ static int run(req *q, weft_result *r)
             curl_easy_getinfo(q->c->easy, CURLINFO_REDIRECT_URL, &loc) != CURLE_OK || !loc)
             break;
         if (++hops > MAX_REDIRECTS)
-            return fail(r, WEFT_TASK_FAILED, "HTTP: more than %d redirects from %s", MAX_REDIRECTS,
-                        where);
+            return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: more than %d redirects from %s",
+                                MAX_REDIRECTS, where);
         why[0] = '\0';
         if ((rc = redirect(q, loc, why, sizeof why)) == WEFT_ENOMEM)
-            return fail(r, WEFT_TASK_FAILED, "HTTP: out of memory"), rc;
+            return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: out of memory"), rc;
         if (rc)
-            return fail(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
-                        "HTTP: redirect from %s refused: %s", where, why);
+            return weft_fail_as(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
+                                "HTTP: redirect from %s refused: %s", where, why);
     }
 
-    if (end == CANCELED) return fail(r, WEFT_TASK_FAILED, "HTTP: canceled during %s", where);
+    if (end == CANCELED)
+        return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: canceled during %s", where);
     if (end == READ_TIMEOUT)
-        return fail(r, WEFT_TASK_FAILED,
-                    "HTTP: read timeout: no data for %ld ms (readTimeOut) from %s", q->read_ms,
-                    where);
+        return weft_fail_as(r, WEFT_TASK_FAILED,
+                            "HTTP: read timeout: no data for %ld ms (readTimeOut) from %s",
+                            q->read_ms, where);
     if (end == MULTI_ERROR)
-        return fail(r, WEFT_TASK_FAILED, "HTTP: libcurl multi interface error during %s", where);
-    if (q->nomem) return fail(r, WEFT_TASK_FAILED, "HTTP: out of memory during %s", where);
+        return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: libcurl multi interface error during %s",
+                            where);
+    if (q->nomem) return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: out of memory during %s", where);
     if (q->too_many)
-        return fail(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
-                    "HTTP: response headers over the limit of %d lines or %zu bytes from %s",
-                    MAX_HEADER_LINES, MAX_HEADER_BYTES, where);
+        return weft_fail_as(
+            r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
+            "HTTP: response headers over the limit of %d lines or %zu bytes from %s",
+            MAX_HEADER_LINES, MAX_HEADER_BYTES, where);
     if (q->too_big || res == CURLE_FILESIZE_EXCEEDED)
-        return fail(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
-                    "HTTP: response body over the limit of %zu bytes (max_response_bytes) from %s",
-                    q->max_body, where);
+        return weft_fail_as(
+            r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR,
+            "HTTP: response body over the limit of %zu bytes (max_response_bytes) from %s",
+            q->max_body, where);
     if (res == CURLE_OPERATION_TIMEDOUT && !q->connected)
-        return fail(r, WEFT_TASK_FAILED,
-                    "HTTP: connect timeout after %ld ms (connectionTimeOut): %s from %s",
-                    q->connect_ms, q->curl_err[0] ? q->curl_err : curl_easy_strerror(res), where);
+        return weft_fail_as(r, WEFT_TASK_FAILED,
+                            "HTTP: connect timeout after %ld ms (connectionTimeOut): %s from %s",
+                            q->connect_ms, q->curl_err[0] ? q->curl_err : curl_easy_strerror(res),
+                            where);
     if (res != CURLE_OK)
-        return fail(r, WEFT_TASK_FAILED, "HTTP: %s from %s",
-                    q->curl_err[0] ? q->curl_err : curl_easy_strerror(res), where);
+        return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: %s from %s",
+                            q->curl_err[0] ? q->curl_err : curl_easy_strerror(res), where);
 
     if (!(r->output = response_json(q)))
-        return fail(r, WEFT_TASK_FAILED, "HTTP: out of memory"), WEFT_ENOMEM;
+        return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: out of memory"), WEFT_ENOMEM;
     if (q->status >= 200 && q->status <= 299) {
         r->status = WEFT_TASK_COMPLETED;
         return 0;
     }
     /* the reply stays in the output, for the failure workflow and optional tasks */
     body_snippet(&q->body_in, snippet, sizeof snippet);
-    return fail(r, WEFT_TASK_FAILED, "HTTP %ld%s%s from %s%s%s", q->status,
-                q->reason[0] || *standard_reason(q->status) ? " " : "",
-                q->reason[0] ? q->reason : standard_reason(q->status), where,
-                snippet[0] ? ": " : "", snippet);
+    return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP %ld%s%s from %s%s%s", q->status,
+                        q->reason[0] || *standard_reason(q->status) ? " " : "",
+                        q->reason[0] ? q->reason : standard_reason(q->status), where,
+                        snippet[0] ? ": " : "", snippet);
 }
 
 static int http_execute(weft_ctx *ctx, weft_result *r)
@@ -1147,8 +1130,9 @@ static int http_execute(weft_ctx *ctx, weft_result *r)
     if (rc) {
         req_free(&q);
         if (rc == WEFT_ENOMEM)
-            return fail(r, WEFT_TASK_FAILED, "HTTP: %s", why[0] ? why : "out of memory"), rc;
-        return fail(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, "HTTP: %s", why);
+            return weft_fail_as(r, WEFT_TASK_FAILED, "HTTP: %s", why[0] ? why : "out of memory"),
+                   rc;
+        return weft_fail_as(r, WEFT_TASK_FAILED_WITH_TERMINAL_ERROR, "HTTP: %s", why);
     }
     pthread_mutex_lock(&S.lock);
     snprintf(q.c->task_id, sizeof q.c->task_id, "%s", t->task_id ? t->task_id : "");
@@ -1323,20 +1307,8 @@ static void http_fini(void)
     pthread_mutex_unlock(&S.lock);
 }
 
-static const weft_task_type http_type = {
-    .name = "HTTP",
-    .validate = http_validate,
-    .execute = http_execute,
-    .cancel = http_cancel,
-    .init = http_init,
-    .fini = http_fini,
-};
+static const weft_task_type http_type =
+    WEFT_TASK_TYPE(.name = "HTTP", .validate = http_validate, .execute = http_execute,
+                   .cancel = http_cancel, .init = http_init, .fini = http_fini);
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    return host->register_task_type(&http_type, &err);
-}
-WEFT_PLUGIN_ENTRY(http)
+WEFT_PLUGIN(http, .types = &http_type, .ntypes = 1, .host = &H)

@@ -107,11 +107,8 @@ static int lambda_execute(weft_ctx *ctx, weft_result *r)
     chunk_name(chunk, sizeof chunk, t->def_ref);
     rc = H->lua_eval(ctx, chunk, script_of(t->def), input, &value, &err);
     input_give(input);
-    if (rc) {
-        r->status = WEFT_TASK_FAILED;
-        snprintf(r->reason, sizeof r->reason, "%s", err.msg);
-        return 0;
-    }
+    if (rc)
+        return weft_fail(r, "%s", err.msg);
     r->output = json_object_new_object();
     json_object_object_add(r->output, "result", value);
     r->status = WEFT_TASK_COMPLETED;
@@ -126,18 +123,7 @@ static void lambda_fini(void)
     pthread_mutex_unlock(&pool_lock);
 }
 
-static const weft_task_type lambda_type = {
-    .name = "LAMBDA",
-    .validate = lambda_validate,
-    .execute = lambda_execute,
-    .fini = lambda_fini,
-};
+static const weft_task_type lambda_type = WEFT_TASK_TYPE(
+    .name = "LAMBDA", .validate = lambda_validate, .execute = lambda_execute, .fini = lambda_fini);
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    return host->register_task_type(&lambda_type, &err);
-}
-WEFT_PLUGIN_ENTRY(lambda)
+WEFT_PLUGIN(lambda, .types = &lambda_type, .ntypes = 1, .host = &H)

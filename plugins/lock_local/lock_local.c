@@ -52,19 +52,7 @@ static int make_token(char *buf, size_t size, const char *provider, weft_error *
 }
 
 /* Options: none for either provider; anything else is a mistake worth naming. */
-static int check_no_options(const char *provider, json_object *config, weft_error *err)
-{
-    if (!config || json_object_is_type(config, json_type_null)) return 0;
-    if (!json_object_is_type(config, json_type_object))
-        return H->error(err, WEFT_EINVAL, "lock %s: config must be an object", provider);
-    json_object_object_foreach(config, k, v)
-    {
-        (void)v;
-        return H->error(err, WEFT_EINVAL, "lock %s: unknown option '%s' (it takes none)", provider,
-                        k);
-    }
-    return 0;
-}
+static const weft_config_field no_options[] = {WEFT_CONFIG_END};
 
 /* ---- none ---- */
 
@@ -72,7 +60,7 @@ static char none_handle; /* open must return non-NULL; there is no state */
 
 static void *none_open(const weft_host *host, json_object *config, weft_error *err)
 {
-    return check_no_options("none", config, err) ? NULL : &none_handle;
+    return H->config_fill(no_options, config, NULL, "lock none", err) ? NULL : &none_handle;
 }
 
 static int none_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms, char *token,
@@ -87,14 +75,6 @@ static int none_release(void *lock, const char *key, const char *token, weft_err
 }
 
 static void none_close(void *lock) {}
-
-static const weft_lock_provider none_provider = {
-    .name = "none",
-    .open = none_open,
-    .acquire = none_acquire,
-    .release = none_release,
-    .close = none_close,
-};
 
 /* ---- local ---- */
 
@@ -157,7 +137,7 @@ static void *local_open(const weft_host *host, json_object *config, weft_error *
 {
     pthread_condattr_t ca;
     local_lock *l;
-    if (check_no_options("local", config, err)) return NULL;
+    if (H->config_fill(no_options, config, NULL, "lock local", err)) return NULL;
     l = calloc(1, sizeof *l);
     if (!l) {
         H->error(err, WEFT_ENOMEM, "lock local: out of memory");
@@ -297,21 +277,11 @@ static void local_close(void *lock)
     free(l);
 }
 
-static const weft_lock_provider local_provider = {
-    .name = "local",
-    .open = local_open,
-    .acquire = local_acquire,
-    .release = local_release,
-    .close = local_close,
+static const weft_lock_provider locks[] = {
+    WEFT_LOCK_PROVIDER(.name = "none", .open = none_open, .acquire = none_acquire,
+                       .release = none_release, .close = none_close),
+    WEFT_LOCK_PROVIDER(.name = "local", .open = local_open, .acquire = local_acquire,
+                       .release = local_release, .close = local_close),
 };
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    int rc;
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    if ((rc = host->register_lock_provider(&none_provider, &err)) != 0) return rc;
-    return host->register_lock_provider(&local_provider, &err);
-}
-WEFT_PLUGIN_ENTRY(lock_local)
+WEFT_PLUGIN(lock_local, .locks = locks, .nlocks = WEFT_COUNT(locks), .host = &H)

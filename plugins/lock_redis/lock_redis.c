@@ -32,7 +32,6 @@
 #define TOKEN_LEN (2 * TOKEN_BYTES)
 #define POOL_MAX 8
 #define DEFAULT_URL "redis://127.0.0.1:6379"
-#define DEFAULT_TIMEOUT_MS 2000
 #define RETRY_MIN_MS 2
 #define RETRY_MAX_MS 50
 
@@ -120,13 +119,17 @@ static void lock_free(redis_lock *l)
     free(l);
 }
 
-static int config_string(json_object *v, const char *key, const char **out, weft_error *err)
-{
-    if (!json_object_is_type(v, json_type_string))
-        return H->error(err, WEFT_EINVAL, "lock redis: %s: expected a string", key);
-    *out = json_object_get_string(v);
-    return 0;
-}
+typedef struct options {
+    const char *url, *prefix;
+    int64_t timeout_ms;
+} options;
+
+static const weft_config_field options_table[] = {
+    WEFT_CONFIG_KEY(WEFT_CONFIG_STRING, options, url),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_STRING, options, prefix, .dflt = "weft:"),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_MS, options, timeout_ms, .dflt = "2000", .min = 1, .max = 3600000),
+    WEFT_CONFIG_END,
+};
 
 /* config is borrowed. Returns a handle the caller owns (free with close), or
  * NULL with err set. Does not connect: a Redis that is down now is tried
@@ -134,50 +137,17 @@ static int config_string(json_object *v, const char *key, const char **out, weft
 static void *redis_open(const weft_host *host, json_object *config, weft_error *err)
 {
     redis_lock *l = calloc(1, sizeof *l);
-    const char *url = getenv("WEFT_REDIS_URL"), *prefix = "weft:";
-    int64_t timeout = DEFAULT_TIMEOUT_MS;
+    const char *env = getenv("WEFT_REDIS_URL");
+    options o = {.url = env && *env ? env : DEFAULT_URL};
 
     if (!l) {
         H->error(err, WEFT_ENOMEM, "lock redis: out of memory");
         return NULL;
     }
-    if (!url || !*url) url = DEFAULT_URL;
-    if (config && !json_object_is_type(config, json_type_null)) {
-        if (!json_object_is_type(config, json_type_object)) {
-            H->error(err, WEFT_EINVAL, "lock redis: config must be an object");
-            goto fail;
-        }
-        json_object_object_foreach(config, k, v)
-        {
-            if (!strcmp(k, "url")) {
-                if (config_string(v, k, &url, err)) goto fail;
-            } else if (!strcmp(k, "prefix")) {
-                if (config_string(v, k, &prefix, err)) goto fail;
-            } else if (!strcmp(k, "timeout_ms")) {
-                if (json_object_is_type(v, json_type_int)) {
-                    timeout = json_object_get_int64(v);
-                } else if (!json_object_is_type(v, json_type_string) ||
-                           H->parse_duration(v, &timeout, err)) {
-                    H->error(err, WEFT_EINVAL,
-                             "lock redis: timeout_ms: expected milliseconds or a duration");
-                    goto fail;
-                }
-                if (timeout <= 0 || timeout > 3600000) {
-                    H->error(err, WEFT_EINVAL,
-                             "lock redis: timeout_ms: must be between 1 ms and 1 h (got %lld)",
-                             (long long)timeout);
-                    goto fail;
-                }
-            } else {
-                H->error(err, WEFT_EINVAL,
-                         "lock redis: unknown option '%s' (known: url, prefix, timeout_ms)", k);
-                goto fail;
-            }
-        }
-    }
-    l->timeout_ms = (int)timeout;
-    if (parse_url(l, url, err)) goto fail;
-    if (!(l->prefix = strdup(prefix))) {
+    if (H->config_fill(options_table, config, &o, "lock redis", err)) goto fail;
+    l->timeout_ms = (int)o.timeout_ms;
+    if (parse_url(l, o.url, err)) goto fail;
+    if (!(l->prefix = strdup(o.prefix))) {
         H->error(err, WEFT_ENOMEM, "lock redis: out of memory");
         goto fail;
     }
@@ -494,19 +464,8 @@ out:
     return rc;
 }
 
-static const weft_lock_provider redis_provider = {
-    .name = "redis",
-    .open = redis_open,
-    .acquire = redis_acquire,
-    .release = redis_release,
-    .close = redis_close,
-};
+static const weft_lock_provider redis_provider =
+    WEFT_LOCK_PROVIDER(.name = "redis", .open = redis_open, .acquire = redis_acquire,
+                       .release = redis_release, .close = redis_close);
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    WEFT_PLUGIN_BEGIN(host);
-    H = host;
-    return host->register_lock_provider(&redis_provider, &err);
-}
-WEFT_PLUGIN_ENTRY(lock_redis)
+WEFT_PLUGIN(lock_redis, .locks = &redis_provider, .nlocks = 1, .host = &H)

@@ -6,15 +6,7 @@
  */
 #include <weft/plugin.h>
 
-static const weft_task_type simple_type = {
-    .name = "SIMPLE",
-    .flags = WEFT_TASK_EXTERNAL,
-};
+static const weft_task_type simple_type =
+    WEFT_TASK_TYPE(.name = "SIMPLE", .flags = WEFT_TASK_EXTERNAL);
 
-int weft_plugin_init(const weft_host *host)
-{
-    weft_error err = {0};
-    WEFT_PLUGIN_BEGIN(host);
-    return host->register_task_type(&simple_type, &err);
-}
-WEFT_PLUGIN_ENTRY(simple)
+WEFT_PLUGIN(simple, .types = &simple_type, .ntypes = 1)

@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "plugin/loader.h"
+#include "plugin/options.h"
 
 static host_log_fn log_sink;
 static void *log_ud;
@@ -252,6 +253,7 @@ static const weft_host table = {
     .parse_duration = host_parse_duration,
     .now_ms = wu_now_ms,
     .previous = host_previous,
+    .config_fill = po_fill,
 };
 
 const weft_host *host_table(void)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +38,9 @@ struct pl_registry {
     wu_vec failures; /* char * */
     char *searched;
     json_object *config; /* { <plugin name>: { ... } }, or NULL */
+    int override;        /* plugins elsewhere may replace built-ins' types */
+    wu_vec builtin_dirs; /* real paths of the default directories, once asked */
+    int builtin_known;
 };
 
 /*
@@ -54,6 +58,9 @@ struct loading {
     char note[WEFT_ERROR_MAX]; /* last error logged by init */
 };
 static struct loading *loading;
+
+static void free_strings(wu_vec *v);
+static int in_builtin_dir(pl_registry *r, const char *path);
 
 static const char *code_name(int code)
 {
@@ -85,12 +92,25 @@ static const char *code_name(int code)
 
 static void plugin_free(pl_plugin *p)
 {
+    size_t i;
     if (!p) return;
     free(p->name);
     free(p->file);
+    for (i = 0; i < p->ntypes; i++)
+        free((void *)p->types[i]);
+    for (i = 0; i < p->nlocks; i++)
+        free((void *)p->locks[i]);
     free(p->types);
     free(p->locks);
     free(p);
+}
+
+/* An environment switch: 1, true, yes or on. */
+static int env_on(const char *name)
+{
+    const char *v = getenv(name);
+    return v && (!strcmp(v, "1") || !strcasecmp(v, "true") || !strcasecmp(v, "yes") ||
+                 !strcasecmp(v, "on"));
 }
 
 pl_registry *pl_new(const weft_host *host)
@@ -107,6 +127,7 @@ pl_registry *pl_new(const weft_host *host)
     }
     /* lt_dlinit/lt_dlexit are reference counted by libltdl itself */
     r->ltdl_ok = lt_dlinit() == 0;
+    r->override = env_on("WEFT_PLUGIN_OVERRIDE");
     return r;
 }
 
@@ -153,6 +174,11 @@ static void plugin_fini(pl_plugin *p)
     }
 }
 
+void pl_set_override(pl_registry *r, int on)
+{
+    r->override = on != 0;
+}
+
 void pl_set_config(pl_registry *r, json_object *config)
 {
     json_object_put(r->config);
@@ -180,12 +206,21 @@ void pl_free(pl_registry *r)
     wu_map_free(r->types);
     wu_map_free(r->locks);
     free(r->searched);
+    free_strings(&r->builtin_dirs);
     json_object_put(r->config);
     if (r->ltdl_ok) lt_dlexit();
     free(r);
 }
 
 /* ---- host-table functions ---- */
+
+/* The oldest plugin ABI this host still reads (ABI 1: structs without a size). */
+#define ABI_OLDEST 1
+
+static int abi_ok(uint32_t major, uint32_t host_major)
+{
+    return major >= ABI_OLDEST && major <= host_major;
+}
 
 int pl_host_declare(uint32_t plugin_abi_major, uint32_t plugin_host_size)
 {
@@ -194,7 +229,7 @@ int pl_host_declare(uint32_t plugin_abi_major, uint32_t plugin_host_size)
     loading->major = plugin_abi_major;
     loading->p->abi_major = plugin_abi_major;
     /* a larger plugin_host_size is fine: the plugin tests WEFT_HOST_HAS */
-    return plugin_abi_major == loading->r->host->abi_major ? 0 : WEFT_EABI;
+    return abi_ok(plugin_abi_major, loading->r->host->abi_major) ? 0 : WEFT_EABI;
 }
 
 /* Refuse a registration; the first refusal is kept for the loader's report. */
@@ -225,7 +260,7 @@ static int reg_allowed(const char *what, weft_error *err)
                         "plugin %s: %s registered before declaring the ABI "
                         "(start weft_plugin_init with WEFT_PLUGIN_BEGIN)",
                         loading->p->file, what);
-    if (loading->major != loading->r->host->abi_major)
+    if (!abi_ok(loading->major, loading->r->host->abi_major))
         return reg_fail(
             err, WEFT_EABI, "plugin %s: built for weft plugin ABI %u, this weft has ABI %u",
             loading->p->file, (unsigned)loading->major, (unsigned)loading->r->host->abi_major);
@@ -242,60 +277,149 @@ static int push_ptr(const void ***arr, size_t *n, const void *item)
     return 0;
 }
 
+/*
+ * What the registry needs to know of a task type or lock provider struct:
+ * its full size in this ABI, the end of the ABI 2.0 layout (the smallest
+ * size readable), where its name is, and what else a valid one has.
+ */
+typedef struct kind {
+    const char *what; /* "task type" */
+    size_t full, min, name_off;
+    /* why a struct with a name is unusable (a message after "<what> <name> "), or NULL */
+    const char *(*invalid)(const void *item);
+} kind;
+
+static const char *type_invalid(const void *item)
+{
+    const weft_task_type *t = item;
+    return t->execute || t->map || (t->flags & WEFT_TASK_EXTERNAL) ? NULL
+                                                                   : "has neither execute nor map";
+}
+
+static const char *lock_invalid(const void *item)
+{
+    const weft_lock_provider *l = item;
+    return l->acquire && l->release ? NULL : "needs acquire and release";
+}
+
+#define END_OF(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+static const kind type_kind = {"task type", sizeof(weft_task_type), END_OF(weft_task_type, fini),
+                               offsetof(weft_task_type, name), type_invalid};
+static const kind lock_kind = {"lock provider", sizeof(weft_lock_provider),
+                               END_OF(weft_lock_provider, close),
+                               offsetof(weft_lock_provider, name), lock_invalid};
+
+/*
+ * A copy (caller owns) of the struct a plugin registers, read by its size:
+ * fields past a shorter (older) struct stay NULL. An ABI 1 struct had the
+ * same fields without the leading size. Refused when the size is below
+ * the ABI 2 layout.
+ */
+static int copy_struct(const kind *k, const void *given, void **out, weft_error *err)
+{
+    size_t size = k->min - k->name_off;
+    const char *name = NULL;
+    char *copy;
+    if (loading->major >= 2) {
+        size = *(const uint32_t *)given;
+        /* the name is there unless the size says otherwise (0: .size not set) */
+        if (size == 0 || size >= k->name_off + sizeof name)
+            memcpy(&name, (const char *)given + k->name_off, sizeof name);
+        if (size < k->min)
+            return reg_fail(err, WEFT_EINVAL,
+                            "plugin %s: %s %s: struct size %zu is too small for weft plugin ABI "
+                            "%u (at least %zu; set .size = sizeof the struct)",
+                            loading->p->file, k->what, name ? name : "(unnamed)", size,
+                            (unsigned)loading->major, k->min);
+    }
+    if (!(copy = calloc(1, k->full)))
+        return reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", loading->p->file);
+    if (loading->major >= 2)
+        memcpy(copy, given, size < k->full ? size : k->full);
+    else
+        memcpy(copy + k->name_off, given, size);
+    *(uint32_t *)copy = (uint32_t)k->full;
+    *out = copy;
+    return 0;
+}
+
+/*
+ * The checks every registration shares: the name is free (or, overriding,
+ * a built-in's name that a plugin earlier on the path took: *skip set),
+ * not taken twice by the same plugin.
+ */
+static int name_free(const kind *k, wu_map *taken, const void **mine, size_t nmine,
+                     const char *name, int *skip, weft_error *err)
+{
+    pl_plugin *p = loading->p;
+    reg_entry *e = wu_map_get(taken, name);
+    size_t i;
+    *skip = 0;
+    if (e && loading->r->override && p->builtin && !e->owner->builtin) {
+        loading->r->host->log(WEFT_LOG_INFO, "%s %s of built-in plugin %s is overridden by %s",
+                              k->what, name, p->file, e->owner->file);
+        *skip = 1;
+        return 0;
+    }
+    if (e && e->owner->builtin && !p->builtin)
+        return reg_fail(err, WEFT_EEXIST,
+                        "plugin %s: %s %s is already registered by plugin %s, a built-in (set "
+                        "WEFT_PLUGIN_OVERRIDE=1 to replace it)",
+                        p->file, k->what, name, e->owner->file);
+    if (e)
+        return reg_fail(err, WEFT_EEXIST, "plugin %s: %s %s is already registered by plugin %s",
+                        p->file, k->what, name, e->owner->file);
+    for (i = 0; i < nmine; i++)
+        if (!strcmp(*(const char *const *)((const char *)mine[i] + k->name_off), name))
+            return reg_fail(err, WEFT_EEXIST,
+                            "plugin %s: %s %s is already registered by plugin %s", p->file,
+                            k->what, name, p->file);
+    return 0;
+}
+
+/*
+ * Stage one registration of the loading plugin: a copy of given, checked,
+ * appended to *mine (p->types or p->locks, *n entries) unless overriding
+ * skips it.
+ */
+static int stage(const kind *k, const void *given, const void ***mine, size_t *n,
+                 weft_error *err)
+{
+    wu_map *taken = k == &type_kind ? loading->r->types : loading->r->locks;
+    const char *file = loading->p->file, *name, *why;
+    void *copy = NULL;
+    int rc, skip = 0;
+
+    if (!given) return reg_fail(err, WEFT_EINVAL, "plugin %s: %s without a name", file, k->what);
+    if ((rc = copy_struct(k, given, &copy, err)) != 0) return rc;
+    name = *(const char **)((char *)copy + k->name_off);
+    if (!name || !*name)
+        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: %s without a name", file, k->what);
+    else if ((why = k->invalid(copy)) != NULL)
+        rc = reg_fail(err, WEFT_EINVAL, "plugin %s: %s %s %s", file, k->what, name, why);
+    else if ((rc = name_free(k, taken, *mine, *n, name, &skip, err)) == 0 && !skip &&
+             push_ptr(mine, n, copy) != 0)
+        rc = reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", file);
+    else if (rc == 0 && !skip)
+        return 0;
+    free(copy);
+    return rc;
+}
+
 int pl_host_register_task_type(const weft_task_type *type, weft_error *err)
 {
-    pl_plugin *p;
-    reg_entry *e;
-    size_t i;
-    int rc;
-
-    if ((rc = reg_allowed("a task type", err)) != 0) return rc;
-    p = loading->p;
-    if (!type || !type->name || !*type->name)
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: task type without a name", p->file);
-    if (!type->execute && !type->map && !(type->flags & WEFT_TASK_EXTERNAL))
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: task type %s has neither execute nor map",
-                        p->file, type->name);
-    if ((e = wu_map_get(loading->r->types, type->name)) != NULL)
-        return reg_fail(err, WEFT_EEXIST,
-                        "plugin %s: task type %s is already registered by plugin %s", p->file,
-                        type->name, e->owner->file);
-    for (i = 0; i < p->ntypes; i++)
-        if (!strcmp(p->types[i]->name, type->name))
-            return reg_fail(err, WEFT_EEXIST,
-                            "plugin %s: task type %s is already registered by plugin %s", p->file,
-                            type->name, p->file);
-    if (push_ptr((const void ***)&p->types, &p->ntypes, type) != 0)
-        return reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", p->file);
-    return 0;
+    int rc = reg_allowed("a task type", err);
+    return rc ? rc
+              : stage(&type_kind, type, (const void ***)&loading->p->types, &loading->p->ntypes,
+                      err);
 }
 
 int pl_host_register_lock_provider(const weft_lock_provider *lock, weft_error *err)
 {
-    pl_plugin *p;
-    reg_entry *e;
-    size_t i;
-    int rc;
-
-    if ((rc = reg_allowed("a lock provider", err)) != 0) return rc;
-    p = loading->p;
-    if (!lock || !lock->name || !*lock->name)
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: lock provider without a name", p->file);
-    if (!lock->acquire || !lock->release)
-        return reg_fail(err, WEFT_EINVAL, "plugin %s: lock provider %s needs acquire and release",
-                        p->file, lock->name);
-    if ((e = wu_map_get(loading->r->locks, lock->name)) != NULL)
-        return reg_fail(err, WEFT_EEXIST,
-                        "plugin %s: lock provider %s is already registered by plugin %s", p->file,
-                        lock->name, e->owner->file);
-    for (i = 0; i < p->nlocks; i++)
-        if (!strcmp(p->locks[i]->name, lock->name))
-            return reg_fail(err, WEFT_EEXIST,
-                            "plugin %s: lock provider %s is already registered by plugin %s",
-                            p->file, lock->name, p->file);
-    if (push_ptr((const void ***)&p->locks, &p->nlocks, lock) != 0)
-        return reg_fail(err, WEFT_ENOMEM, "plugin %s: out of memory", p->file);
-    return 0;
+    int rc = reg_allowed("a lock provider", err);
+    return rc ? rc
+              : stage(&lock_kind, lock, (const void ***)&loading->p->locks, &loading->p->nlocks,
+                      err);
 }
 
 /*
@@ -493,6 +617,7 @@ int pl_load_file(pl_registry *r, const char *file, weft_error *err)
         return wu_err(err, WEFT_ENOMEM, "plugin %s: out of memory", file);
     }
     p->file = path;
+    p->builtin = in_builtin_dir(r, path);
 
     /*
      * lt_dlerror() also clears the last error: without that a failure that
@@ -523,7 +648,7 @@ int pl_load_file(pl_registry *r, const char *file, weft_error *err)
     rc = init(r->host);
     loading = NULL;
 
-    if (st.declared && st.major != r->host->abi_major) {
+    if (st.declared && !abi_ok(st.major, r->host->abi_major)) {
         rc = wu_err(err, WEFT_EABI, "plugin %s: built for weft plugin ABI %u, this weft has ABI %u",
                     path, (unsigned)st.major, (unsigned)r->host->abi_major);
     } else if (st.reg_code != 0) {
@@ -634,23 +759,55 @@ static void free_strings(wu_vec *v)
     wu_vec_free(v);
 }
 
-/* A plugin of this name is already loaded (first found of a name wins). */
-static int name_loaded(const pl_registry *r, const char *name)
+/* The loaded plugin of this name, or NULL (first found of a name wins). */
+static const pl_plugin *loaded_named(const pl_registry *r, const char *name)
 {
     size_t i;
     for (i = 0; i < r->plugins.len; i++)
-        if (!strcmp(((pl_plugin *)r->plugins.items[i])->name, name)) return 1;
+        if (!strcmp(((pl_plugin *)r->plugins.items[i])->name, name)) return r->plugins.items[i];
+    return NULL;
+}
+
+/* Whether dir is one of the default directories (compared as real paths). */
+static int is_builtin_dir(pl_registry *r, const char *dir)
+{
+    char real[PATH_MAX], *def, *d, *save = NULL, *copy;
+    size_t i;
+    if (!r->builtin_known && (def = pl_default_path()) != NULL) {
+        for (d = strtok_r(def, ":", &save); d; d = strtok_r(NULL, ":", &save))
+            if (realpath(d, real) && (copy = strdup(real)) &&
+                wu_vec_push(&r->builtin_dirs, copy) != 0)
+                free(copy);
+        free(def);
+        r->builtin_known = 1;
+    }
+    if (!realpath(dir, real)) return 0;
+    for (i = 0; i < r->builtin_dirs.len; i++)
+        if (!strcmp(r->builtin_dirs.items[i], real)) return 1;
     return 0;
 }
 
-static int load_dir(pl_registry *r, const char *dir, wu_map *seen)
+/* Whether the plugin file path lies in a default directory. */
+static int in_builtin_dir(pl_registry *r, const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    return is_builtin_dir(r, dir);
+}
+
+/*
+ * Load the plugins of dir (rank: its place on the path, for the order of
+ * pl_get). A name already loaded is skipped; a built-in's name is refused
+ * in another directory unless overriding.
+ */
+static int load_dir(pl_registry *r, const char *dir, size_t rank, int builtin, wu_map *seen)
 {
     wu_vec files = {0};
     weft_error err;
     size_t i, dlen = strlen(dir);
     int rc, errnum = 0, failures = 0;
 
-    if (add_searched(r, dir) != 0) return 1;
     rc = list_plugins(dir, &files, &errnum);
     if (rc != 0) {
         wu_err(&err, rc, "plugin directory %s: %s", dir,
@@ -665,20 +822,32 @@ static int load_dir(pl_registry *r, const char *dir, wu_map *seen)
     for (i = 0; i < files.len; i++) {
         const char *f = files.items[i];
         char *name = strndup(f, strlen(f) - 3), *path;
+        const pl_plugin *other;
         if (!name) break;
-        if (wu_map_get(seen, name) || name_loaded(r, name)) {
-            free(name);
-            continue;
-        }
-        wu_map_put(seen, name, (void *)1);
-        free(name);
         path = malloc(dlen + strlen(f) + 2);
-        if (!path) break;
+        if (!path) {
+            free(name);
+            break;
+        }
         sprintf(path, "%s%s%s", dir, dlen && dir[dlen - 1] == '/' ? "" : "/", f);
-        if (pl_load_file(r, path, &err) != 0) {
+        other = loaded_named(r, name);
+        if (other && other->builtin && !builtin && !r->override) {
+            wu_err(&err, WEFT_EEXIST,
+                   "plugin %s: not loaded: built-in plugin %s has that name (set "
+                   "WEFT_PLUGIN_OVERRIDE=1 to load this one instead)",
+                   path, other->file);
             add_failure(r, err.msg);
             failures++;
+        } else if (!other && !wu_map_get(seen, name)) {
+            wu_map_put(seen, name, (void *)1);
+            if (pl_load_file(r, path, &err) != 0) {
+                add_failure(r, err.msg);
+                failures++;
+            } else {
+                ((pl_plugin *)r->plugins.items[r->plugins.len - 1])->rank = rank + i;
+            }
         }
+        free(name);
         free(path);
     }
     if (i < files.len) {
@@ -690,42 +859,72 @@ static int load_dir(pl_registry *r, const char *dir, wu_map *seen)
     return failures;
 }
 
-int pl_load_path(pl_registry *r, const char *path)
+static int by_rank(const void *a, const void *b)
 {
-    char *own = NULL, *def = NULL, *p, *elem, *save = NULL;
-    wu_map *seen = wu_map_new();
-    int failures = 0;
+    const pl_plugin *x = *(pl_plugin *const *)a, *y = *(pl_plugin *const *)b;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
 
-    if (!seen) return 1;
-    if (!path) path = "";
-    own = strdup(path);
-    if (!own) {
-        wu_map_free(seen);
-        return 1;
-    }
+/* The directories of path in order, empty elements replaced by the defaults. */
+static int path_dirs(const char *path, wu_vec *dirs)
+{
+    char *own = strdup(path), *def, *p, *elem, *d, *save, *copy;
+    if (!own) return WEFT_ENOMEM;
     /* strtok would merge empty elements; walk by hand */
     for (p = own;; p = elem + 1) {
         int last;
         elem = strchr(p, ':');
         last = elem == NULL;
         if (!last) *elem = 0;
-        if (*p) {
-            failures += load_dir(r, p, seen);
-        } else {
-            char *d;
-            if (!def && !(def = pl_default_path())) {
-                failures++;
-                add_failure(r, "plugin path: out of memory");
+        def = *p ? NULL : pl_default_path();
+        save = NULL;
+        for (d = *p ? p : def ? strtok_r(def, ":", &save) : NULL; d;
+             d = *p ? NULL : strtok_r(NULL, ":", &save))
+            if (!(copy = strdup(d)) || wu_vec_push(dirs, copy) != 0) {
+                free(copy);
+                free(def);
+                free(own);
+                return WEFT_ENOMEM;
             }
-            for (d = def ? strtok_r(def, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save))
-                failures += load_dir(r, d, seen);
-            /* strtok_r cut def up; a second empty element gets a fresh one */
-            free(def);
-            def = NULL;
+        if (!*p && !def) {
+            free(own);
+            return WEFT_ENOMEM;
         }
+        free(def);
         if (last) break;
     }
     free(own);
+    return 0;
+}
+
+int pl_load_path(pl_registry *r, const char *path)
+{
+    wu_vec dirs = {0};
+    wu_map *seen = wu_map_new();
+    size_t i, start = r->plugins.len;
+    int failures = 0, pass, *builtin = NULL;
+
+    if (!seen || path_dirs(path ? path : "", &dirs) != 0 ||
+        !(builtin = calloc(dirs.len + 1, sizeof *builtin))) {
+        add_failure(r, "plugin path: out of memory");
+        wu_map_free(seen);
+        free_strings(&dirs);
+        return 1;
+    }
+    for (i = 0; i < dirs.len; i++) {
+        builtin[i] = is_builtin_dir(r, dirs.items[i]);
+        if (add_searched(r, dirs.items[i]) != 0) failures++;
+    }
+    /* built-ins first, so that nothing else takes their names; overriding,
+     * the path's order decides */
+    for (pass = 0; pass < 2; pass++)
+        for (i = 0; i < dirs.len; i++)
+            if (r->override ? pass == 0 : builtin[i] == !pass)
+                failures += load_dir(r, dirs.items[i], i << 20, builtin[i], seen);
+    if (r->plugins.len - start > 1)
+        qsort(r->plugins.items + start, r->plugins.len - start, sizeof *r->plugins.items, by_rank);
+    free(builtin);
+    free_strings(&dirs);
     wu_map_free(seen);
     return failures;
 }

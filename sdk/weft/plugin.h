@@ -5,6 +5,9 @@
  *
  *     int weft_plugin_init(const weft_host *host);
  *
+ * usually written by WEFT_PLUGIN(name, .types = ..., .locks = ...), which
+ * declares the ABI and registers what the descriptor lists.
+ *
  * The host hands over a table of functions (weft_host) rather than exporting
  * symbols, so a plugin links against nothing of weft's. Inside init the plugin
  * checks the ABI and registers its task types or lock providers; registration
@@ -18,16 +21,41 @@
 #ifndef WEFT_PLUGIN_H
 #define WEFT_PLUGIN_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <json-c/json.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Incompatible changes bump the major; the host refuses other majors. */
-#define WEFT_ABI_MAJOR 1
+/*
+ * ABI changelog. Incompatible changes bump the major; the host refuses a
+ * major it cannot read. Compatible additions only append fields at the end
+ * of a struct (each struct that grows starts with its size or, for the host
+ * table, abi_major + size) and are listed here under the major.
+ *
+ * 1  weft_host { abi_major, size, version, declare, register_task_type,
+ *    register_lock_provider, log, error, task, type_data, lookup,
+ *    workflow_input, workflow_variables, set_variables, lua_eval,
+ *    start_child, parse_duration, now_ms, previous }; weft_task_type and
+ *    weft_lock_provider without a size.
+ * 2  weft_task_type and weft_lock_provider start with `uint32_t size`
+ *    (sizeof the struct the plugin was built with), so either can grow at
+ *    its end: the host reads a shorter struct from an older plugin (fields
+ *    past its size count as NULL / 0) and refuses one shorter than the ABI 2
+ *    layout, naming the file and type. The new first field moved every other
+ *    one, hence the new major. The host still loads ABI 1 plugins (their
+ *    structs are read in the old layout).
+ *    weft_host.config_fill: plugin config as a declared weft_config_field
+ *    table the host validates and fills. WEFT_PLUGIN() descriptor.
+ *    A type or lock name a built-in plugin (one in weft's own plugin
+ *    directory) has is refused for other plugins unless the operator sets
+ *    WEFT_PLUGIN_OVERRIDE=1.
+ */
+#define WEFT_ABI_MAJOR 2
 
 #if defined(__GNUC__)
 #define WEFT_EXPORT __attribute__((visibility("default")))
@@ -156,6 +184,7 @@ enum {
  * The struct and its strings must stay valid until fini (static storage is usual).
  */
 typedef struct weft_task_type {
+    uint32_t size;    /* sizeof(weft_task_type) as built: set it (ABI 2) */
     const char *name; /* the `type` string in definitions, e.g. "LAMBDA" */
     unsigned flags;   /* WEFT_TASK_* */
     void *data;       /* plugin data, given back through weft_host.type_data() */
@@ -202,9 +231,11 @@ typedef struct weft_task_type {
 /*
  * A lock provider (e.g. none, local, redis): guards one workflow's decider.
  * acquire returns 0 with a fencing token in *token, WEFT_ETIMEOUT when the
- * lock is held elsewhere past wait_ms, or another WEFT_E* code.
+ * lock is held elsewhere past wait_ms, or another WEFT_E* code. open gets
+ * the provider's config (borrowed until open returns, may be NULL).
  */
 typedef struct weft_lock_provider {
+    uint32_t size; /* sizeof(weft_lock_provider) as built: set it (ABI 2) */
     const char *name;
     void *(*open)(const weft_host *host, json_object *config, weft_error *err);
     int (*acquire)(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms,
@@ -212,6 +243,39 @@ typedef struct weft_lock_provider {
     int (*release)(void *lock, const char *key, const char *token, weft_error *err);
     void (*close)(void *lock);
 } weft_lock_provider;
+
+/* Types of plugin config values (weft_config_field.type). */
+typedef enum weft_config_type {
+    WEFT_CONFIG_STRING = 1, /* const char *, borrowed from the config object */
+    WEFT_CONFIG_INT,        /* int64_t, a JSON integer */
+    WEFT_CONFIG_BOOL,       /* int, 0 or 1, a JSON boolean */
+    WEFT_CONFIG_MS,         /* int64_t ms: an integer (ms) or a duration string ("5s") */
+    WEFT_CONFIG_JSON,       /* json_object *, any JSON value, borrowed; checked by the plugin */
+} weft_config_type;
+
+/*
+ * One key of a plugin's config: a table of these, ended by a row with key
+ * NULL, is what weft_host.config_fill validates a config object against and
+ * fills a struct from (as nginx's ngx_command_t).
+ */
+typedef struct weft_config_field {
+    const char *key;
+    weft_config_type type;
+    size_t offset;    /* offsetof(<your struct>, <member>) */
+    int required;     /* the key must be given */
+    const char *dflt; /* the default as text ("2000", "5s", "true", "weft:"); NULL: none */
+    int64_t min, max; /* INT and MS: allowed range, when max > min */
+} weft_config_field;
+
+/*
+ * A row for member `member` of struct `st`, whose key is the member's name;
+ * the other fields as designated initializers:
+ *     WEFT_CONFIG_KEY(WEFT_CONFIG_MS, options, timeout_ms, .dflt = "2s", .min = 1, .max = 60000)
+ * End a table with WEFT_CONFIG_END.
+ */
+#define WEFT_CONFIG_KEY(type_, st, member, ...) \
+    {.key = #member, .type = (type_), .offset = offsetof(st, member), __VA_ARGS__}
+#define WEFT_CONFIG_END {.key = NULL}
 
 /* Log levels for weft_host.log. */
 enum { WEFT_LOG_ERROR = 0, WEFT_LOG_WARN, WEFT_LOG_INFO, WEFT_LOG_DEBUG };
@@ -298,6 +362,21 @@ struct weft_host {
     /* The latest instance of the task standing before this one in its task
      * list (e.g. the fork before a join), or NULL. Borrowed, as lookup. */
     const weft_task_view *(*previous)(weft_ctx *ctx);
+
+    /* --- ABI 2 --- */
+
+    /*
+     * Validate config (borrowed; NULL or JSON null = empty) against table
+     * and fill out: every key of table gets its value, else its default
+     * (members without either are left as they are). Strings and JSON
+     * values point into config: valid while config is (copy what must live
+     * longer). Returns 0, or WEFT_EINVAL with a message starting with
+     * `what` (e.g. "lock redis") naming the key: config not an object, an
+     * unknown key (the known ones listed), a wrong type, a value out of
+     * range, a required key missing. out is filled only on success.
+     */
+    int (*config_fill)(const weft_config_field *table, json_object *config, void *out,
+                       const char *what, weft_error *err);
 };
 
 /* Start weft_plugin_init with this: returns from init on an ABI mismatch. */
@@ -320,8 +399,87 @@ struct weft_host {
     WEFT_EXPORT int name##_LTX_weft_plugin_init(const weft_host *host)                  \
         __attribute__((alias("weft_plugin_init")));
 
+/*
+ * What a plugin registers: the descriptor WEFT_PLUGIN builds. types and
+ * locks are arrays of structs (static storage) of ntypes / nlocks entries;
+ * host, when set, receives the host table before anything is registered.
+ */
+typedef struct weft_plugin {
+    const weft_task_type *types;
+    size_t ntypes;
+    const weft_lock_provider *locks;
+    size_t nlocks;
+    const weft_host **host;
+} weft_plugin;
+
+/* Initializers with the size set, e.g.
+ *     static const weft_task_type t = WEFT_TASK_TYPE(.name = "X", .execute = x_execute); */
+#define WEFT_TASK_TYPE(...) {.size = sizeof(weft_task_type), __VA_ARGS__}
+#define WEFT_LOCK_PROVIDER(...) {.size = sizeof(weft_lock_provider), __VA_ARGS__}
+
+/* The number of entries of an array (for weft_plugin's ntypes and nlocks). */
+#define WEFT_COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Declare the ABI and register everything p lists; returns the first error. */
+static inline int weft_plugin_register(const weft_host *host, const weft_plugin *p)
+{
+    weft_error err;
+    size_t i;
+    int rc;
+    WEFT_PLUGIN_BEGIN(host);
+    if (p->host)
+        *p->host = host;
+    for (i = 0; i < p->ntypes; i++)
+        if ((rc = host->register_task_type(&p->types[i], &err)) != 0)
+            return rc;
+    for (i = 0; i < p->nlocks; i++)
+        if ((rc = host->register_lock_provider(&p->locks[i], &err)) != 0)
+            return rc;
+    return 0;
+}
+
+/*
+ * The whole entry point of a plugin named `name` (its file's name):
+ *     WEFT_PLUGIN(simple, .types = &simple_type, .ntypes = 1)
+ * with weft_plugin's fields as designated initializers.
+ */
+#define WEFT_PLUGIN(name, ...)                                                         \
+    static const weft_plugin name##_weft_plugin_ = {__VA_ARGS__};                      \
+    int weft_plugin_init(const weft_host *host)                                        \
+    {                                                                                  \
+        return weft_plugin_register(host, &name##_weft_plugin_);                       \
+    }                                                                                  \
+    WEFT_PLUGIN_ENTRY(name)
+
 /* The one symbol a plugin defines. */
 WEFT_EXPORT int weft_plugin_init(const weft_host *host);
+
+/* The string member key of o (borrowed), or NULL when it is missing or not a string. */
+static inline const char *weft_json_str(json_object *o, const char *key)
+{
+    json_object *v;
+    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+        return json_object_get_string(v);
+    return NULL;
+}
+
+/*
+ * End the task on its own terms: r->status = status (FAILED or
+ * FAILED_WITH_TERMINAL_ERROR) with a printf-style reason. Returns 0, what
+ * execute or map then return. weft_fail(r, fmt, ...): status FAILED.
+ */
+static inline int weft_fail_as(weft_result *r, weft_task_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int weft_fail_as(weft_result *r, weft_task_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->reason, sizeof r->reason, fmt, ap);
+    va_end(ap);
+    r->status = status;
+    return 0;
+}
+#define weft_fail(r, ...) weft_fail_as((r), WEFT_TASK_FAILED, __VA_ARGS__)
 
 /* Name of a status ("COMPLETED"...). */
 static inline const char *weft_task_status_name(weft_task_status s)

@@ -7,7 +7,7 @@ static int fx_execute(weft_ctx *ctx, weft_result *result)
     return 0;
 }
 
-static const weft_task_type fx_type = {.name = "FX_BAD_ABI", .execute = fx_execute};
+static const weft_task_type fx_type = WEFT_TASK_TYPE(.name = "FX_BAD_ABI", .execute = fx_execute);
 
 int weft_plugin_init(const weft_host *host)
 {

@@ -10,7 +10,7 @@ static int fx_execute(weft_ctx *ctx, weft_result *result)
     return 0;
 }
 
-static const weft_task_type fx_type = {.name = "FX_PARTIAL", .execute = fx_execute};
+static const weft_task_type fx_type = WEFT_TASK_TYPE(.name = "FX_PARTIAL", .execute = fx_execute);
 
 int weft_plugin_init(const weft_host *host)
 {

@@ -29,12 +29,14 @@ static void fx_fini(void)
 }
 
 static const weft_task_type fx_type = {
+    .size = sizeof(weft_task_type),
     .name = "FX_OK",
     .execute = fx_execute,
     .fini = fx_fini,
 };
 
 static const weft_task_type fx_map_type = {
+    .size = sizeof(weft_task_type),
     .name = "FX_OK_MAP",
     .map = fx_map,
     .fini = fx_fini,
@@ -53,6 +55,7 @@ static int fx_release(void *lock, const char *key, const char *token, weft_error
 }
 
 static const weft_lock_provider fx_lock = {
+    .size = sizeof(weft_lock_provider),
     .name = "fx_lock",
     .acquire = fx_acquire,
     .release = fx_release,

@@ -277,6 +277,7 @@ static void test_every_function_present(void **state)
     PRESENT(parse_duration);
     PRESENT(now_ms);
     PRESENT(previous);
+    PRESENT(config_fill);
 #undef PRESENT
 }
 
@@ -293,6 +294,98 @@ static void test_host_has_older_host(void **state)
     old.size = (uint32_t)offsetof(weft_host, declare);
     assert_false(WEFT_HOST_HAS(&old, declare));
     assert_false(WEFT_HOST_HAS(&old, log));
+}
+
+/* ---- config_fill: a plugin's config as a declared table ---- */
+
+typedef struct opts {
+    const char *url, *name;
+    int64_t count, wait_ms;
+    int on;
+    json_object *any;
+} opts;
+
+static const weft_config_field opts_table[] = {
+    WEFT_CONFIG_KEY(WEFT_CONFIG_STRING, opts, url, .required = 1),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_STRING, opts, name, .dflt = "weft"),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_INT, opts, count, .dflt = "3", .min = 1, .max = 10),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_MS, opts, wait_ms, .dflt = "2s"),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_BOOL, opts, on, .dflt = "true"),
+    WEFT_CONFIG_KEY(WEFT_CONFIG_JSON, opts, any),
+    WEFT_CONFIG_END,
+};
+
+/* config_fill with config given as JSON text (J: ' for ", tracked). */
+static int fill(const char *text, opts *o, weft_error *err)
+{
+    json_object *c = text ? J(text) : NULL;
+    int rc;
+    memset(err, 0, sizeof *err);
+    rc = G.h->config_fill(opts_table, c, o, "plugin x", err);
+    return rc;
+}
+
+static void test_config_fill(void **state)
+{
+    weft_error err;
+    opts o = {0};
+    json_object *c = J("{'url':'redis://h','count':7,'wait_ms':250,'on':false,'any':[1]}");
+
+    assert_int_equal(G.h->config_fill(opts_table, c, &o, "plugin x", &err), 0);
+    assert_string_equal(o.url, "redis://h");
+    assert_string_equal(o.name, "weft"); /* defaults fill what is not given */
+    assert_int_equal(o.count, 7);
+    assert_int_equal(o.wait_ms, 250); /* an integer is milliseconds */
+    assert_int_equal(o.on, 0);
+    assert_int_equal(json_object_array_length(o.any), 1);
+
+    memset(&o, 0, sizeof o);
+    c = J("{'url':'u','wait_ms':'1m'}");
+    assert_int_equal(G.h->config_fill(opts_table, c, &o, "plugin x", &err), 0);
+    assert_int_equal(o.wait_ms, 60000); /* a string is a duration */
+    assert_int_equal(o.count, 3);
+    assert_int_equal(o.on, 1);
+    assert_null(o.any);
+}
+
+static void test_config_fill_errors(void **state)
+{
+    static const struct {
+        const char *config, *says;
+    } bad[] = {
+        {NULL, "plugin x: url is required (a string)"},
+        {"{}", "plugin x: url is required"},
+        {"[]", "plugin x: config must be an object (got array)"},
+        {"{'url':'u','cuont':1}",
+         "plugin x: unknown key 'cuont' (known: url, name, count, wait_ms, on, any)"},
+        {"{'url':5}", "plugin x: url must be a string (got 5)"},
+        {"{'url':'u','count':'3'}", "plugin x: count must be an integer (got \"3\")"},
+        {"{'url':'u','count':1.5}", "count must be an integer"},
+        {"{'url':'u','count':11}", "plugin x: count must be an integer from 1 to 10 (got 11)"},
+        {"{'url':'u','count':0}", "count must be an integer from 1 to 10"},
+        {"{'url':'u','wait_ms':'soon'}", "plugin x: wait_ms must be milliseconds or a duration"},
+        {"{'url':'u','on':1}", "plugin x: on must be true or false (got 1)"},
+    };
+    static const weft_config_field none[] = {WEFT_CONFIG_END};
+    weft_error err;
+    opts o = {.name = "kept"};
+    size_t i;
+    json_object *c;
+
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (fill(bad[i].config, &o, &err) != WEFT_EINVAL)
+            fail_msg("config %s: accepted", bad[i].config ? bad[i].config : "NULL");
+        assert_int_equal(err.code, WEFT_EINVAL);
+        assert_has(err.msg, bad[i].says);
+        /* nothing is written on an error */
+        assert_string_equal(o.name, "kept");
+        assert_null(o.url);
+    }
+    /* a table without keys: null and {} are fine, any key is named */
+    c = J("{'x':1}");
+    assert_int_equal(G.h->config_fill(none, NULL, NULL, "lock local", &err), 0);
+    assert_int_equal(G.h->config_fill(none, c, NULL, "lock local", &err), WEFT_EINVAL);
+    assert_string_equal(err.msg, "lock local: unknown key 'x' (it takes none)");
 }
 
 /* ---- registration outside a plugin's init (plugin_loader.c) ---- */
@@ -1240,6 +1333,8 @@ int main(void)
         T(test_table_header),
         T(test_every_function_present),
         T(test_host_has_older_host),
+        T(test_config_fill),
+        T(test_config_fill_errors),
         T(test_declare_outside_init),
         T(test_register_outside_init),
         T(test_log_levels),

@@ -544,7 +544,8 @@ static int held_release(void *lock, const char *key, const char *token, weft_err
  * stays recorded: the next save of any decider lands it. */
 static void test_command_wait(void **state)
 {
-    static const weft_lock_provider held = {"held", NULL, held_acquire, held_release, NULL};
+    static const weft_lock_provider held = {
+        .name = "held", .acquire = held_acquire, .release = held_release};
     op_env e = F.env;
     change c = {0, 0, "x"};
     weft_error err = {0};

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "plugin/loader.h"
+#include "plugin/options.h"
 #include "base/util.h"
 
 /* Not in plugin_loader.h (yet): the host's log hands each line to the loader. */
@@ -24,6 +25,7 @@ void pl_host_note(int level, const char *msg);
  */
 static char fixture_dir[1024];
 static char so_dir[1024]; /* where the real fx_*.so files are */
+static char abi_so_dir[1024]; /* and those of plugins/abi */
 static char tmp_root[64];
 
 /* ---- the test host ---- */
@@ -46,9 +48,9 @@ static int nofn_execute(weft_ctx *ctx, weft_result *result)
 
 static int test_declare(uint32_t major, uint32_t size)
 {
-    static const weft_task_type noname = {.name = NULL, .execute = nofn_execute};
-    static const weft_task_type nofn = {.name = "FX_NOFN"};
-    static const weft_lock_provider badlock = {.name = "fx_badlock"};
+    static const weft_task_type noname = WEFT_TASK_TYPE(.name = NULL, .execute = nofn_execute);
+    static const weft_task_type nofn = WEFT_TASK_TYPE(.name = "FX_NOFN");
+    static const weft_lock_provider badlock = WEFT_LOCK_PROVIDER(.name = "fx_badlock");
     weft_error err = {0};
     int rc;
     if (declare_mode == DECLARE_SWALLOW) return 0; /* the loader never hears of the declaration */
@@ -91,6 +93,7 @@ static const weft_host host = {
     .register_lock_provider = pl_host_register_lock_provider,
     .log = test_log,
     .error = test_error,
+    .config_fill = po_fill,
 };
 
 /* ---- helpers ---- */
@@ -131,6 +134,15 @@ static void link_so(const char *dir, const char *name)
     char from[1200], to[300];
     snprintf(from, sizeof from, "%s/%s.so", so_dir, name);
     snprintf(to, sizeof to, "%s/%s.so", dir, name);
+    if (symlink(from, to) != 0) fail_msg("symlink %s -> %s failed", to, from);
+}
+
+/* Link dir/<as>.so to the real shared object of fixture abi/<name>. */
+static void link_abi(const char *dir, const char *as, const char *name)
+{
+    char from[1200], to[300];
+    snprintf(from, sizeof from, "%s/%s.so", abi_so_dir, name);
+    snprintf(to, sizeof to, "%s/%s.so", dir, as);
     if (symlink(from, to) != 0) fail_msg("symlink %s -> %s failed", to, from);
 }
 
@@ -347,8 +359,8 @@ static void test_dup_type(void **state)
 static void test_register_outside_init(void **state)
 {
     pl_registry *r = *state;
-    static const weft_task_type t = {.name = "FX_LATE", .execute = nofn_execute};
-    static const weft_lock_provider lk = {.name = "fx_late"};
+    static const weft_task_type t = WEFT_TASK_TYPE(.name = "FX_LATE", .execute = nofn_execute);
+    static const weft_lock_provider lk = WEFT_LOCK_PROVIDER(.name = "fx_late");
     weft_error err = {0};
     assert_int_equal(pl_host_register_task_type(&t, &err), WEFT_ESTATE);
     assert_string_equal(err.msg, "registration is only allowed during weft_plugin_init");
@@ -406,6 +418,171 @@ static void test_bad_type_structs(void **state)
     declare_mode = DECLARE_FORWARD;
     assert_int_equal(pl_load_file(r, fx("fx_ok"), &err), 0);
     assert_int_equal(pl_count(r), 1);
+}
+
+/* ---- struct sizes and ABI versions ---- */
+
+static void test_struct_too_small(void **state)
+{
+    pl_registry *r = *state;
+    weft_error err = {0};
+    char want[128];
+    assert_int_equal(pl_load_file(r, fx("abi/fx_small"), &err), WEFT_EINVAL);
+    assert_has(err.msg, fx("abi/fx_small."));
+    snprintf(want, sizeof want, ": task type FX_SMALL: struct size %zu is too small",
+             offsetof(weft_task_type, execute));
+    assert_has(err.msg, want);
+    assert_null(pl_find_type(r, "FX_SMALL", NULL));
+    assert_int_equal(pl_count(r), 0);
+}
+
+static void test_struct_grown(void **state)
+{
+    pl_registry *r = *state;
+    weft_error err = {0};
+    const weft_task_type *t;
+    weft_result res = {0};
+    assert_int_equal(pl_load_file(r, fx("abi/fx_grown"), &err), 0);
+    t = pl_find_type(r, "FX_GROWN", NULL);
+    assert_non_null(t);
+    /* the host's own copy, of the host's size */
+    assert_int_equal(t->size, sizeof(weft_task_type));
+    assert_int_equal(t->execute(NULL, &res), 0);
+    assert_int_equal(res.status, WEFT_TASK_COMPLETED);
+}
+
+static void test_abi1_plugin(void **state)
+{
+    pl_registry *r = *state;
+    weft_error err = {0};
+    const weft_task_type *t;
+    const weft_lock_provider *lk;
+    weft_result res = {0};
+    char token[32];
+
+    assert_int_equal(pl_load_file(r, fx("abi/fx_abi1"), &err), 0);
+    assert_int_equal(pl_get(r, 0)->abi_major, 1);
+    t = pl_find_type(r, "FX_ABI1", NULL);
+    assert_non_null(t);
+    assert_int_equal(*(int *)t->data, 42);
+    assert_null(t->validate);
+    assert_null(t->map);
+    assert_null(t->fini);
+    assert_int_equal(t->execute(NULL, &res), 0);
+    assert_string_equal(json_object_get_string(res.output), "fx abi 1");
+    json_object_put(res.output);
+    lk = pl_find_lock(r, "fx_abi1_lock");
+    assert_non_null(lk);
+    assert_null(lk->open);
+    assert_int_equal(lk->acquire(NULL, "k", 1000, 0, token, sizeof token, &err), 0);
+    assert_string_equal(token, "abi1-token");
+    assert_int_equal(lk->release(NULL, "k", token, &err), 0);
+}
+
+/* ---- built-in plugins and the override ---- */
+
+/* Whether the default directories hold the lambda plugin (they do in the build tree). */
+static int have_builtin_lambda(void)
+{
+    pl_registry *r = pl_new(&host);
+    const pl_plugin *owner = NULL;
+    int found;
+    pl_load_path(r, "");
+    found = pl_find_type(r, "LAMBDA", &owner) && !strcmp(owner->name, "lambda") && owner->builtin;
+    pl_free(r);
+    return found;
+}
+
+static void test_builtin_type_kept(void **state)
+{
+    pl_registry *r = *state;
+    const pl_plugin *owner = NULL;
+    char path[256];
+    size_t i, refused = 0;
+
+    if (!have_builtin_lambda()) skip();
+    /* e (fx_lambda registers LAMBDA) comes first on the path: still refused */
+    snprintf(path, sizeof path, "%s:", tmp("e"));
+    assert_true(pl_load_path(r, path) >= 1);
+    assert_non_null(pl_find_type(r, "LAMBDA", &owner));
+    assert_string_equal(owner->name, "lambda");
+    assert_true(owner->builtin);
+    for (i = 0; i < pl_failure_count(r); i++) {
+        const char *f = pl_failure(r, i);
+        if (!strstr(f, tmp("e/fx_lambda.so"))) continue;
+        refused++;
+        assert_has(f, ": task type LAMBDA is already registered by plugin ");
+        assert_has(f, owner->file);
+        assert_has(f, "a built-in (set WEFT_PLUGIN_OVERRIDE=1 to replace it)");
+    }
+    assert_int_equal(refused, 1);
+    /* the path's order is kept in the list: e's plugins would come first */
+    assert_true(pl_get(r, 0)->builtin);
+    assert_true(!strncmp(pl_searched(r), path, strlen(path)));
+}
+
+static void test_builtin_type_overridden(void **state)
+{
+    pl_registry *r = *state;
+    const pl_plugin *owner = NULL, *lambda = NULL;
+    char path[256];
+    size_t i;
+    weft_result res = {0};
+
+    if (!have_builtin_lambda()) skip();
+    snprintf(path, sizeof path, "%s:", tmp("e"));
+    for (i = 0; i < 2; i++) {
+        if (i == 0) {
+            pl_set_override(r, 1);
+        } else {
+            /* the same through the environment */
+            pl_free(r);
+            setenv("WEFT_PLUGIN_OVERRIDE", "1", 1);
+            *state = r = pl_new(&host);
+            unsetenv("WEFT_PLUGIN_OVERRIDE");
+        }
+        assert_int_equal(pl_load_path(r, path), 0);
+        assert_non_null(pl_find_type(r, "LAMBDA", &owner));
+        assert_string_equal(owner->name, "fx_lambda");
+        assert_false(owner->builtin);
+        assert_ptr_equal(pl_get(r, 0), owner);
+        assert_int_equal(owner->types[0]->execute(NULL, &res), 0);
+        assert_string_equal(json_object_get_string(json_object_object_get(res.output, "result")),
+                            "fx lambda");
+        json_object_put(res.output);
+        memset(&res, 0, sizeof res);
+        /* the built-in is still loaded, without the type it lost */
+        for (size_t j = 0; j < pl_count(r); j++)
+            if (!strcmp(pl_get(r, j)->name, "lambda")) lambda = pl_get(r, j);
+        assert_non_null(lambda);
+        assert_int_equal(lambda->ntypes, 0);
+        lambda = NULL;
+    }
+}
+
+static void test_builtin_name(void **state)
+{
+    pl_registry *r = *state;
+    const pl_plugin *owner = NULL;
+    char path[256];
+
+    if (!have_builtin_lambda()) skip();
+    /* f/lambda.so is fx_lambda under the built-in's name */
+    snprintf(path, sizeof path, "%s:", tmp("f"));
+    assert_int_equal(pl_load_path(r, path), 1);
+    assert_has(pl_failure(r, 0), tmp("f/lambda.so"));
+    assert_has(pl_failure(r, 0), ": not loaded: built-in plugin ");
+    assert_has(pl_failure(r, 0), "has that name (set WEFT_PLUGIN_OVERRIDE=1");
+    assert_non_null(pl_find_type(r, "LAMBDA", &owner));
+    assert_true(owner->builtin);
+    pl_free(r);
+
+    *state = r = pl_new(&host);
+    pl_set_override(r, 1);
+    assert_int_equal(pl_load_path(r, path), 0);
+    assert_non_null(pl_find_type(r, "LAMBDA", &owner));
+    assert_string_equal(owner->file, tmp("f/lambda.so"));
+    assert_false(owner->builtin);
 }
 
 /* ---- search paths ---- */
@@ -604,6 +781,10 @@ static int make_dirs(void **state)
     snprintf(la, sizeof la, "%s/fx_ok.so", so_dir);
     if (symlink(la, tmp("plain/fx_ok")) != 0) return -1;
     link_so(tmp("d"), "fx_ok");
+    mkdir(tmp("e"), 0755);
+    link_abi(tmp("e"), "fx_lambda", "fx_lambda");
+    mkdir(tmp("f"), 0755);
+    link_abi(tmp("f"), "lambda", "fx_lambda");
     snprintf(la, sizeof la, la_fmt, tmp("d"));
     write_file(tmp("d/fx_ok.la"), la);
     write_file(tmp("junk/junk.so"), "this is not an ELF object\n");
@@ -635,6 +816,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_register_outside_init, reset, done),
         cmocka_unit_test_setup_teardown(test_register_before_declare, reset, done),
         cmocka_unit_test_setup_teardown(test_bad_type_structs, reset, done),
+        cmocka_unit_test_setup_teardown(test_struct_too_small, reset, done),
+        cmocka_unit_test_setup_teardown(test_struct_grown, reset, done),
+        cmocka_unit_test_setup_teardown(test_abi1_plugin, reset, done),
+        cmocka_unit_test_setup_teardown(test_builtin_type_kept, reset, done),
+        cmocka_unit_test_setup_teardown(test_builtin_type_overridden, reset, done),
+        cmocka_unit_test_setup_teardown(test_builtin_name, reset, done),
         cmocka_unit_test_setup_teardown(test_load_dir_sorted, reset, done),
         cmocka_unit_test_setup_teardown(test_first_dir_wins, reset, done),
         cmocka_unit_test_setup_teardown(test_la_preferred, reset, done),
@@ -650,5 +837,8 @@ int main(void)
     snprintf(so_dir, sizeof so_dir, "%s/.libs", dir);
     snprintf(probe, sizeof probe, "%s/fx_ok.so", so_dir);
     if (stat(probe, &st) != 0) snprintf(so_dir, sizeof so_dir, "%s", dir);
+    snprintf(abi_so_dir, sizeof abi_so_dir, "%s/abi/.libs", dir);
+    snprintf(probe, sizeof probe, "%s/fx_lambda.so", abi_so_dir);
+    if (stat(probe, &st) != 0) snprintf(abi_so_dir, sizeof abi_so_dir, "%s/abi", dir);
     return cmocka_run_group_tests(tests, make_dirs, remove_dirs);
 }

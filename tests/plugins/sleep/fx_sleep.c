@@ -37,7 +37,8 @@ static int sleep_execute(weft_ctx *ctx, weft_result *r)
     return 0;
 }
 
-static const weft_task_type sleep_type = {.name = "FX_SLEEP", .execute = sleep_execute};
+static const weft_task_type sleep_type =
+    WEFT_TASK_TYPE(.name = "FX_SLEEP", .execute = sleep_execute);
 
 int weft_plugin_init(const weft_host *host)
 {
