@@ -61,28 +61,6 @@ static int64_t lease_of(const xc_task *t)
 }
 
 /*
- * A cancel action for a queued task becomes an unqueue step in the
- * execution's outbox: the worker's claim is dropped by the same save that
- * takes its result, pipelined with the decider's wake-up.
- */
-static void drop_claim(dec_out *o, xc_task *t)
-{
-    if (t->def->type->map || t->child_id)
-        return; /* not queued; or a sub-workflow, whose cancel would end the child */
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 8;
-        dec_action *a = realloc(o->a, cap * sizeof *a);
-        if (!a) return; /* the claim expires and is dropped then */
-        o->a = a;
-        o->cap = cap;
-    }
-    o->a[o->n].kind = DEC_CANCEL;
-    o->a[o->n].task = t;
-    o->a[o->n].at = 0;
-    o->n++;
-}
-
-/*
  * The workflow's own timeout has passed. Saves made here with client 0
  * would end it (next_due times it out) without what follows an end in a
  * daemon (failure workflow, telling the parent): leave that to a decider.
@@ -271,13 +249,15 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
         r.callback_after_ms = a->callback_ms > 0 ? a->callback_ms : -1;
         if (wf_overdue(dec, x)) env->client = 1; /* a decider ends it now */
         if (a->callback_ms > 0)
-            drop_claim(o, t); /* before the push dec_apply adds: unqueue, then queue again */
+            /* the worker's claim is dropped by the same save that takes its
+             * result, before the push dec_apply adds: unqueue, then queue again */
+            dec_unqueue(dec, x, t, o);
         dec_apply(dec, x, t, 0, &r, o);
         host_result_clear(&r);
         t->updated_ms = dec->now(); /* word from the worker: the response timeout restarts */
         return 0;
     }
-    drop_claim(o, t);
+    dec_unqueue(dec, x, t, o); /* the claim goes with the save that takes the result */
     return op_complete_reported(env, dec, x, t, a->status, a->output, a->reason, REASON_MAX, o,
                                 err);
 }
