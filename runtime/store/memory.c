@@ -1,0 +1,1822 @@
+#include "store/memory.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/util.h"
+#include "core/codec.h"
+
+#define ID_MAX 64     /* workflow and task ids, with the NUL (as redis) */
+#define TYPE_MAX 128  /* task type names, with the NUL */
+#define NAME_MAX_ 257 /* definition names, idempotency keys, daemon ids, secrets */
+#define REAP_BATCH 1000
+#define EVENTS_COUNT 100 /* stream entries per events() call, as redis reads them */
+#define POOL_CHUNK 256
+
+/* One entry of an ordered queue: obj is queued at `at` while the uint64_t
+ * at the queue's seq_off inside obj still equals seq (else it is stale:
+ * removal and re-queueing are lazy). */
+typedef struct mem_item {
+    int64_t at;
+    uint64_t seq;
+    void *obj;
+} mem_item;
+
+/*
+ * Items in (at, seq) order, as the embedded engine's queue: those that come
+ * in order (most: due now, or leases of one length) go to a FIFO ring, the
+ * rest to a heap; the next is the smaller of the two heads.
+ */
+typedef struct mem_oq {
+    size_t seq_off;
+    mem_item *heap;
+    size_t nheap, capheap;
+    mem_item *fifo; /* capfifo is a power of 2 */
+    size_t fhead, nfifo, capfifo;
+} mem_oq;
+
+typedef struct mem_event_entry {
+    uint64_t ms, seq;
+    char *lines; /* the save's events, one line each */
+} mem_event_entry;
+
+typedef struct mem_exec {
+    char id[ID_MAX];
+    xc_exec *x;     /* NULL: only a wake knows this id */
+    uint64_t fence; /* as stored */
+    uint64_t cmdf;  /* the fence of the save that dropped the last command */
+    char *cmd;      /* the operator command waiting */
+    uint64_t due_seq; /* its item on the decider queue, 0 = none */
+    int64_t due_at;   /* that item's time */
+    mem_event_entry *ev;
+    size_t nev, capev;
+} mem_exec;
+
+struct mem_queue;
+
+/* A queue member "<wf>|<task>": ready, leased (both at once, as redis
+ * allows), or only remembered for its reap count. */
+typedef struct mem_member {
+    struct mem_member *next; /* hash chain, or the free list */
+    struct mem_queue *q;
+    mem_exec *ex;
+    xc_task *t;      /* the task the push carried (checked before use) */
+    size_t tidx;     /* its index in ex->x->tasks when pushed */
+    uint64_t ready_seq, lease_seq;
+    uint32_t hash;
+    int reaps;
+    char lease[40];
+    char wf[ID_MAX], task[ID_MAX];
+} mem_member;
+
+typedef struct mem_queue {
+    char type[TYPE_MAX];
+    mem_member **buckets;
+    size_t nbuckets, nmembers; /* nbuckets: a power of 2 */
+    mem_oq ready, leases;
+    long long nready, nleased;
+} mem_queue;
+
+/* A name -> text table (secrets, task definitions, idempotency keys,
+ * definition versions). */
+typedef struct mem_pair {
+    char *name, *value; /* value NULL: deleted */
+} mem_pair;
+
+typedef struct mem_kv {
+    wu_map *map; /* borrowing: name -> mem_pair */
+    wu_vec all;  /* mem_pair * */
+} mem_kv;
+
+typedef struct mem {
+    st base;
+    int keep_events;
+    uint64_t seq, tokens;
+    size_t rr; /* claims start at another type each call, as redis's */
+    wu_map *execs; /* borrowing: id -> mem_exec */
+    wu_vec all_execs;
+    wu_map *queues; /* borrowing: type -> mem_queue */
+    wu_vec all_queues;
+    mem_queue *lastq;
+    mem_oq due;
+    mem_member *pool; /* free members */
+    wu_vec chunks;
+    mem_kv secrets, taskdefs, idem, defnames;
+    wu_map *defs; /* name -> mem_kv * (version text -> JSON) */
+    wu_vec all_defs;
+    json_object *daemons;
+} mem;
+
+/* ---- checks (the redis backend's, so that both refuse the same) ---- */
+
+static int check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
+{
+    if (!s || !*s)
+        return wu_err(err, WEFT_EINVAL, "%s is empty", what);
+    if (strlen(s) >= max)
+        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
+                      max - 1);
+    if (!bar_ok && strchr(s, '|'))
+        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
+    return 0;
+}
+
+static int check_id(const char *id, weft_error *err)
+{
+    return check_name("workflow id", id, ID_MAX, 0, err);
+}
+
+static int check_type(const char *type, weft_error *err)
+{
+    return check_name("task type", type, TYPE_MAX, 0, err);
+}
+
+static int check_member(const char *type, const char *wf, const char *task, weft_error *err)
+{
+    int rc;
+    if ((rc = check_type(type, err)) != 0 || (rc = check_id(wf, err)) != 0 ||
+        (rc = check_name("task id", task, ID_MAX, 0, err)) != 0)
+        return rc;
+    return 0;
+}
+
+static int check_claim(const st_lease *c, weft_error *err)
+{
+    int rc;
+    if (!c)
+        return wu_err(err, WEFT_EINVAL, "no claim");
+    if ((rc = check_type(c->type, err)) != 0)
+        return rc;
+    if (!c->lease[0])
+        return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id,
+                      c->task_id);
+    return 0;
+}
+
+static int check_step(const st_step *s, weft_error *err)
+{
+    int rc;
+    if ((unsigned)s->kind > ST_DONE)
+        return wu_err(err, WEFT_EINVAL, "queue step: unknown kind %d", (int)s->kind);
+    if (s->kind != ST_PUSH && s->kind != ST_UNQUEUE)
+        return 0;
+    if ((rc = check_type(s->type, err)) != 0 ||
+        (rc = check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    return 0;
+}
+
+/* What a create or save is given besides x: its steps, events and acks. */
+static int check_write(const char *id, const st_step *steps, size_t nsteps,
+                       const char *const *events, size_t nevents, const st_lease *acks,
+                       size_t nacks, weft_error *err)
+{
+    size_t i;
+    int rc;
+    for (i = 0; i < nsteps; i++)
+        if ((rc = check_step(&steps[i], err)) != 0)
+            return wu_err_prefix(err, "workflow %s: ", id);
+    for (i = 0; i < nevents; i++) {
+        if (!events[i])
+            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i);
+        if (strchr(events[i], '\n'))
+            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu spans lines", id, i);
+    }
+    for (i = 0; i < nacks; i++)
+        if ((rc = check_claim(&acks[i], err)) != 0)
+            return rc;
+    return 0;
+}
+
+static int oom(weft_error *err)
+{
+    return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
+}
+
+/* ---- ordered queues ---- */
+
+static int item_less(const mem_item *a, const mem_item *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static int item_live(const mem_oq *q, const mem_item *it)
+{
+    return *(const uint64_t *)((const char *)it->obj + q->seq_off) == it->seq;
+}
+
+static mem_item *fifo_at(const mem_oq *q, size_t i)
+{
+    return &q->fifo[(q->fhead + i) & (q->capfifo - 1)];
+}
+
+static int heap_push(mem_oq *q, mem_item it)
+{
+    size_t i;
+    if (q->nheap == q->capheap) {
+        size_t cap = q->capheap ? q->capheap * 2 : 64;
+        mem_item *h = realloc(q->heap, cap * sizeof *h);
+        if (!h)
+            return WEFT_ENOMEM;
+        q->heap = h;
+        q->capheap = cap;
+    }
+    i = q->nheap++;
+    while (i > 0 && item_less(&it, &q->heap[(i - 1) / 2])) {
+        q->heap[i] = q->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->heap[i] = it;
+    return 0;
+}
+
+static void heap_pop(mem_oq *q)
+{
+    mem_item last = q->heap[--q->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= q->nheap)
+            break;
+        if (r < q->nheap && item_less(&q->heap[r], &q->heap[l]))
+            m = r;
+        if (!item_less(&q->heap[m], &last))
+            break;
+        q->heap[i] = q->heap[m];
+        i = m;
+    }
+    if (q->nheap)
+        q->heap[i] = last;
+}
+
+static int fifo_push(mem_oq *q, mem_item it)
+{
+    if (q->nfifo == q->capfifo) {
+        size_t cap = q->capfifo ? q->capfifo * 2 : 64, i;
+        mem_item *f = malloc(cap * sizeof *f);
+        if (!f)
+            return WEFT_ENOMEM;
+        for (i = 0; i < q->nfifo; i++)
+            f[i] = *fifo_at(q, i);
+        free(q->fifo);
+        q->fifo = f;
+        q->fhead = 0;
+        q->capfifo = cap;
+    }
+    *fifo_at(q, q->nfifo++) = it;
+    return 0;
+}
+
+/* Queue obj at `at` under seq (which the caller stores in obj's slot). */
+static int oq_push(mem_oq *q, int64_t at, uint64_t seq, void *obj)
+{
+    mem_item it = {at, seq, obj};
+    if ((!q->nfifo || !item_less(&it, fifo_at(q, q->nfifo - 1))) && fifo_push(q, it) == 0)
+        return 0;
+    return heap_push(q, it);
+}
+
+/* The first live item (stale heads are dropped on the way), or NULL. */
+static mem_item *oq_peek(mem_oq *q)
+{
+    for (;;) {
+        mem_item *f = q->nfifo ? fifo_at(q, 0) : NULL, *h = q->nheap ? &q->heap[0] : NULL;
+        mem_item *m = !h || (f && item_less(f, h)) ? f : h;
+        if (!m || item_live(q, m))
+            return m;
+        if (m == f) {
+            q->fhead = (q->fhead + 1) & (q->capfifo - 1);
+            q->nfifo--;
+        } else {
+            heap_pop(q);
+        }
+    }
+}
+
+/* Drop the item oq_peek returned. */
+static void oq_pop(mem_oq *q, const mem_item *m)
+{
+    if (q->nfifo && m == fifo_at(q, 0)) {
+        q->fhead = (q->fhead + 1) & (q->capfifo - 1);
+        q->nfifo--;
+    } else {
+        heap_pop(q);
+    }
+}
+
+static void oq_free(mem_oq *q)
+{
+    free(q->heap);
+    free(q->fifo);
+}
+
+/* ---- name -> text tables ---- */
+
+static int kv_init(mem_kv *kv)
+{
+    return (kv->map = wu_map_new_borrowing()) ? 0 : WEFT_ENOMEM;
+}
+
+static void kv_free(mem_kv *kv)
+{
+    size_t i;
+    for (i = 0; i < kv->all.len; i++) {
+        mem_pair *p = kv->all.items[i];
+        free(p->name);
+        free(p->value);
+        free(p);
+    }
+    wu_vec_free(&kv->all);
+    wu_map_free(kv->map);
+}
+
+static const char *kv_get(const mem_kv *kv, const char *name)
+{
+    const mem_pair *p = wu_map_get(kv->map, name);
+    return p ? p->value : NULL;
+}
+
+/* Set name to a copy of value (NULL deletes). 0 or WEFT_ENOMEM. */
+static int kv_put(mem_kv *kv, const char *name, const char *value)
+{
+    mem_pair *p = wu_map_get(kv->map, name);
+    char *v = NULL;
+    if (value && !(v = strdup(value)))
+        return WEFT_ENOMEM;
+    if (!p) {
+        if (!value)
+            return 0;
+        if (!(p = calloc(1, sizeof *p)) || !(p->name = strdup(name)) ||
+            wu_vec_push(&kv->all, p)) {
+            if (p)
+                free(p->name);
+            free(p);
+            free(v);
+            return WEFT_ENOMEM;
+        }
+        if (wu_map_put(kv->map, p->name, p)) {
+            kv->all.len--;
+            free(p->name);
+            free(p);
+            free(v);
+            return WEFT_ENOMEM;
+        }
+    }
+    free(p->value);
+    p->value = v;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp((*(mem_pair *const *)a)->name, (*(mem_pair *const *)b)->name);
+}
+
+/* The pairs that hold a value, sorted by name (a malloc'd array). */
+static mem_pair **kv_sorted(const mem_kv *kv, size_t *n)
+{
+    mem_pair **v = malloc((kv->all.len + 1) * sizeof *v);
+    size_t i;
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (i = 0; i < kv->all.len; i++)
+        if (((mem_pair *)kv->all.items[i])->value)
+            v[(*n)++] = kv->all.items[i];
+    qsort(v, *n, sizeof *v, by_name);
+    return v;
+}
+
+/* A JSON array of the values parsed (by name; what does not parse is left
+ * out, as redis does) into *json. */
+static int kv_json_array(const mem_kv *kv, char **json, weft_error *err)
+{
+    size_t i, n;
+    mem_pair **v = kv_sorted(kv, &n);
+    json_object *all = json_object_new_array();
+    *json = NULL;
+    if (v && all)
+        for (i = 0; i < n; i++) {
+            json_object *d = json_tokener_parse(v[i]->value);
+            if (d)
+                json_object_array_add(all, d);
+        }
+    if (v && all)
+        *json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
+    free(v);
+    json_object_put(all);
+    return *json ? 0 : oom(err);
+}
+
+/* ---- executions and the decider queue ---- */
+
+static mem_exec *exec_find(const mem *m, const char *id)
+{
+    return wu_map_get(m->execs, id);
+}
+
+/* id's entry, made when missing; NULL when out of memory. */
+static mem_exec *exec_entry(mem *m, const char *id)
+{
+    mem_exec *ex = exec_find(m, id);
+    if (ex)
+        return ex;
+    if (!(ex = calloc(1, sizeof *ex)))
+        return NULL;
+    snprintf(ex->id, sizeof ex->id, "%s", id);
+    if (wu_vec_push(&m->all_execs, ex)) {
+        free(ex);
+        return NULL;
+    }
+    if (wu_map_put(m->execs, ex->id, ex)) {
+        m->all_execs.len--;
+        free(ex);
+        return NULL;
+    }
+    return ex;
+}
+
+static int due_at(mem *m, mem_exec *ex, int64_t at)
+{
+    ex->due_seq = ++m->seq;
+    ex->due_at = at;
+    return oq_push(&m->due, at, ex->due_seq, ex);
+}
+
+static int wake(mem *m, mem_exec *ex, int64_t at, int only_earlier)
+{
+    if (only_earlier && ex->due_seq && ex->due_at <= at)
+        return 0;
+    return due_at(m, ex, at);
+}
+
+/* Append one stream entry holding events[0..n) (as redis's XADD * would
+ * number it). */
+static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
+{
+    mem_event_entry *e;
+    size_t i, len = 0;
+    uint64_t now;
+    char *p;
+    if (!m->keep_events || n == 0)
+        return 0;
+    now = (uint64_t)wu_now_ms();
+    if (ex->nev == ex->capev) {
+        size_t cap = ex->capev ? ex->capev * 2 : 8;
+        mem_event_entry *v = realloc(ex->ev, cap * sizeof *v);
+        if (!v)
+            return WEFT_ENOMEM;
+        ex->ev = v;
+        ex->capev = cap;
+    }
+    for (i = 0; i < n; i++)
+        len += strlen(events[i]) + 1;
+    e = &ex->ev[ex->nev];
+    if (!(p = e->lines = malloc(len)))
+        return WEFT_ENOMEM;
+    for (i = 0; i < n; i++) {
+        size_t l = strlen(events[i]);
+        memcpy(p, events[i], l);
+        p += l;
+        *p++ = '\n';
+    }
+    p[-1] = 0;
+    e->ms = now;
+    e->seq = 0;
+    if (ex->nev && ex->ev[ex->nev - 1].ms >= now) {
+        e->ms = ex->ev[ex->nev - 1].ms;
+        e->seq = ex->ev[ex->nev - 1].seq + 1;
+    }
+    ex->nev++;
+    return 0;
+}
+
+/* ---- work queues ---- */
+
+/* s mixed into h, eight bytes a step (its length too, so that "ab"+"c"
+ * and "a"+"bc" differ). */
+static uint64_t hash_mix(uint64_t h, const char *s)
+{
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    size_t n = strlen(s), i;
+    uint64_t w;
+    h = (h ^ n) * k;
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, s + i, n - i);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static uint32_t member_hash(const char *wf, const char *task)
+{
+    uint64_t h = hash_mix(hash_mix(0x243f6a8885a308d3ull, wf), task);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static mem_queue *queue_of(mem *m, const char *type, int create)
+{
+    mem_queue *q;
+    if (m->lastq && !strcmp(m->lastq->type, type))
+        return m->lastq;
+    if ((q = wu_map_get(m->queues, type)) != NULL || !create)
+        return q ? (m->lastq = q) : NULL;
+    if (!(q = calloc(1, sizeof *q)))
+        return NULL;
+    snprintf(q->type, sizeof q->type, "%s", type);
+    q->ready.seq_off = offsetof(mem_member, ready_seq);
+    q->leases.seq_off = offsetof(mem_member, lease_seq);
+    if (!(q->buckets = calloc(64, sizeof *q->buckets)) || wu_vec_push(&m->all_queues, q)) {
+        free(q->buckets);
+        free(q);
+        return NULL;
+    }
+    q->nbuckets = 64;
+    if (wu_map_put(m->queues, q->type, q)) {
+        m->all_queues.len--;
+        free(q->buckets);
+        free(q);
+        return NULL;
+    }
+    return m->lastq = q;
+}
+
+static void copy_cut(char *dst, size_t cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+static mem_member *member_find(const mem_queue *q, const char *wf, const char *task,
+                               uint32_t h)
+{
+    mem_member *p;
+    for (p = q->buckets[h & (q->nbuckets - 1)]; p; p = p->next)
+        if (p->hash == h && !strcmp(p->task, task) && !strcmp(p->wf, wf))
+            return p;
+    return NULL;
+}
+
+static void member_grow(mem_queue *q)
+{
+    size_t n = q->nbuckets * 2, i;
+    mem_member **b = calloc(n, sizeof *b);
+    if (!b)
+        return; /* longer chains, still correct */
+    for (i = 0; i < q->nbuckets; i++) {
+        mem_member *p = q->buckets[i], *next;
+        for (; p; p = next) {
+            next = p->next;
+            p->next = b[p->hash & (n - 1)];
+            b[p->hash & (n - 1)] = p;
+        }
+    }
+    free(q->buckets);
+    q->buckets = b;
+    q->nbuckets = n;
+}
+
+/* The member "<wf>|<task>" of q, made when missing (NULL: out of memory). */
+static mem_member *member_get(mem *m, mem_queue *q, const char *wf, const char *task)
+{
+    uint32_t h = member_hash(wf, task);
+    mem_member *p = member_find(q, wf, task, h);
+    size_t i;
+    if (p)
+        return p;
+    if (!m->pool) {
+        mem_member *c = malloc(POOL_CHUNK * sizeof *c);
+        if (!c || wu_vec_push(&m->chunks, c)) {
+            free(c);
+            return NULL;
+        }
+        for (i = 0; i < POOL_CHUNK; i++) {
+            c[i].next = m->pool;
+            c[i].ready_seq = c[i].lease_seq = 0;
+            m->pool = &c[i];
+        }
+    }
+    p = m->pool;
+    m->pool = p->next;
+    /* ready_seq/lease_seq are 0 in a free member: stale items never match */
+    p->q = q;
+    p->ex = NULL;
+    p->t = NULL;
+    p->tidx = 0;
+    p->hash = h;
+    p->reaps = 0;
+    p->lease[0] = 0;
+    copy_cut(p->wf, sizeof p->wf, wf);
+    copy_cut(p->task, sizeof p->task, task);
+    if (q->nmembers >= q->nbuckets)
+        member_grow(q);
+    p->next = q->buckets[h & (q->nbuckets - 1)];
+    q->buckets[h & (q->nbuckets - 1)] = p;
+    q->nmembers++;
+    return p;
+}
+
+/* Back to the pool when nothing is left of p (not ready, not leased, no
+ * reap count). */
+static void member_release(mem *m, mem_member *p)
+{
+    mem_queue *q = p->q;
+    mem_member **pp;
+    if (p->ready_seq || p->lease_seq || p->reaps)
+        return;
+    for (pp = &q->buckets[p->hash & (q->nbuckets - 1)]; *pp != p; pp = &(*pp)->next)
+        ;
+    *pp = p->next;
+    q->nmembers--;
+    p->next = m->pool;
+    m->pool = p;
+}
+
+static int member_ready(mem *m, mem_member *p, int64_t at)
+{
+    if (!p->ready_seq)
+        p->q->nready++;
+    p->ready_seq = ++m->seq;
+    return oq_push(&p->q->ready, at, p->ready_seq, p);
+}
+
+static void member_unready(mem_member *p)
+{
+    if (p->ready_seq) {
+        p->ready_seq = 0;
+        p->q->nready--;
+    }
+}
+
+static int member_lease(mem *m, mem_member *p, int64_t expiry)
+{
+    if (!p->lease_seq)
+        p->q->nleased++;
+    p->lease_seq = ++m->seq;
+    return oq_push(&p->q->leases, expiry, p->lease_seq, p);
+}
+
+static void member_unlease(mem_member *p)
+{
+    if (p->lease_seq) {
+        p->lease_seq = 0;
+        p->q->nleased--;
+    }
+    p->lease[0] = 0;
+}
+
+/* A fresh token: "m" and a counter (unique in this store). */
+static void token_make(mem *m, char out[40])
+{
+    char d[24];
+    size_t n = 0;
+    uint64_t v = ++m->tokens;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out[0] = 'm';
+    for (v = 0; v < n; v++)
+        out[1 + v] = d[n - 1 - v];
+    out[1 + n] = 0;
+}
+
+/* p's task object in its stored execution (the one the push carried when
+ * it is still there), or NULL. */
+static xc_task *member_task(const mem_member *p)
+{
+    const xc_exec *x = p->ex ? p->ex->x : NULL;
+    xc_task *t;
+    if (!x)
+        return NULL;
+    if (p->t && p->tidx < x->tasks.len && x->tasks.items[p->tidx] == p->t &&
+        !strcmp(((xc_task *)x->tasks.items[p->tidx])->id, p->task))
+        return p->t;
+    t = xc_find_id(x, p->task);
+    return t;
+}
+
+/* Lease up to max members of q visible at now (claim.lua) into out. */
+static int queue_claim(mem *m, mem_queue *q, int64_t now, int64_t lease_ms, int max,
+                       st_lease *out, weft_error *err)
+{
+    int n = 0;
+    mem_item *it;
+    while (n < max && (it = oq_peek(&q->ready)) && it->at <= now) {
+        mem_member *p = it->obj;
+        st_lease *c = &out[n++];
+        oq_pop(&q->ready, it);
+        member_unready(p);
+        token_make(m, p->lease);
+        if (member_lease(m, p, now + lease_ms))
+            return oom(err);
+        copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
+        copy_cut(c->task_id, sizeof c->task_id, p->task);
+        memcpy(c->lease, p->lease, sizeof c->lease);
+        copy_cut(c->type, sizeof c->type, q->type);
+        c->never_reaped = 0;
+        c->x = p->ex ? p->ex->x : NULL;
+        c->t = member_task(p);
+    }
+    return n;
+}
+
+/* Expired leases of q back to ready (reap.lua); exhausted members listed. */
+static int queue_reap(mem *m, mem_queue *q, int max_reaps, char ***exhausted,
+                      size_t *nexhausted, weft_error *err)
+{
+    int64_t now = wu_now_ms();
+    mem_item *it;
+    wu_vec list = {0};
+    int back = 0, n = 0, rc = 0;
+    while (n < REAP_BATCH && (it = oq_peek(&q->leases)) && it->at <= now) {
+        mem_member *p = it->obj;
+        oq_pop(&q->leases, it);
+        member_unlease(p);
+        n++;
+        if (++p->reaps > max_reaps) {
+            size_t len = strlen(p->wf) + strlen(p->task) + 2;
+            char *s = malloc(len);
+            p->reaps = 0;
+            if (!s || wu_vec_push(&list, s)) {
+                free(s);
+                rc = oom(err);
+            } else {
+                snprintf(s, len, "%s|%s", p->wf, p->task);
+            }
+            member_release(m, p);
+        } else if (member_ready(m, p, now)) {
+            rc = oom(err);
+        } else {
+            back++;
+        }
+    }
+    *exhausted = (char **)list.items;
+    *nexhausted = list.len;
+    return rc ? rc : back;
+}
+
+/* The member of a claim, or NULL. */
+static mem_member *claim_member(mem *m, const st_lease *c)
+{
+    mem_queue *q = queue_of(m, c->type, 0);
+    return q ? member_find(q, c->workflow_id, c->task_id,
+                           member_hash(c->workflow_id, c->task_id))
+             : NULL;
+}
+
+/* Drop p's lease and reap count (ack.lua after its token check). */
+static void member_drop(mem *m, mem_member *p)
+{
+    member_unlease(p);
+    p->reaps = 0;
+    oq_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
+    member_release(m, p);
+}
+
+/* One save's or create's queue step, for the execution ex. */
+static int step_apply(mem *m, mem_exec *ex, const st_step *s)
+{
+    mem_queue *q;
+    mem_member *p;
+    switch (s->kind) {
+    case ST_PUSH:
+    case ST_UNQUEUE:
+        if (!(q = queue_of(m, s->type, s->kind == ST_PUSH)))
+            return s->kind == ST_PUSH ? WEFT_ENOMEM : 0;
+        if (s->kind == ST_UNQUEUE) {
+            if ((p = member_find(q, ex->id, s->task_id, member_hash(ex->id, s->task_id)))) {
+                member_unready(p);
+                member_unlease(p);
+                p->reaps = 0;
+                member_release(m, p);
+            }
+            return 0;
+        }
+        if (!(p = member_get(m, q, ex->id, s->task_id)))
+            return WEFT_ENOMEM;
+        p->ex = ex;
+        p->t = s->task;
+        p->tidx = s->task && s->task->seq > 0 ? (size_t)s->task->seq - 1 : 0;
+        if (s->lease) {
+            copy_cut(p->lease, sizeof p->lease, s->lease);
+            return member_lease(m, p, s->lease_until);
+        }
+        return member_ready(m, p, s->at);
+    case ST_WAKE:
+        return wake(m, ex, s->at, 1);
+    case ST_DONE:
+        ex->due_seq = 0;
+        return 0;
+    }
+    return 0;
+}
+
+static int steps_apply(mem *m, mem_exec *ex, const st_step *steps, size_t n, weft_error *err)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (step_apply(m, ex, &steps[i]))
+            return oom(err);
+    return 0;
+}
+
+/* ---- executions ---- */
+
+static int mem_exec_create_many(st *s, st_create *c, size_t n, weft_error *err)
+{
+    mem *m = (mem *)s;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        mem_exec *ex = NULL;
+        st_step now = {ST_WAKE, NULL, NULL, wu_now_ms(), NULL, 0, NULL};
+        c[i].why[0] = 0;
+        if (!c[i].x)
+            c[i].rc = wu_err(&e, WEFT_EINVAL, "create: no execution");
+        else if ((c[i].rc = check_id(c[i].x->id, &e)) == 0 &&
+                 (c[i].rc = check_write(c[i].x->id, c[i].steps, c[i].nsteps, c[i].events,
+                                        c[i].nevents, NULL, 0, &e)) == 0) {
+            ex = exec_find(m, c[i].x->id);
+            if (ex && ex->x)
+                c[i].rc = wu_err(&e, WEFT_EEXIST, "workflow %s already exists", c[i].x->id);
+            else if (!ex && !(ex = exec_entry(m, c[i].x->id)))
+                c[i].rc = oom(&e);
+        }
+        if (c[i].rc == 0) {
+            ex->x = xc_ref(c[i].x);
+            ex->fence = c[i].x->fence = 1;
+            if (c[i].nsteps)
+                c[i].rc = steps_apply(m, ex, c[i].steps, c[i].nsteps, &e);
+            else
+                c[i].rc = steps_apply(m, ex, &now, 1, &e);
+            if (c[i].rc == 0 && events_add(m, ex, c[i].events, c[i].nevents))
+                c[i].rc = oom(&e);
+        }
+        if (c[i].rc)
+            snprintf(c[i].why, sizeof c[i].why, "%s", e.msg);
+    }
+    (void)err;
+    return 0;
+}
+
+static int mem_exec_load(st *s, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_exec *ex;
+    char *cmd = NULL;
+    int rc;
+    *out = NULL;
+    if (fence)
+        *fence = 0;
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if (!(ex = exec_find(m, id)) || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    if (ex->cmd && !(cmd = strdup(ex->cmd)))
+        return oom(err);
+    if (fence)
+        *fence = ex->fence;
+    free(ex->x->cmd);
+    ex->x->cmd = cmd;
+    ex->x->fence = ex->fence;
+    *out = xc_ref(ex->x);
+    return 0;
+}
+
+static int mem_exec_load_many(st *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                              weft_error *err)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        rcs[i] = mem_exec_load(s, ids[i], &out[i], NULL, &e);
+    }
+    (void)err;
+    return 0;
+}
+
+static int mem_exec_read(st *s, const char *id, st_doc *out, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_exec *ex;
+    wu_buf b = {0};
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if (!(ex = exec_find(m, id)) || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    if (cd_doc_text(ex->x, &b) || !(out->status = strdup(weft_wf_status_name(ex->x->status)))) {
+        wu_buf_free(&b);
+        st_doc_clear(out);
+        return oom(err);
+    }
+    out->doc = b.data;
+    out->fence = ex->fence;
+    return 0;
+}
+
+/* save.lua's checks: 0, or WEFT_ESTATE/ENOTFOUND with the message. */
+static int save_allowed(const mem_exec *ex, const st_save *sv, weft_error *err)
+{
+    const char *applied = sv->x->cmd;
+    int any = applied && !strcmp(applied, "*");
+    if (!ex || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", sv->x->id);
+    if ((ex->cmd && !any && (!applied || strcmp(applied, ex->cmd))) ||
+        (!sv->fence && sv->loaded_fence && ex->cmdf > sv->loaded_fence && !any))
+        return wu_err(err, WEFT_ESTATE, "execution %s has an operator command to apply first",
+                      ex->id);
+    if (sv->fence && sv->fence != ex->fence)
+        return wu_err(err, WEFT_ESTATE,
+                      "execution %s was changed by someone else (fence %llu, expected %llu)",
+                      ex->id, (unsigned long long)ex->fence, (unsigned long long)sv->fence);
+    return 0;
+}
+
+/* A committed write's fence: bumped, any waiting command dropped. */
+static uint64_t fence_bump(mem_exec *ex)
+{
+    ex->fence++;
+    if (ex->cmd) {
+        free(ex->cmd);
+        ex->cmd = NULL;
+        ex->cmdf = ex->fence;
+    }
+    return ex->fence;
+}
+
+static int save_one(mem *m, st_save *sv, weft_error *err)
+{
+    mem_exec *ex;
+    size_t i;
+    int rc;
+    if (!sv->x)
+        return wu_err(err, WEFT_EINVAL, "save: no execution");
+    if ((rc = check_id(sv->x->id, err)) != 0 ||
+        (rc = check_write(sv->x->id, sv->steps, sv->nsteps, sv->events, sv->nevents, sv->acks,
+                          sv->nacks, err)) != 0)
+        return rc;
+    ex = exec_find(m, sv->x->id);
+    if ((rc = save_allowed(ex, sv, err)) != 0)
+        return rc;
+    sv->new_fence = fence_bump(ex);
+    if (sv->x != ex->x) {
+        xc_exec *old = ex->x;
+        ex->x = xc_ref(sv->x);
+        xc_free(old);
+    }
+    /* x is what is stored now: no command waits for it */
+    ex->x->fence = ex->fence;
+    free(ex->x->cmd);
+    ex->x->cmd = NULL;
+    if ((rc = steps_apply(m, ex, sv->steps, sv->nsteps, err)) != 0)
+        return rc;
+    if (events_add(m, ex, sv->events, sv->nevents))
+        return oom(err);
+    for (i = 0; i < sv->nacks; i++) {
+        mem_member *p = claim_member(m, &sv->acks[i]);
+        if (p)
+            member_drop(m, p);
+    }
+    return 0;
+}
+
+static int mem_exec_save_many(st *s, st_save *sv, size_t n, weft_error *err)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        sv[i].why[0] = 0;
+        sv[i].new_fence = 0;
+        if ((sv[i].rc = save_one((mem *)s, &sv[i], &e)) != 0)
+            snprintf(sv[i].why, sizeof sv[i].why, "%s", e.msg);
+    }
+    (void)err;
+    return 0;
+}
+
+static int mem_exec_fail(st *s, const char *id, uint64_t fence, const char *why, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_exec *ex;
+    json_object *ev;
+    const char *line;
+    int rc;
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if (!(ex = exec_find(m, id)) || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    if (fence && fence != ex->fence)
+        return wu_err(err, WEFT_ESTATE,
+                      "execution %s was changed by someone else (fence %llu, expected %llu)", id,
+                      (unsigned long long)ex->fence, (unsigned long long)fence);
+    fence_bump(ex);
+    ex->x->fence = ex->fence;
+    ex->x->status = WEFT_WF_FAILED;
+    xc_set_reason(&ex->x->reason, "%s", why ? why : "failed");
+    ex->x->ended_ms = ex->x->updated_ms = wu_now_ms();
+    ex->due_seq = 0;
+    /* its event: events() adds workflowId and time */
+    if (!(ev = json_object_new_object()))
+        return oom(err);
+    json_object_object_add(ev, "status", json_object_new_string("FAILED"));
+    json_object_object_add(ev, "reason", json_object_new_string(ex->x->reason));
+    line = json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN);
+    rc = events_add(m, ex, &line, 1) ? oom(err) : 0;
+    json_object_put(ev);
+    return rc;
+}
+
+static int cmd_ended(weft_wf_status ws)
+{
+    return ws == WEFT_WF_COMPLETED || ws == WEFT_WF_FAILED || ws == WEFT_WF_TIMED_OUT ||
+           ws == WEFT_WF_TERMINATED;
+}
+
+/* command.lua */
+static int mem_exec_command(st *s, const char *id, const char *text, const char *kind,
+                            char **pending, char status[32], weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_exec *ex;
+    char *copy;
+    int rc;
+    *pending = NULL;
+    status[0] = 0;
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if (!text || !kind)
+        return wu_err(err, WEFT_EINVAL, "workflow %s: no command", id);
+    if (!(ex = exec_find(m, id)) || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
+    if (ex->cmd) {
+        const char *k = strchr(ex->cmd, '|');
+        size_t n;
+        k = k ? k + 1 : ex->cmd + strlen(ex->cmd);
+        n = strcspn(k, "|");
+        if (strlen(kind) == n && !strncmp(k, kind, n))
+            rc = ST_CMD_SAME;
+        else if (strcmp(kind, "terminate"))
+            rc = ST_CMD_OTHER;
+        if (rc) /* terminate overrides a waiting pause or resume */
+            return (*pending = strdup(ex->cmd)) ? rc : oom(err);
+    } else {
+        weft_wf_status ws = ex->x->status;
+        if ((!strcmp(kind, "terminate") && cmd_ended(ws)) ||
+            (!strcmp(kind, "pause") && ws != WEFT_WF_RUNNING) ||
+            (!strcmp(kind, "resume") && ws != WEFT_WF_PAUSED)) {
+            snprintf(status, 32, "%s", weft_wf_status_name(ws));
+            return wu_err(err, WEFT_ESTATE, "workflow %s is %s", id, status);
+        }
+    }
+    if (!(copy = strdup(text)))
+        return oom(err);
+    free(ex->cmd);
+    ex->cmd = copy;
+    return ST_CMD_RECORDED;
+}
+
+static int mem_exec_flush(st *s, const char *id, weft_error *err)
+{
+    (void)s;
+    return check_id(id, err);
+}
+
+static int mem_exec_exists_many(st *s, const char *const *ids, size_t n, int *exists,
+                                weft_error *err)
+{
+    size_t i;
+    (void)err;
+    for (i = 0; i < n; i++) {
+        weft_error e = {0};
+        const mem_exec *ex = check_id(ids[i], &e) == 0 ? exec_find((mem *)s, ids[i]) : NULL;
+        exists[i] = ex && ex->x;
+    }
+    return 0;
+}
+
+/* ---- work queues and leases ---- */
+
+static int mem_renew_many(st *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
+                          weft_error *err)
+{
+    mem *m = (mem *)s;
+    int64_t expiry = wu_now_ms() + lease_ms;
+    size_t i;
+    int rc;
+    if (lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    for (i = 0; i < n; i++)
+        if ((rc = check_claim(&c[i], err)) != 0)
+            return rc;
+    for (i = 0; i < n; i++) {
+        mem_member *p = claim_member(m, &c[i]);
+        ok[i] = p && p->lease_seq && !strcmp(p->lease, c[i].lease);
+        if (ok[i] && member_lease(m, p, expiry))
+            return oom(err);
+    }
+    return 0;
+}
+
+static int mem_ack(st *s, const st_lease *c, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_member *p;
+    int rc;
+    if ((rc = check_claim(c, err)) != 0)
+        return rc;
+    p = claim_member(m, c);
+    if (!p || !p->lease_seq || strcmp(p->lease, c->lease))
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded",
+                      c->workflow_id, c->task_id);
+    member_drop(m, p);
+    return 0;
+}
+
+static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted,
+                    size_t *nexhausted, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_queue *q;
+    int rc;
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = check_type(type, err)) != 0)
+        return rc;
+    if (max_reaps < 0)
+        return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
+    if (!(q = queue_of(m, type, 0)))
+        return 0;
+    return queue_reap(m, q, max_reaps, exhausted, nexhausted, err);
+}
+
+static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
+                    st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
+                    weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_queue *q;
+    int rc;
+    *reaped = 0;
+    *exhausted = NULL;
+    *nexhausted = 0;
+    if ((rc = check_name("task queue", queue, TYPE_MAX, 0, err)) != 0)
+        return rc;
+    if (max <= 0)
+        return 0;
+    if (lease_ms <= 0 || max_reaps < 0)
+        return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
+    if (!(q = queue_of(m, queue, 0)))
+        return 0;
+    if ((rc = queue_reap(m, q, max_reaps, exhausted, nexhausted, err)) < 0)
+        return rc;
+    *reaped = rc;
+    return queue_claim(m, q, wu_now_ms(), lease_ms, max, out, err);
+}
+
+static mem_member *member_of(mem *m, const char *type, const char *wf, const char *task)
+{
+    mem_queue *q = queue_of(m, type, 0);
+    return q ? member_find(q, wf, task, member_hash(wf, task)) : NULL;
+}
+
+static int mem_lease_extend(st *s, const char *queue, const char *workflow_id,
+                            const char *task_id, int64_t lease_ms, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_member *p;
+    int rc;
+    if ((rc = check_member(queue, workflow_id, task_id, err)) != 0)
+        return rc;
+    p = member_of(m, queue, workflow_id, task_id);
+    if (p && p->lease_seq && member_lease(m, p, wu_now_ms() + lease_ms))
+        return oom(err);
+    return 0;
+}
+
+static int mem_queue_sizes(st *s, const char *type, long long *ready, long long *leased,
+                           weft_error *err)
+{
+    mem_queue *q;
+    int rc;
+    if ((rc = check_type(type, err)) != 0)
+        return rc;
+    q = queue_of((mem *)s, type, 0);
+    if (ready)
+        *ready = q ? q->nready : 0;
+    if (leased)
+        *leased = q ? q->nleased : 0;
+    return 0;
+}
+
+static int mem_queue_has(st *s, const char *type, const char *workflow_id, const char *task_id,
+                         weft_error *err)
+{
+    const mem_member *p;
+    int rc;
+    if ((rc = check_member(type, workflow_id, task_id, err)) != 0)
+        return rc;
+    p = member_of((mem *)s, type, workflow_id, task_id);
+    return p && (p->ready_seq || p->lease_seq);
+}
+
+/* ---- the decider queue ---- */
+
+/* The earliest time anything of the decider queue or of types' ready sets
+ * is due, or INT64_MAX. */
+static int64_t earliest(mem *m, const char *const *types, size_t ntypes, int due)
+{
+    int64_t at = INT64_MAX;
+    const mem_item *it;
+    size_t i;
+    if (due && (it = oq_peek(&m->due)) && it->at < at)
+        at = it->at;
+    for (i = 0; i < ntypes; i++) {
+        mem_queue *q = queue_of(m, types[i], 0);
+        if (q && (it = oq_peek(&q->ready)) && it->at < at)
+            at = it->at;
+    }
+    return at;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                         int *ndue, const char *const *types, size_t ntypes, int max,
+                         int64_t lease_ms, st_lease *out, weft_error *err)
+{
+    mem *m = (mem *)s;
+    int64_t now = wu_now_ms();
+    int nd = due_max > 0, n = 0, rc, k;
+    size_t i;
+    if (ndue)
+        *ndue = 0;
+    if (max <= 0 || !types)
+        ntypes = 0;
+    if (ntypes && lease_ms <= 0)
+        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
+                      (long long)lease_ms);
+    if (nd && hold_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    if (!nd && !ntypes)
+        return 0;
+    for (i = 0; i < ntypes; i++)
+        if ((rc = check_type(types[i], err)) != 0)
+            return rc;
+    if (wait_ms > 0) {
+        /* nothing else runs on this store meanwhile: sleep until the first
+         * thing comes due (or the wait ends), not until a wake token */
+        int64_t at = earliest(m, types, ntypes, nd);
+        if (at > now) {
+            sleep_ms(at - now < wait_ms ? at - now : wait_ms);
+            now = wu_now_ms();
+        }
+    }
+    if (nd) {
+        /* taken first, then held: a hold of 0 must not hand one out twice */
+        mem_item *it;
+        while (*ndue < due_max && (it = oq_peek(&m->due)) && it->at <= now) {
+            mem_exec *ex = it->obj;
+            oq_pop(&m->due, it);
+            ex->due_seq = 0;
+            snprintf(due_ids[(*ndue)++], 64, "%s", ex->id);
+        }
+        for (k = 0; k < *ndue; k++)
+            if (due_at(m, exec_find(m, due_ids[k]), now + hold_ms))
+                return oom(err);
+    }
+    for (i = 0; i < ntypes && n < max; i++) {
+        mem_queue *q = queue_of(m, types[(m->rr + i) % ntypes], 0);
+        if (q && (rc = queue_claim(m, q, now, lease_ms, max - n, out + n, err)) < 0)
+            return rc;
+        if (q)
+            n += rc;
+    }
+    if (ntypes)
+        m->rr++;
+    return n;
+}
+
+static int mem_wake(st *s, const char *id, int64_t at, int only_earlier, weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_exec *ex;
+    int rc;
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if (!(ex = exec_entry(m, id)) || wake(m, ex, at, only_earlier))
+        return oom(err);
+    return 0;
+}
+
+static int mem_forget(st *s, const char *id, weft_error *err)
+{
+    mem_exec *ex;
+    int rc;
+    if ((rc = check_id(id, err)) != 0)
+        return rc;
+    if ((ex = exec_find((mem *)s, id)))
+        ex->due_seq = 0;
+    return 0;
+}
+
+/* ---- definitions, task definitions, idempotency, daemons, secrets ---- */
+
+static int mem_def_register(st *s, const char *name, int version, const char *json,
+                            weft_error *err)
+{
+    mem *m = (mem *)s;
+    mem_kv *kv;
+    const char *key;
+    char v[16];
+    int rc;
+    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    if (version <= 0 || !json)
+        return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given",
+                      name);
+    if (!kv_get(&m->defnames, name) && kv_put(&m->defnames, name, name))
+        return oom(err);
+    key = ((mem_pair *)wu_map_get(m->defnames.map, name))->name;
+    if (!(kv = wu_map_get(m->defs, key))) {
+        if (!(kv = calloc(1, sizeof *kv)) || kv_init(kv) || wu_vec_push(&m->all_defs, kv)) {
+            if (kv)
+                wu_map_free(kv->map);
+            free(kv);
+            return oom(err);
+        }
+        /* keyed by the name's copy in defnames, which lives as long */
+        if (wu_map_put(m->defs, key, kv))
+            return oom(err);
+    }
+    snprintf(v, sizeof v, "%d", version);
+    return kv_put(kv, v, json) ? oom(err) : 0;
+}
+
+/* The highest version in kv, 0 when none. */
+static int def_latest(const mem_kv *kv)
+{
+    size_t i;
+    int best = 0;
+    for (i = 0; i < kv->all.len; i++) {
+        const mem_pair *p = kv->all.items[i];
+        int v = atoi(p->name);
+        if (p->value && v > best)
+            best = v;
+    }
+    return best;
+}
+
+static int mem_def_get(st *s, const char *name, int version, char **json, int *version_out,
+                       weft_error *err)
+{
+    mem *m = (mem *)s;
+    const mem_kv *kv;
+    const char *j;
+    char v[16];
+    int rc;
+    *json = NULL;
+    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    kv = wu_map_get(m->defs, name);
+    if (version <= 0 && (!kv || !(version = def_latest(kv))))
+        return wu_err(err, WEFT_ENOTFOUND, "no definition %s", name);
+    snprintf(v, sizeof v, "%d", version);
+    if (!kv || !(j = kv_get(kv, v)))
+        return wu_err(err, WEFT_ENOTFOUND, "no definition %s version %d", name, version);
+    if (!(*json = strdup(j)))
+        return oom(err);
+    if (version_out)
+        *version_out = version;
+    return 0;
+}
+
+static int by_version(const void *a, const void *b)
+{
+    int x = atoi((*(mem_pair *const *)a)->name), y = atoi((*(mem_pair *const *)b)->name);
+    return (x > y) - (x < y);
+}
+
+/* rs_def_list's format: a JSON array of every version of every registered
+ * definition, by name then version. */
+static int mem_def_list(st *s, char **json, weft_error *err)
+{
+    mem *m = (mem *)s;
+    json_object *all = json_object_new_array();
+    mem_pair **names = NULL;
+    size_t i, j, n = 0;
+    int rc = 0;
+    *json = NULL;
+    if (!all || !(names = kv_sorted(&m->defnames, &n)))
+        rc = oom(err);
+    for (i = 0; !rc && i < n; i++) {
+        const mem_kv *kv = wu_map_get(m->defs, names[i]->name);
+        mem_pair **vs;
+        size_t nv;
+        if (!kv)
+            continue;
+        if (!(vs = kv_sorted(kv, &nv))) {
+            rc = oom(err);
+            break;
+        }
+        qsort(vs, nv, sizeof *vs, by_version);
+        for (j = 0; j < nv; j++) {
+            json_object *d = json_tokener_parse(vs[j]->value);
+            if (d)
+                json_object_array_add(all, d);
+        }
+        free(vs);
+    }
+    if (!rc && !(*json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN))))
+        rc = oom(err);
+    free(names);
+    json_object_put(all);
+    return rc;
+}
+
+/* kv_put of a checked name (what) and a value. */
+static int put_named(mem_kv *kv, const char *what, const char *name, const char *value,
+                     weft_error *err)
+{
+    int rc;
+    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    if (!value)
+        return wu_err(err, WEFT_EINVAL, "%s %s: no value", what, name);
+    return kv_put(kv, name, value) ? oom(err) : 0;
+}
+
+/* A copy of name's value into *value, or WEFT_ENOTFOUND with `missing`. */
+static int get_named(const mem_kv *kv, const char *what, const char *name, char **value,
+                     const char *missing, weft_error *err)
+{
+    const char *v;
+    int rc;
+    *value = NULL;
+    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    if (!(v = kv_get(kv, name)))
+        return wu_err(err, WEFT_ENOTFOUND, "%s", missing);
+    return (*value = strdup(v)) ? 0 : oom(err);
+}
+
+static int mem_taskdef_put(st *s, const char *name, const char *json, weft_error *err)
+{
+    return put_named(&((mem *)s)->taskdefs, "task name", name, json, err);
+}
+
+static int mem_taskdef_get(st *s, const char *name, char **json, weft_error *err)
+{
+    char missing[200];
+    snprintf(missing, sizeof missing, "no task definition %.150s", name ? name : "");
+    return get_named(&((mem *)s)->taskdefs, "task name", name, json, missing, err);
+}
+
+static int mem_taskdef_list(st *s, char **json, weft_error *err)
+{
+    return kv_json_array(&((mem *)s)->taskdefs, json, err);
+}
+
+static int mem_taskdefs_get(st *s, const char *const *names, size_t n, char **jsons,
+                            weft_error *err)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        const char *v = names[i] ? kv_get(&((mem *)s)->taskdefs, names[i]) : NULL;
+        jsons[i] = NULL;
+        if (v && !(jsons[i] = strdup(v))) {
+            while (i > 0)
+                free(jsons[--i]), jsons[i] = NULL;
+            return oom(err);
+        }
+    }
+    return 0;
+}
+
+static int mem_idem_claim(st *s, const char *key, const char *id, char existing[64],
+                          weft_error *err)
+{
+    mem_kv *kv = &((mem *)s)->idem;
+    const char *was;
+    int rc;
+    if (existing)
+        existing[0] = 0;
+    if ((rc = check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
+        (rc = check_id(id, err)) != 0)
+        return rc;
+    if (!(was = kv_get(kv, key)))
+        return kv_put(kv, key, id) ? oom(err) : 0;
+    if (existing)
+        snprintf(existing, 64, "%s", was);
+    /* the same id asking again (a retried start) is not a conflict */
+    return strcmp(was, id) ? wu_err(err, WEFT_EEXIST, "idempotency key %s was used by %s", key,
+                                    was)
+                           : 0;
+}
+
+static int mem_daemon_beat(st *s, const char *daemon_id, const char *info_json, weft_error *err)
+{
+    mem *m = (mem *)s;
+    json_object *j;
+    int rc;
+    if ((rc = check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    j = json_tokener_parse(info_json ? info_json : "{}");
+    if (!j || !json_object_is_type(j, json_type_object)) {
+        json_object_put(j);
+        return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
+    }
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    return json_object_object_add(m->daemons, daemon_id, j) ? oom(err) : 0;
+}
+
+static int mem_daemons(st *s, char **json, weft_error *err)
+{
+    *json = strdup(json_object_to_json_string_ext(((mem *)s)->daemons, JSON_C_TO_STRING_PLAIN));
+    return *json ? 0 : oom(err);
+}
+
+static int mem_secret_set(st *s, const char *name, const char *value, weft_error *err)
+{
+    return put_named(&((mem *)s)->secrets, "secret name", name, value, err);
+}
+
+static int mem_secret_get(st *s, const char *name, char **value, weft_error *err)
+{
+    char missing[300];
+    snprintf(missing, sizeof missing, "secret '%.100s' is not set (weft secret set %.100s)",
+             name ? name : "", name ? name : "");
+    return get_named(&((mem *)s)->secrets, "secret name", name, value, missing, err);
+}
+
+static int mem_secret_delete(st *s, const char *name, weft_error *err)
+{
+    mem_kv *kv = &((mem *)s)->secrets;
+    int rc;
+    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0)
+        return rc;
+    if (!kv_get(kv, name))
+        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
+    return kv_put(kv, name, NULL);
+}
+
+static int mem_secret_names(st *s, char ***names, size_t *n, weft_error *err)
+{
+    size_t i, k;
+    mem_pair **v = kv_sorted(&((mem *)s)->secrets, &k);
+    *names = NULL;
+    *n = 0;
+    if (!v || !(*names = calloc(k + 1, sizeof **names))) {
+        free(v);
+        return oom(err);
+    }
+    for (i = 0; i < k; i++)
+        if (((*names)[*n] = strdup(v[i]->name)))
+            (*n)++;
+    free(v);
+    return 0;
+}
+
+/* ---- the status lane ---- */
+
+/* A stored event as delivered: {"workflowId":..,"time":<entry ms>, ...}. */
+static int event_full(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line,
+                      size_t len)
+{
+    char t[32];
+    int rc;
+    b->len = 0;
+    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
+        return wu_buf_add(b, line, len);
+    snprintf(t, sizeof t, ",\"time\":%llu", (unsigned long long)ms);
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) || (rc = wu_buf_add_json_str(b, workflow_id)) ||
+        (rc = wu_buf_add(b, t, strlen(t))))
+        return rc;
+    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1)))
+        return rc;
+    return wu_buf_add(b, line + 1, len - 1);
+}
+
+static int mem_events(st *s, const char *workflow_id, const char *after_id, char *next_id,
+                      int block_ms, int (*fn)(void *ud, const char *id, const char *json),
+                      void *ud, weft_error *err)
+{
+    mem *m = (mem *)s;
+    char seen[ST_EVENT_ID_MAX], next[ST_EVENT_ID_MAX], evid[ST_EVENT_ID_MAX + 24];
+    unsigned long long ms, seq = 0;
+    const mem_exec *ex;
+    wu_buf full = {0};
+    long long skip;
+    size_t lo, hi, e, read = 0;
+    int rc, n = 0, stop = 0;
+
+    if ((rc = check_id(workflow_id, err)) != 0)
+        return rc;
+    if (block_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
+    if ((rc = st_event_id_parse(after_id, seen, &skip, err)) != 0)
+        return wu_err_prefix(err, "events of %s: ", workflow_id);
+    snprintf(next, sizeof next, "%s", after_id && *after_id ? after_id : "0");
+    ms = strtoull(seen, NULL, 10);
+    if (strchr(seen, '-'))
+        seq = strtoull(strchr(seen, '-') + 1, NULL, 10);
+    ex = exec_find(m, workflow_id);
+    /* the first entry after the one seen (or the one seen itself, when an
+     * event inside it was the last one read) */
+    lo = 0;
+    hi = ex ? ex->nev : 0;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const mem_event_entry *v = &ex->ev[mid];
+        int after = v->ms > ms || (v->ms == ms && (v->seq > seq || (skip >= 0 && v->seq == seq)));
+        if (after)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    for (e = lo; ex && e < ex->nev && read < EVENTS_COUNT && !stop; e++, read++) {
+        const mem_event_entry *v = &ex->ev[e];
+        int again = skip >= 0 && v->ms == ms && v->seq == seq;
+        const char *line = v->lines;
+        long long k;
+        char entry[ST_EVENT_ID_MAX];
+        snprintf(entry, sizeof entry, "%llu-%llu", (unsigned long long)v->ms,
+                 (unsigned long long)v->seq);
+        /* a stop takes effect after the entry: the rest of it is delivered */
+        for (k = 0; line; k++) {
+            const char *nl = strchr(line, '\n');
+            size_t len = nl ? (size_t)(nl - line) : strlen(line);
+            if (!(again && k <= skip)) {
+                n++;
+                snprintf(evid, sizeof evid, "%s-%lld", entry, k);
+                if (fn && event_full(&full, workflow_id, v->ms, line, len) == 0 &&
+                    fn(ud, evid, full.data))
+                    stop = 1;
+            }
+            line = nl ? nl + 1 : NULL;
+        }
+        snprintf(next, sizeof next, "%s", entry);
+    }
+    if (next_id)
+        snprintf(next_id, ST_EVENT_ID_MAX, "%s", next);
+    wu_buf_free(&full);
+    return n;
+}
+
+/* ---- the handle ---- */
+
+static const char *mem_where(st *s)
+{
+    (void)s;
+    return "memory";
+}
+
+static void mem_revive(st *s)
+{
+    (void)s;
+}
+
+static int mem_broken(const st *s)
+{
+    (void)s;
+    return 0;
+}
+
+static int mem_ping(st *s, weft_error *err)
+{
+    (void)s;
+    (void)err;
+    return 0;
+}
+
+static void mem_free(st *s)
+{
+    mem *m = (mem *)s;
+    size_t i, j;
+    if (!m)
+        return;
+    for (i = 0; i < m->all_execs.len; i++) {
+        mem_exec *ex = m->all_execs.items[i];
+        for (j = 0; j < ex->nev; j++)
+            free(ex->ev[j].lines);
+        free(ex->ev);
+        free(ex->cmd);
+        xc_free(ex->x);
+        free(ex);
+    }
+    wu_vec_free(&m->all_execs);
+    wu_map_free(m->execs);
+    for (i = 0; i < m->all_queues.len; i++) {
+        mem_queue *q = m->all_queues.items[i];
+        oq_free(&q->ready);
+        oq_free(&q->leases);
+        free(q->buckets);
+        free(q);
+    }
+    wu_vec_free(&m->all_queues);
+    wu_map_free(m->queues);
+    for (i = 0; i < m->chunks.len; i++)
+        free(m->chunks.items[i]);
+    wu_vec_free(&m->chunks);
+    oq_free(&m->due);
+    for (i = 0; i < m->all_defs.len; i++) {
+        kv_free(m->all_defs.items[i]);
+        free(m->all_defs.items[i]);
+    }
+    wu_vec_free(&m->all_defs);
+    wu_map_free(m->defs);
+    kv_free(&m->secrets);
+    kv_free(&m->taskdefs);
+    kv_free(&m->idem);
+    kv_free(&m->defnames);
+    json_object_put(m->daemons);
+    free(m);
+}
+
+static const st_ops mem_ops = {
+    .size = sizeof(st_ops),
+    .name = "memory",
+    .free = mem_free,
+    .where = mem_where,
+    .revive = mem_revive,
+    .broken = mem_broken,
+    .ping = mem_ping,
+    .exec_create_many = mem_exec_create_many,
+    .exec_load = mem_exec_load,
+    .exec_load_many = mem_exec_load_many,
+    .exec_read = mem_exec_read,
+    .exec_save_many = mem_exec_save_many,
+    .exec_fail = mem_exec_fail,
+    .exec_command = mem_exec_command,
+    .exec_flush = mem_exec_flush,
+    .exec_exists_many = mem_exec_exists_many,
+    .renew_many = mem_renew_many,
+    .ack = mem_ack,
+    .reap = mem_reap,
+    .poll = mem_poll,
+    .lease_extend = mem_lease_extend,
+    .queue_sizes = mem_queue_sizes,
+    .queue_has = mem_queue_has,
+    .due_claim = mem_due_claim,
+    .wake = mem_wake,
+    .forget = mem_forget,
+    .def_register = mem_def_register,
+    .def_get = mem_def_get,
+    .def_list = mem_def_list,
+    .taskdef_put = mem_taskdef_put,
+    .taskdef_get = mem_taskdef_get,
+    .taskdef_list = mem_taskdef_list,
+    .taskdefs_get = mem_taskdefs_get,
+    .idem_claim = mem_idem_claim,
+    .daemon_beat = mem_daemon_beat,
+    .daemons = mem_daemons,
+    .secret_set = mem_secret_set,
+    .secret_get = mem_secret_get,
+    .secret_delete = mem_secret_delete,
+    .secret_names = mem_secret_names,
+    .events = mem_events,
+};
+
+int st_memory_open(const st_memory_opts *o, st **out, weft_error *err)
+{
+    mem *m = calloc(1, sizeof *m);
+    *out = NULL;
+    if (!m)
+        return oom(err);
+    m->base.ops = &mem_ops;
+    m->keep_events = o ? o->keep_events : 1;
+    m->due.seq_off = offsetof(mem_exec, due_seq);
+    m->execs = wu_map_new_borrowing();
+    m->queues = wu_map_new_borrowing();
+    m->defs = wu_map_new_borrowing();
+    m->daemons = json_object_new_object();
+    if (!m->execs || !m->queues || !m->defs || !m->daemons || kv_init(&m->secrets) ||
+        kv_init(&m->taskdefs) || kv_init(&m->idem) || kv_init(&m->defnames)) {
+        mem_free(&m->base);
+        return oom(err);
+    }
+    *out = &m->base;
+    return 0;
+}

@@ -1,0 +1,964 @@
+/*
+ * The store contract (store/store.h), each case written once against st *
+ * and run for every backend in BACKENDS. A backend's open function gives a
+ * fresh, empty store; a row that needs Redis gets the URL of a
+ * redis-server this test starts (redis_fixture.h), and is skipped when
+ * none is installed. Cases that only hold for one backend say so first.
+ *
+ * WEFT_STORE_BENCH=1 makes test_bench time 1,000,000 tasks (it prints
+ * ns per task; nothing is asserted on the time).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "redis_fixture.h"
+#include "core/exec.h"
+#include "plugin/host.h"
+#include "store/memory.h"
+#include "store/store.h"
+
+typedef struct backend {
+    const char *name;
+    /* a fresh, empty store; url: the test's redis-server (NULL when the
+     * row does not need one) */
+    int (*open)(const char *url, st **out, weft_error *err);
+    int needs_redis;
+} backend;
+
+static int open_memory(const char *url, st **out, weft_error *err)
+{
+    (void)url;
+    return st_memory_open(NULL, out, err);
+}
+
+static const backend BACKENDS[] = {
+    {"memory", open_memory, 0},
+};
+
+static const backend *cur;
+static const char *cur_url;
+static def_workflow *WF;
+static st *S;
+
+static weft_error e_;
+
+/* executions a case made: freed by the teardown, also after a failure */
+static xc_exec *made[16];
+static size_t nmade;
+
+#define OK(call)                                                                                   \
+    do {                                                                                           \
+        int rc_;                                                                                   \
+        memset(&e_, 0, sizeof e_);                                                                 \
+        if ((rc_ = (call)) < 0) fail_msg("%s: %d %s", #call, rc_, e_.msg);                         \
+    } while (0)
+/* the call with a fresh error named e_, which the macro's user reads */
+#define RC(call) ((void)memset(&e_, 0, sizeof e_), (call))
+
+
+static void assert_has(const char *s, const char *part)
+{
+    if (!s || !strstr(s, part)) fail_msg("\"%s\" does not contain \"%s\"", s ? s : "", part);
+}
+
+static int setup(void **state)
+{
+    weft_error err = {0};
+    (void)state;
+    if (cur->open(cur_url, &S, &err)) fail_msg("open %s: %s", cur->name, err.msg);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    while (nmade)
+        xc_free(made[--nmade]);
+    st_free(S);
+    S = NULL;
+    return 0;
+}
+
+static int is_memory(void)
+{
+    return !strcmp(S->ops->name, "memory");
+}
+
+static xc_exec *new_exec(const char *id)
+{
+    weft_error err = {0};
+    xc_exec *x = NULL;
+    if (xc_new(WF, NULL, id, &x, &err)) fail_msg("xc_new: %s", err.msg);
+    assert_true(nmade < sizeof made / sizeof made[0]);
+    return made[nmade++] = x;
+}
+
+/* Create x (with steps/events, optional); returns c.rc. */
+static int create(xc_exec *x, const st_step *steps, size_t nsteps, const char *const *ev,
+                  size_t nev)
+{
+    st_create c;
+    memset(&c, 0, sizeof c);
+    c.x = x;
+    c.steps = steps;
+    c.nsteps = nsteps;
+    c.events = ev;
+    c.nevents = nev;
+    OK(ST(S, exec_create_many, &c, 1, &e_));
+    return c.rc;
+}
+
+static xc_exec *created(const char *id)
+{
+    xc_exec *x = new_exec(id);
+    assert_int_equal(create(x, NULL, 0, NULL, 0), 0);
+    return x;
+}
+
+/* Load id (the reference is the teardown's to drop). */
+static xc_exec *load(const char *id)
+{
+    xc_exec *x = NULL;
+    OK(ST(S, exec_load, id, &x, NULL, &e_));
+    assert_true(nmade < sizeof made / sizeof made[0]);
+    return made[nmade++] = x;
+}
+
+/* Save x at fence with steps/events; returns sv.rc, *fence_out the new fence. */
+static int save(xc_exec *x, uint64_t fence, const st_step *steps, size_t nsteps,
+                const char *const *ev, size_t nev, uint64_t *fence_out)
+{
+    st_save sv;
+    memset(&sv, 0, sizeof sv);
+    sv.x = x;
+    sv.fence = fence;
+    sv.loaded_fence = x->fence;
+    sv.steps = steps;
+    sv.nsteps = nsteps;
+    sv.events = ev;
+    sv.nevents = nev;
+    OK(ST(S, exec_save_many, &sv, 1, &e_));
+    if (fence_out) *fence_out = sv.new_fence;
+    snprintf(e_.msg, sizeof e_.msg, "%s", sv.why);
+    return sv.rc;
+}
+
+static st_step push(const char *type, const char *task, int64_t at)
+{
+    st_step s = {ST_PUSH, type, task, at, NULL, 0, NULL};
+    return s;
+}
+
+static int claim(const char *type, int max, int64_t lease_ms, st_lease *out)
+{
+    const char *types[1] = {type};
+    int n = ST(S, due_claim, 0, 0, 0, NULL, NULL, types, 1, max, lease_ms, out, &e_);
+    if (n < 0) fail_msg("claim %s: %s", type, e_.msg);
+    return n;
+}
+
+static int due(int max, int64_t hold_ms, char (*ids)[64])
+{
+    int n = -1, rc = ST(S, due_claim, 0, max, hold_ms, ids, &n, NULL, 0, 0, 0, NULL, &e_);
+    if (rc < 0) fail_msg("due: %s", e_.msg);
+    return n;
+}
+
+static void free_list(char **v, size_t n)
+{
+    while (n)
+        free(v[--n]);
+    free(v);
+}
+
+static void nap(int ms)
+{
+    struct timespec ts = {0, ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- executions ---- */
+
+static void test_create_load(void **state)
+{
+    xc_exec *x = new_exec("wf-1"), *y;
+    const char *ids[3] = {"wf-1", "nope", "a|b"};
+    int exists[3] = {-1, -1, -1}, rcs[2];
+    const char *two[2] = {"wf-1", "nope"};
+    xc_exec *got[2] = {NULL, NULL};
+    uint64_t fence = 0;
+    st_doc d = {0};
+    (void)state;
+    assert_int_equal(create(x, NULL, 0, NULL, 0), 0);
+    assert_int_equal(create(new_exec("wf-1"), NULL, 0, NULL, 0), WEFT_EEXIST);
+    OK(ST(S, exec_load, "wf-1", &y, &fence, &e_));
+    made[nmade++] = y;
+    assert_int_equal(fence, 1);
+    assert_int_equal(y->fence, 1);
+    assert_string_equal(y->id, "wf-1");
+    assert_int_equal(y->status, WEFT_WF_RUNNING);
+    assert_null(y->cmd);
+    assert_int_equal(RC(ST(S, exec_load, "nope", &y, NULL, &e_)), WEFT_ENOTFOUND);
+    assert_int_equal(RC(ST(S, exec_load, "a|b", &y, NULL, &e_)), WEFT_EINVAL);
+    OK(ST(S, exec_exists_many, ids, 3, exists, &e_));
+    assert_int_equal(exists[0], 1);
+    assert_int_equal(exists[1], 0);
+    assert_int_equal(exists[2], 0);
+    OK(ST(S, exec_load_many, two, 2, got, rcs, &e_));
+    assert_int_equal(rcs[0], 0);
+    assert_int_equal(rcs[1], WEFT_ENOTFOUND);
+    assert_string_equal(got[0]->id, "wf-1");
+    xc_free(got[0]);
+    OK(ST(S, exec_read, "wf-1", &d, &e_));
+    assert_has(d.doc, "\"wf-1\"");
+    assert_string_equal(d.status, "RUNNING");
+    assert_int_equal(d.fence, 1);
+    st_doc_clear(&d);
+    assert_int_equal(RC(ST(S, exec_read, "nope", &d, &e_)), WEFT_ENOTFOUND);
+    assert_int_equal(ST(S, exec_flush, "wf-1", &e_) >= 0, 1);
+}
+
+static void test_save_fence(void **state)
+{
+    xc_exec *x;
+    uint64_t f = 0;
+    st_doc d = {0};
+    (void)state;
+    created("wf-s");
+    x = load("wf-s");
+    x->status = WEFT_WF_PAUSED;
+    assert_int_equal(save(x, 1, NULL, 0, NULL, 0, &f), 0);
+    assert_int_equal(f, 2);
+    OK(ST(S, exec_read, "wf-s", &d, &e_));
+    assert_string_equal(d.status, "PAUSED");
+    assert_int_equal(d.fence, 2);
+    st_doc_clear(&d);
+    /* a save at the old fence lost the race */
+    assert_int_equal(save(x, 1, NULL, 0, NULL, 0, &f), WEFT_ESTATE);
+    assert_has(e_.msg, "fence");
+    /* unfenced: the last writer wins */
+    assert_int_equal(save(x, 0, NULL, 0, NULL, 0, &f), 0);
+    assert_int_equal(f, 3);
+    assert_int_equal(save(new_exec("nope"), 1, NULL, 0, NULL, 0, &f), WEFT_ENOTFOUND);
+}
+
+static void test_command(void **state)
+{
+    char *pending = NULL, status[32];
+    xc_exec *x, *old;
+    uint64_t f = 0;
+    (void)state;
+    created("wf-c");
+    old = load("wf-c");
+    assert_int_equal(ST(S, exec_command, "wf-c", "t1|pause|why", "pause", &pending, status, &e_),
+                     ST_CMD_RECORDED);
+    assert_int_equal(ST(S, exec_command, "wf-c", "t2|pause|", "pause", &pending, status, &e_),
+                     ST_CMD_SAME);
+    assert_string_equal(pending, "t1|pause|why");
+    free(pending);
+    assert_int_equal(ST(S, exec_command, "wf-c", "t3|resume|", "resume", &pending, status, &e_),
+                     ST_CMD_OTHER);
+    assert_string_equal(pending, "t1|pause|why");
+    free(pending);
+    /* terminate overrides a waiting pause */
+    assert_int_equal(ST(S, exec_command, "wf-c", "t4|terminate|stop", "terminate", &pending,
+                        status, &e_),
+                     ST_CMD_RECORDED);
+    assert_null(pending);
+    /* a save that did not apply it is refused, fenced or not */
+    free(old->cmd);
+    old->cmd = NULL;
+    assert_int_equal(save(old, 1, NULL, 0, NULL, 0, &f), WEFT_ESTATE);
+    assert_has(e_.msg, "operator command");
+    assert_int_equal(save(old, 0, NULL, 0, NULL, 0, &f), WEFT_ESTATE);
+    x = load("wf-c");
+    assert_string_equal(x->cmd, "t4|terminate|stop");
+    x->status = WEFT_WF_TERMINATED;
+    assert_int_equal(save(x, 1, NULL, 0, NULL, 0, &f), 0);
+    /* an unfenced copy loaded before the command was applied is refused too */
+    {
+        st_save sv;
+        memset(&sv, 0, sizeof sv);
+        sv.x = x;
+        sv.loaded_fence = 1;
+        free(x->cmd);
+        x->cmd = NULL;
+        OK(ST(S, exec_save_many, &sv, 1, &e_));
+        assert_int_equal(sv.rc, WEFT_ESTATE);
+        sv.loaded_fence = f;
+        OK(ST(S, exec_save_many, &sv, 1, &e_));
+        assert_int_equal(sv.rc, 0);
+    }
+    assert_int_equal(RC(ST(S, exec_command, "wf-c", "t5|terminate|", "terminate", &pending,
+                           status, &e_)),
+                     WEFT_ESTATE);
+    assert_string_equal(status, "TERMINATED");
+    created("wf-r");
+    assert_int_equal(RC(ST(S, exec_command, "wf-r", "t6|resume|", "resume", &pending, status,
+                           &e_)),
+                     WEFT_ESTATE);
+    assert_string_equal(status, "RUNNING");
+    assert_int_equal(RC(ST(S, exec_command, "nope", "t7|pause|", "pause", &pending, status, &e_)),
+                     WEFT_ENOTFOUND);
+}
+
+static void test_exec_fail(void **state)
+{
+    char ids[4][64];
+    st_doc d = {0};
+    (void)state;
+    created("wf-f");
+    assert_int_equal(RC(ST(S, exec_fail, "wf-f", 7, "broken", &e_)), WEFT_ESTATE);
+    OK(ST(S, exec_fail, "wf-f", 1, "broken document", &e_));
+    OK(ST(S, exec_read, "wf-f", &d, &e_));
+    assert_string_equal(d.status, "FAILED");
+    assert_int_equal(d.fence, 2);
+    assert_has(d.doc, "broken document");
+    st_doc_clear(&d);
+    /* nothing waits on it: off the decider queue */
+    assert_int_equal(due(4, 60000, ids), 0);
+    assert_int_equal(RC(ST(S, exec_fail, "nope", 0, "x", &e_)) < 0, 1);
+}
+
+/* ---- work queues ---- */
+
+static void test_claim_order(void **state)
+{
+    int64_t now = wu_now_ms();
+    st_step sp[3] = {push("T1", "a", now - 100), push("T1", "b", now - 300),
+                     push("T1", "c", now + 60000)};
+    st_lease l[4];
+    long long ready = -1, leased = -1;
+    xc_exec *x;
+    (void)state;
+    created("wf-q");
+    x = load("wf-q");
+    assert_int_equal(save(x, x->fence, sp, 3, NULL, 0, NULL), 0);
+    OK(ST(S, queue_sizes, "T1", &ready, &leased, &e_));
+    assert_int_equal(ready, 3);
+    assert_int_equal(leased, 0);
+    assert_int_equal(claim("T1", 4, 60000, l), 2);
+    assert_string_equal(l[0].task_id, "b");
+    assert_string_equal(l[1].task_id, "a");
+    assert_string_equal(l[0].workflow_id, "wf-q");
+    assert_string_equal(l[0].type, "T1");
+    assert_true(l[0].lease[0] && strcmp(l[0].lease, l[1].lease));
+    OK(ST(S, queue_sizes, "T1", &ready, &leased, &e_));
+    assert_int_equal(ready, 1);
+    assert_int_equal(leased, 2);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-q", "a", &e_), 1);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-q", "c", &e_), 1);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-q", "zz", &e_), 0);
+    assert_int_equal(ST(S, queue_has, "T2", "wf-q", "a", &e_), 0);
+    assert_int_equal(claim("T1", 4, 60000, l), 0);
+    OK(ST(S, queue_sizes, "none", &ready, &leased, &e_));
+    assert_int_equal(ready + leased, 0);
+}
+
+static void test_renew_ack(void **state)
+{
+    st_step sp = push("T1", "a", 0);
+    st_lease l, bad;
+    int ok[2] = {-1, -1};
+    xc_exec *x;
+    (void)state;
+    created("wf-r");
+    x = load("wf-r");
+    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 1, 60000, &l), 1);
+    bad = l;
+    snprintf(bad.lease, sizeof bad.lease, "stale");
+    {
+        st_lease two[2] = {l, bad};
+        OK(ST(S, renew_many, two, 2, 60000, ok, &e_));
+    }
+    assert_int_equal(ok[0], 1);
+    assert_int_equal(ok[1], 0);
+    assert_int_equal(RC(ST(S, ack, &bad, &e_)), WEFT_ESTATE);
+    OK(ST(S, ack, &l, &e_));
+    assert_int_equal(RC(ST(S, ack, &l, &e_)), WEFT_ESTATE);
+    assert_has(e_.msg, "stale lease");
+    OK(ST(S, renew_many, &l, 1, 60000, ok, &e_));
+    assert_int_equal(ok[0], 0);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-r", "a", &e_), 0);
+    /* bad claims */
+    bad.lease[0] = 0;
+    assert_int_equal(RC(ST(S, ack, &bad, &e_)), WEFT_EINVAL);
+    snprintf(bad.type, sizeof bad.type, "a|b");
+    snprintf(bad.lease, sizeof bad.lease, "x");
+    assert_int_equal(RC(ST(S, ack, &bad, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, renew_many, &l, 1, 0, ok, &e_)), WEFT_EINVAL);
+}
+
+static void test_reap(void **state)
+{
+    st_step sp[2] = {push("T1", "a", 0), push("T1", "b", 0)};
+    st_lease l[2];
+    char **ex = NULL;
+    size_t nex = 0;
+    xc_exec *x;
+    (void)state;
+    created("wf-p");
+    x = load("wf-p");
+    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 2, 1, l), 2);
+    nap(10);
+    assert_int_equal(ST(S, reap, "T1", 1, &ex, &nex, &e_), 2);
+    assert_int_equal(nex, 0);
+    free_list(ex, nex);
+    /* a reaped lease is stale */
+    assert_int_equal(RC(ST(S, ack, &l[0], &e_)), WEFT_ESTATE);
+    /* b is acked this time: its count is cleared */
+    assert_int_equal(claim("T1", 2, 1, l), 2);
+    OK(ST(S, ack, &l[1], &e_));
+    nap(10);
+    assert_int_equal(ST(S, reap, "T1", 1, &ex, &nex, &e_), 0);
+    assert_int_equal(nex, 1);
+    assert_string_equal(ex[0], "wf-p|a");
+    free_list(ex, nex);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-p", "a", &e_), 0);
+    assert_int_equal(save(x, x->fence, &sp[1], 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 2, 1, l), 1);
+    nap(10);
+    assert_int_equal(ST(S, reap, "T1", 1, &ex, &nex, &e_), 1);
+    free_list(ex, nex);
+    assert_int_equal(ST(S, reap, "unknown", 1, &ex, &nex, &e_), 0);
+    free_list(ex, nex);
+    assert_int_equal(RC(ST(S, reap, "T1", -1, &ex, &nex, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, reap, "a|b", 1, &ex, &nex, &e_)), WEFT_EINVAL);
+}
+
+static void test_poll_extend(void **state)
+{
+    st_step sp[2] = {push("Q", "a", 0), push("Q", "b", wu_now_ms() + 60000)};
+    st_lease l[2];
+    char **ex = NULL;
+    size_t nex = 0;
+    int reaped = -1;
+    xc_exec *x;
+    (void)state;
+    created("wf-e");
+    x = load("wf-e");
+    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    assert_int_equal(ST(S, poll, "Q", 2, 60000, 3, l, &reaped, &ex, &nex, &e_), 1);
+    assert_int_equal(reaped, 0);
+    assert_string_equal(l[0].task_id, "a");
+    assert_string_equal(l[0].type, "Q");
+    free_list(ex, nex);
+    /* whoever holds it: the lease now ends at once */
+    OK(ST(S, lease_extend, "Q", "wf-e", "a", 1, &e_));
+    OK(ST(S, lease_extend, "Q", "wf-e", "b", 1, &e_)); /* not leased: nothing */
+    nap(10);
+    assert_int_equal(ST(S, poll, "Q", 2, 60000, 3, l, &reaped, &ex, &nex, &e_), 1);
+    assert_int_equal(reaped, 1);
+    assert_string_equal(l[0].task_id, "a");
+    free_list(ex, nex);
+    assert_int_equal(ST(S, queue_has, "Q", "wf-e", "b", &e_), 1);
+    assert_int_equal(ST(S, poll, "Q", 0, 60000, 3, l, &reaped, &ex, &nex, &e_), 0);
+    assert_int_equal(RC(ST(S, poll, "Q", 1, 0, 3, l, &reaped, &ex, &nex, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, poll, "Q|x", 1, 10, 3, l, &reaped, &ex, &nex, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, lease_extend, "Q", "wf|e", "a", 10, &e_)), WEFT_EINVAL);
+}
+
+static void test_unqueue_and_acks(void **state)
+{
+    st_step sp[2] = {push("T1", "a", 0), push("T1", "b", 0)};
+    st_step un = {ST_UNQUEUE, "T1", "a", 0, NULL, 0, NULL};
+    st_lease l[2];
+    st_save sv;
+    xc_exec *x;
+    (void)state;
+    created("wf-u");
+    x = load("wf-u");
+    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 2, 60000, l), 2);
+    assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-u", "a", &e_), 0);
+    assert_int_equal(RC(ST(S, ack, &l[0], &e_)), WEFT_ESTATE);
+    /* a save's acks drop its claims once committed */
+    memset(&sv, 0, sizeof sv);
+    sv.x = x;
+    sv.fence = x->fence;
+    sv.acks = &l[1];
+    sv.nacks = 1;
+    OK(ST(S, exec_save_many, &sv, 1, &e_));
+    assert_int_equal(sv.rc, 0);
+    assert_int_equal(ST(S, queue_has, "T1", "wf-u", "b", &e_), 0);
+}
+
+static void test_eager_lease(void **state)
+{
+    st_step sp = push("T1", "a", 0);
+    st_lease l;
+    xc_exec *x;
+    long long ready = -1, leased = -1;
+    (void)state;
+    created("wf-g");
+    x = load("wf-g");
+    sp.lease = "mine-1";
+    sp.lease_until = wu_now_ms() + 60000;
+    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0);
+    OK(ST(S, queue_sizes, "T1", &ready, &leased, &e_));
+    assert_int_equal(ready, 0);
+    assert_int_equal(leased, 1);
+    assert_int_equal(claim("T1", 1, 60000, &l), 0);
+    memset(&l, 0, sizeof l);
+    snprintf(l.workflow_id, sizeof l.workflow_id, "wf-g");
+    snprintf(l.task_id, sizeof l.task_id, "a");
+    snprintf(l.type, sizeof l.type, "T1");
+    snprintf(l.lease, sizeof l.lease, "mine-1");
+    l.never_reaped = 1;
+    OK(ST(S, ack, &l, &e_));
+}
+
+/* ---- the decider queue ---- */
+
+static void test_due_wake_forget(void **state)
+{
+    char ids[4][64];
+    int64_t t0;
+    (void)state;
+    created("wf-d");
+    assert_int_equal(due(4, 60000, ids), 1);
+    assert_string_equal(ids[0], "wf-d");
+    assert_int_equal(due(4, 60000, ids), 0); /* held */
+    OK(ST(S, wake, "wf-d", wu_now_ms(), 1, &e_));
+    assert_int_equal(due(4, 60000, ids), 1);
+    /* only_earlier keeps an earlier time; without it the time moves */
+    OK(ST(S, wake, "wf-d", 0, 0, &e_));
+    OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 1, &e_));
+    assert_int_equal(due(4, 0, ids), 1);
+    OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 0, &e_));
+    assert_int_equal(due(4, 0, ids), 0);
+    OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 1, &e_));
+    assert_int_equal(due(4, 0, ids), 0);
+    OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, wake, "wf-d", 0, 1, &e_)); /* gone: only_earlier adds it */
+    assert_int_equal(due(4, 0, ids), 1);
+    OK(ST(S, forget, "wf-d", &e_));
+    assert_int_equal(due(4, 0, ids), 0);
+    /* a wait ends when something comes due */
+    OK(ST(S, wake, "wf-d", wu_now_ms() + 50, 0, &e_));
+    t0 = wu_mono_ms();
+    {
+        int n = -1, rc = ST(S, due_claim, 2000, 4, 60000, ids, &n, NULL, 0, 0, 0, NULL, &e_);
+        assert_int_equal(rc, 0);
+        assert_int_equal(n, 1);
+    }
+    assert_true(wu_mono_ms() - t0 >= 40);
+    assert_int_equal(RC(ST(S, wake, "a|b", 0, 0, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, forget, "", &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, due_claim, 0, 1, -1, ids, NULL, NULL, 0, 0, 0, NULL, &e_)),
+                     WEFT_EINVAL);
+}
+
+static void test_due_and_claims(void **state)
+{
+    int64_t now = wu_now_ms();
+    st_step sp[2] = {push("A", "a", now - 10), push("B", "b", now - 10)};
+    const char *types[2] = {"A", "B"};
+    char ids[4][64];
+    st_lease l[4];
+    int n = -1, got;
+    xc_exec *x;
+    (void)state;
+    created("wf-dc");
+    x = load("wf-dc");
+    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    got = ST(S, due_claim, 0, 4, 60000, ids, &n, types, 2, 1, 60000, l, &e_);
+    assert_int_equal(got, 1);
+    assert_int_equal(n, 1);
+    assert_string_equal(ids[0], "wf-dc");
+    got = ST(S, due_claim, 0, 4, 60000, ids, &n, types, 2, 4, 60000, l, &e_);
+    assert_int_equal(got, 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(RC(ST(S, due_claim, 0, 0, 0, NULL, NULL, types, 2, 1, 0, l, &e_)),
+                     WEFT_EINVAL);
+}
+
+/* ---- definitions, task definitions, idempotency, daemons, secrets ---- */
+
+static void test_defs(void **state)
+{
+    char *j = NULL;
+    int v = 0;
+    (void)state;
+    OK(ST(S, def_register, "order", 1, "{\"name\":\"order\",\"version\":1}", &e_));
+    OK(ST(S, def_register, "order", 2, "{\"name\":\"order\",\"version\":2}", &e_));
+    OK(ST(S, def_register, "other", 1, "{\"name\":\"other\",\"version\":1}", &e_));
+    OK(ST(S, def_get, "order", 0, &j, &v, &e_));
+    assert_int_equal(v, 2);
+    assert_has(j, "\"version\":2");
+    free(j);
+    OK(ST(S, def_get, "order", 1, &j, &v, &e_));
+    assert_int_equal(v, 1);
+    free(j);
+    assert_int_equal(RC(ST(S, def_get, "order", 3, &j, &v, &e_)), WEFT_ENOTFOUND);
+    assert_int_equal(RC(ST(S, def_get, "nope", 0, &j, &v, &e_)), WEFT_ENOTFOUND);
+    OK(ST(S, def_list, &j, &e_));
+    assert_string_equal(j, "[{\"name\":\"order\",\"version\":1},{\"name\":\"order\",\"version\":2},"
+                           "{\"name\":\"other\",\"version\":1}]");
+    free(j);
+    assert_int_equal(RC(ST(S, def_register, "order", 0, "{}", &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, def_register, "", 1, "{}", &e_)), WEFT_EINVAL);
+}
+
+static void test_taskdefs(void **state)
+{
+    const char *names[2] = {"a", "zz"};
+    char *j = NULL, *js[2];
+    (void)state;
+    OK(ST(S, taskdef_put, "b", "{\"name\":\"b\"}", &e_));
+    OK(ST(S, taskdef_put, "a", "{\"name\":\"a\",\"retryCount\":1}", &e_));
+    OK(ST(S, taskdef_get, "a", &j, &e_));
+    assert_has(j, "retryCount");
+    free(j);
+    assert_int_equal(RC(ST(S, taskdef_get, "c", &j, &e_)), WEFT_ENOTFOUND);
+    OK(ST(S, taskdef_list, &j, &e_));
+    assert_string_equal(j, "[{\"name\":\"a\",\"retryCount\":1},{\"name\":\"b\"}]");
+    free(j);
+    OK(ST(S, taskdefs_get, names, 2, js, &e_));
+    assert_has(js[0], "retryCount");
+    assert_null(js[1]);
+    free(js[0]);
+}
+
+static void test_idempotency(void **state)
+{
+    char existing[64];
+    (void)state;
+    OK(ST(S, idem_claim, "k1", "wf-1", existing, &e_));
+    OK(ST(S, idem_claim, "k1", "wf-1", existing, &e_));
+    assert_int_equal(RC(ST(S, idem_claim, "k1", "wf-2", existing, &e_)), WEFT_EEXIST);
+    assert_string_equal(existing, "wf-1");
+    OK(ST(S, idem_claim, "k2", "wf-2", NULL, &e_));
+    assert_int_equal(RC(ST(S, idem_claim, "", "wf-2", existing, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, idem_claim, "k3", "a|b", existing, &e_)), WEFT_EINVAL);
+}
+
+static void test_secrets(void **state)
+{
+    char *v = NULL, **names = NULL;
+    size_t n = 0, i;
+    int seen = 0;
+    (void)state;
+    OK(ST(S, secret_set, "B", "two", &e_));
+    OK(ST(S, secret_set, "A", "one", &e_));
+    OK(ST(S, secret_set, "A", "uno", &e_));
+    OK(ST(S, secret_get, "A", &v, &e_));
+    assert_string_equal(v, "uno");
+    free(v);
+    OK(ST(S, secret_names, &names, &n, &e_));
+    assert_int_equal(n, 2);
+    for (i = 0; i < n; i++)
+        seen |= !strcmp(names[i], "A") ? 1 : !strcmp(names[i], "B") ? 2 : 4;
+    assert_int_equal(seen, 3);
+    free_list(names, n);
+    OK(ST(S, secret_delete, "A", &e_));
+    assert_int_equal(RC(ST(S, secret_delete, "A", &e_)), WEFT_ENOTFOUND);
+    assert_int_equal(RC(ST(S, secret_get, "A", &v, &e_)), WEFT_ENOTFOUND);
+    assert_has(e_.msg, "not set");
+    OK(ST(S, secret_names, &names, &n, &e_));
+    assert_int_equal(n, 1);
+    free_list(names, n);
+    assert_int_equal(RC(ST(S, secret_set, "C", NULL, &e_)), WEFT_EINVAL);
+}
+
+static void test_daemons(void **state)
+{
+    char *j = NULL;
+    json_object *all, *d1, *v;
+    (void)state;
+    OK(ST(S, daemon_beat, "d1", "{\"types\":[\"T\"]}", &e_));
+    OK(ST(S, daemon_beat, "d2", NULL, &e_));
+    OK(ST(S, daemons, &j, &e_));
+    all = json_tokener_parse(j);
+    free(j);
+    assert_non_null(all);
+    assert_true(json_object_object_get_ex(all, "d1", &d1));
+    assert_true(json_object_object_get_ex(d1, "types", &v));
+    assert_true(json_object_object_get_ex(d1, "seen", &v));
+    assert_true(json_object_get_int64(v) > 0);
+    assert_true(json_object_object_get_ex(all, "d2", &v));
+    json_object_put(all);
+    assert_int_equal(RC(ST(S, daemon_beat, "d3", "[1]", &e_)), WEFT_EINVAL);
+}
+
+/* ---- the status lane ---- */
+
+typedef struct seen_ev {
+    char ids[8][ST_EVENT_ID_MAX + 24];
+    char json[8][256];
+    int n, stop_at;
+} seen_ev;
+
+static int on_event(void *ud, const char *id, const char *json)
+{
+    seen_ev *s = ud;
+    if (s->n < 8) {
+        snprintf(s->ids[s->n], sizeof s->ids[0], "%s", id);
+        snprintf(s->json[s->n], sizeof s->json[0], "%s", json);
+    }
+    s->n++;
+    return s->stop_at && s->n >= s->stop_at;
+}
+
+static void test_events(void **state)
+{
+    const char *e0[1] = {"{\"n\":0}"}, *e12[2] = {"{\"n\":1}", "{\"n\":2}"}, *e3[1] = {"{}"};
+    char next[ST_EVENT_ID_MAX], entry[ST_EVENT_ID_MAX];
+    long long idx;
+    seen_ev s;
+    xc_exec *x = new_exec("wf-v");
+    (void)state;
+    assert_int_equal(create(x, NULL, 0, e0, 1), 0);
+    x = load("wf-v");
+    assert_int_equal(save(x, x->fence, NULL, 0, e12, 2, NULL), 0);
+    assert_int_equal(save(x, x->fence, NULL, 0, e3, 1, NULL), 0);
+    memset(&s, 0, sizeof s);
+    assert_int_equal(ST(S, events, "wf-v", "0", next, 0, on_event, &s, &e_), 4);
+    assert_has(s.json[0], "\"workflowId\":\"wf-v\"");
+    assert_has(s.json[0], "\"time\":");
+    assert_has(s.json[0], "\"n\":0");
+    assert_has(s.json[2], "\"n\":2");
+    assert_true(!strncmp(s.json[3], "{\"workflowId\":\"wf-v\",\"time\":", 28));
+    OK(st_event_id_parse(s.ids[2], entry, &idx, &e_));
+    assert_int_equal(idx, 1);
+    OK(st_event_id_parse(s.ids[3], entry, &idx, &e_));
+    assert_string_equal(next, entry);
+    /* after the first event of the second entry: the second, then the third entry */
+    memset(&s, 0, sizeof s);
+    {
+        char after[ST_EVENT_ID_MAX + 24];
+        seen_ev t;
+        snprintf(after, sizeof after, "%s", "");
+        memset(&t, 0, sizeof t);
+        assert_int_equal(ST(S, events, "wf-v", "0", NULL, 0, on_event, &t, &e_), 4);
+        snprintf(after, sizeof after, "%s", t.ids[1]);
+        assert_int_equal(ST(S, events, "wf-v", after, next, 0, on_event, &s, &e_), 2);
+        assert_has(s.json[0], "\"n\":2");
+        assert_string_equal(s.ids[0], t.ids[2]);
+        assert_string_equal(s.ids[1], t.ids[3]);
+        /* a plain entry id: after that whole entry */
+        OK(st_event_id_parse(t.ids[1], entry, &idx, &e_));
+        memset(&s, 0, sizeof s);
+        assert_int_equal(ST(S, events, "wf-v", entry, next, 0, on_event, &s, &e_), 1);
+        assert_string_equal(s.ids[0], t.ids[3]);
+        /* a stop takes effect after the rest of its entry */
+        memset(&s, 0, sizeof s);
+        s.stop_at = 2;
+        assert_int_equal(ST(S, events, "wf-v", "0", next, 0, on_event, &s, &e_), 3);
+        OK(st_event_id_parse(t.ids[2], entry, &idx, &e_));
+        assert_string_equal(next, entry);
+    }
+    /* resumed where the stop left off: the rest; then nothing */
+    memset(&s, 0, sizeof s);
+    assert_int_equal(ST(S, events, "wf-v", next, next, 0, on_event, &s, &e_), 1);
+    assert_int_equal(ST(S, events, "wf-v", next, next, 0, on_event, &s, &e_), 0);
+    assert_int_equal(ST(S, events, "nope", "0", next, 0, on_event, &s, &e_), 0);
+    assert_string_equal(next, "0");
+    assert_int_equal(RC(ST(S, events, "wf-v", "x-y", next, 0, on_event, &s, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, events, "a|b", "0", next, 0, on_event, &s, &e_)), WEFT_EINVAL);
+}
+
+/* ---- bad inputs ---- */
+
+static void test_bad_inputs(void **state)
+{
+    st_step bad = push("T1", "a|b", 0), badtype = push("T|1", "a", 0);
+    const char *nl[1] = {"{\"a\":1}\n{}"};
+    long long r, l;
+    xc_exec *x;
+    uint64_t f = 0;
+    (void)state;
+    assert_int_equal(create(new_exec("a|b"), NULL, 0, NULL, 0), WEFT_EINVAL);
+    created("wf-b");
+    x = load("wf-b");
+    assert_int_equal(save(x, 1, &bad, 1, NULL, 0, &f), WEFT_EINVAL);
+    assert_has(e_.msg, "'|'");
+    assert_int_equal(save(x, 1, &badtype, 1, NULL, 0, &f), WEFT_EINVAL);
+    assert_int_equal(save(x, 1, NULL, 0, nl, 1, &f), WEFT_EINVAL);
+    /* nothing was committed */
+    assert_int_equal(save(x, 1, NULL, 0, NULL, 0, &f), 0);
+    assert_int_equal(f, 2);
+    assert_int_equal(RC(ST(S, queue_sizes, "a|b", &r, &l, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, queue_has, "T1", "wf-b", "a|b", &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, exec_flush, "a|b", &e_)), WEFT_EINVAL);
+}
+
+/* ---- the memory backend's own ---- */
+
+static void test_memory_objects(void **state)
+{
+    xc_exec *x, *y, *other;
+    def_task *dt = WF->root.tasks[0];
+    xc_task *t;
+    st_step sp;
+    st_lease l;
+    st_doc d = {0};
+    st *quiet = NULL;
+    st_memory_opts o = {0};
+    const char *ev[1] = {"{}"};
+    seen_ev s;
+    (void)state;
+    if (!is_memory()) skip();
+    x = created("wf-m");
+    y = load("wf-m");
+    assert_ptr_equal(x, y);
+    /* a change to a loaded execution is visible at once, saved or not */
+    y->status = WEFT_WF_PAUSED;
+    OK(ST(S, exec_read, "wf-m", &d, &e_));
+    assert_string_equal(d.status, "PAUSED");
+    st_doc_clear(&d);
+    /* the push carries its task: the claim hands out the objects */
+    t = xc_add_task(x, dt, 0, 0);
+    assert_non_null(t);
+    sp = push("T1", t->id, 0);
+    sp.task = t;
+    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 1, 60000, &l), 1);
+    assert_ptr_equal(l.x, x);
+    assert_ptr_equal(l.t, t);
+    OK(ST(S, ack, &l, &e_));
+    /* without the task object: found by id */
+    sp.task = NULL;
+    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("T1", 1, 60000, &l), 1);
+    assert_ptr_equal(l.t, t);
+    /* a save of another object replaces the stored one */
+    other = new_exec("wf-m");
+    assert_int_equal(save(other, x->fence, NULL, 0, NULL, 0, NULL), 0);
+    y = load("wf-m");
+    assert_ptr_equal(y, other);
+    assert_int_equal(ST(S, exec_flush, "wf-m", &e_), 0);
+    /* keep_events 0: no status lane */
+    OK(st_memory_open(&o, &quiet, &e_));
+    {
+        st_create c;
+        memset(&c, 0, sizeof c);
+        c.x = new_exec("wf-q");
+        c.events = ev;
+        c.nevents = 1;
+        OK(ST(quiet, exec_create_many, &c, 1, &e_));
+        assert_int_equal(c.rc, 0);
+    }
+    memset(&s, 0, sizeof s);
+    assert_int_equal(ST(quiet, events, "wf-q", "0", NULL, 0, on_event, &s, &e_), 0);
+    st_free(quiet);
+}
+
+/* push -> claim -> ack through the interface, one task at a time (the
+ * embedded engine's path); prints ns per task. */
+static void test_bench(void **state)
+{
+    const char *env = getenv("WEFT_STORE_BENCH");
+    long n = env && *env ? 1000000 : 20000, i;
+    enum { NT = 1000 };
+    xc_task *ts[NT];
+    xc_exec *x;
+    int64_t t0;
+    (void)state;
+    if (!is_memory()) skip();
+    x = created("wf-bench");
+    for (i = 0; i < NT; i++)
+        assert_non_null(ts[i] = xc_add_task(x, WF->root.tasks[0], 0, 0));
+    t0 = wu_mono_ms();
+    for (i = 0; i < n; i++) {
+        st_step sp = push("T1", ts[i % NT]->id, 0);
+        st_lease l;
+        st_save sv;
+        sp.task = ts[i % NT];
+        memset(&sv, 0, sizeof sv);
+        sv.x = x;
+        sv.steps = &sp;
+        sv.nsteps = 1;
+        ST(S, exec_save_many, &sv, 1, &e_);
+        if (sv.rc || claim("T1", 1, 60000, &l) != 1 || l.t != ts[i % NT] ||
+            ST(S, ack, &l, &e_))
+            fail_msg("task %ld: %s", i, sv.why[0] ? sv.why : e_.msg);
+    }
+    fprintf(stderr, "bench %s: save(push) -> claim -> ack: %ld tasks, %.0f ns per task\n",
+            S->ops->name, n, (double)(wu_mono_ms() - t0) * 1e6 / (double)n);
+}
+
+/* ---- the run ---- */
+
+static const weft_task_type type_t = {.name = "T"};
+
+static const weft_task_type *find_type(void *ud, const char *name)
+{
+    (void)ud;
+    return !strcmp(name, "T") ? &type_t : NULL;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_save_fence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_renew_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_poll_extend, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unqueue_and_acks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eager_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_wake_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_and_claims, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_defs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_taskdefs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idempotency, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_daemons, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_memory_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bench, setup, teardown),
+    };
+    def_env env = {.find_type = find_type, .searched = "/test/plugins"};
+    json_object *def = json_tokener_parse(
+        "{\"name\":\"order\",\"version\":1,\"tasks\":[{\"name\":\"a\",\"taskReferenceName\":\"a\","
+        "\"type\":\"T\"}]}");
+    weft_error err = {0};
+    rf_server srv;
+    int have_redis = 0, fails = 0;
+    size_t b;
+
+    env.host = host_table();
+    if (def_compile(&env, def, "test", NULL, &WF, &err)) {
+        fprintf(stderr, "definition: %s\n", err.msg);
+        return 1;
+    }
+    json_object_put(def);
+    for (b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++)
+        if (BACKENDS[b].needs_redis && !have_redis) {
+            int rc = rf_start(&srv);
+            if (rc != 0 && rc != RF_SKIP) {
+                fprintf(stderr, "could not start redis-server\n");
+                return 1;
+            }
+            have_redis = rc == 0 ? 1 : -1;
+        }
+    for (b = 0; b < sizeof BACKENDS / sizeof BACKENDS[0]; b++) {
+        cur = &BACKENDS[b];
+        if (cur->needs_redis && have_redis < 0) {
+            fprintf(stderr, "%s: redis-server is not installed: skipped\n", cur->name);
+            continue;
+        }
+        cur_url = cur->needs_redis ? srv.url : NULL;
+        fails += cmocka_run_group_tests_name(cur->name, tests, NULL, NULL);
+    }
+    if (have_redis > 0) rf_stop(&srv);
+    def_unref(WF);
+    return fails ? 1 : 0;
+}
