@@ -9,35 +9,12 @@
 
 #include "base/util.h"
 #include "core/codec.h"
+#include "store/memory_queue.h"
 
-#define ID_MAX 64     /* workflow and task ids, with the NUL (as redis) */
-#define TYPE_MAX 128  /* task type names, with the NUL */
+#define ID_MAX MQ_ID_MAX
+#define TYPE_MAX MQ_TYPE_MAX
 #define NAME_MAX_ 257 /* definition names, idempotency keys, daemon ids, secrets */
-#define REAP_BATCH 1000
 #define EVENTS_COUNT 100 /* stream entries per events() call, as redis reads them */
-#define POOL_CHUNK 256
-
-/* One entry of an ordered queue: obj is queued at `at` while the uint64_t
- * at the queue's seq_off inside obj still equals seq (else it is stale:
- * removal and re-queueing are lazy). */
-typedef struct mem_item {
-    int64_t at;
-    uint64_t seq;
-    void *obj;
-} mem_item;
-
-/*
- * Items in (at, seq) order, as the embedded engine's queue: those that come
- * in order (most: due now, or leases of one length) go to a FIFO ring, the
- * rest to a heap; the next is the smaller of the two heads.
- */
-typedef struct mem_oq {
-    size_t seq_off;
-    mem_item *heap;
-    size_t nheap, capheap;
-    mem_item *fifo; /* capfifo is a power of 2 */
-    size_t fhead, nfifo, capfifo;
-} mem_oq;
 
 typedef struct mem_event_entry {
     uint64_t ms, seq;
@@ -56,31 +33,6 @@ typedef struct mem_exec {
     size_t nev, capev;
 } mem_exec;
 
-struct mem_queue;
-
-/* A queue member "<wf>|<task>": ready, leased (both at once, as redis
- * allows), or only remembered for its reap count. */
-typedef struct mem_member {
-    struct mem_member *next; /* hash chain, or the free list */
-    struct mem_queue *q;
-    mem_exec *ex;
-    xc_task *t;      /* the task the push carried (checked before use) */
-    size_t tidx;     /* its index in ex->x->tasks when pushed */
-    uint64_t ready_seq, lease_seq;
-    uint32_t hash;
-    int reaps;
-    char lease[40];
-    char wf[ID_MAX], task[ID_MAX];
-} mem_member;
-
-typedef struct mem_queue {
-    char type[TYPE_MAX];
-    mem_member **buckets;
-    size_t nbuckets, nmembers; /* nbuckets: a power of 2 */
-    mem_oq ready, leases;
-    long long nready, nleased;
-} mem_queue;
-
 /* A name -> text table (secrets, task definitions, idempotency keys,
  * definition versions). */
 typedef struct mem_pair {
@@ -95,16 +47,12 @@ typedef struct mem_kv {
 typedef struct mem {
     st base;
     int keep_events;
-    uint64_t seq, tokens;
+    uint64_t seq;
     size_t rr; /* claims start at another type each call, as redis's */
     wu_map *execs; /* borrowing: id -> mem_exec */
     wu_vec all_execs;
-    wu_map *queues; /* borrowing: type -> mem_queue */
-    wu_vec all_queues;
-    mem_queue *lastq;
-    mem_oq due;
-    mem_member *pool; /* free members */
-    wu_vec chunks;
+    mq *queues;
+    mq_order due;
     mem_kv secrets, taskdefs, idem, defnames;
     wu_map *defs; /* name -> mem_kv * (version text -> JSON) */
     wu_vec all_defs;
@@ -195,123 +143,6 @@ static int check_write(const char *id, const st_step *steps, size_t nsteps,
 static int oom(weft_error *err)
 {
     return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
-}
-
-/* ---- ordered queues ---- */
-
-static int item_less(const mem_item *a, const mem_item *b)
-{
-    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
-}
-
-static int item_live(const mem_oq *q, const mem_item *it)
-{
-    return *(const uint64_t *)((const char *)it->obj + q->seq_off) == it->seq;
-}
-
-static mem_item *fifo_at(const mem_oq *q, size_t i)
-{
-    return &q->fifo[(q->fhead + i) & (q->capfifo - 1)];
-}
-
-static int heap_push(mem_oq *q, mem_item it)
-{
-    size_t i;
-    if (q->nheap == q->capheap) {
-        size_t cap = q->capheap ? q->capheap * 2 : 64;
-        mem_item *h = realloc(q->heap, cap * sizeof *h);
-        if (!h)
-            return WEFT_ENOMEM;
-        q->heap = h;
-        q->capheap = cap;
-    }
-    i = q->nheap++;
-    while (i > 0 && item_less(&it, &q->heap[(i - 1) / 2])) {
-        q->heap[i] = q->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    q->heap[i] = it;
-    return 0;
-}
-
-static void heap_pop(mem_oq *q)
-{
-    mem_item last = q->heap[--q->nheap];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = l;
-        if (l >= q->nheap)
-            break;
-        if (r < q->nheap && item_less(&q->heap[r], &q->heap[l]))
-            m = r;
-        if (!item_less(&q->heap[m], &last))
-            break;
-        q->heap[i] = q->heap[m];
-        i = m;
-    }
-    if (q->nheap)
-        q->heap[i] = last;
-}
-
-static int fifo_push(mem_oq *q, mem_item it)
-{
-    if (q->nfifo == q->capfifo) {
-        size_t cap = q->capfifo ? q->capfifo * 2 : 64, i;
-        mem_item *f = malloc(cap * sizeof *f);
-        if (!f)
-            return WEFT_ENOMEM;
-        for (i = 0; i < q->nfifo; i++)
-            f[i] = *fifo_at(q, i);
-        free(q->fifo);
-        q->fifo = f;
-        q->fhead = 0;
-        q->capfifo = cap;
-    }
-    *fifo_at(q, q->nfifo++) = it;
-    return 0;
-}
-
-/* Queue obj at `at` under seq (which the caller stores in obj's slot). */
-static int oq_push(mem_oq *q, int64_t at, uint64_t seq, void *obj)
-{
-    mem_item it = {at, seq, obj};
-    if ((!q->nfifo || !item_less(&it, fifo_at(q, q->nfifo - 1))) && fifo_push(q, it) == 0)
-        return 0;
-    return heap_push(q, it);
-}
-
-/* The first live item (stale heads are dropped on the way), or NULL. */
-static mem_item *oq_peek(mem_oq *q)
-{
-    for (;;) {
-        mem_item *f = q->nfifo ? fifo_at(q, 0) : NULL, *h = q->nheap ? &q->heap[0] : NULL;
-        mem_item *m = !h || (f && item_less(f, h)) ? f : h;
-        if (!m || item_live(q, m))
-            return m;
-        if (m == f) {
-            q->fhead = (q->fhead + 1) & (q->capfifo - 1);
-            q->nfifo--;
-        } else {
-            heap_pop(q);
-        }
-    }
-}
-
-/* Drop the item oq_peek returned. */
-static void oq_pop(mem_oq *q, const mem_item *m)
-{
-    if (q->nfifo && m == fifo_at(q, 0)) {
-        q->fhead = (q->fhead + 1) & (q->capfifo - 1);
-        q->nfifo--;
-    } else {
-        heap_pop(q);
-    }
-}
-
-static void oq_free(mem_oq *q)
-{
-    free(q->heap);
-    free(q->fifo);
 }
 
 /* ---- name -> text tables ---- */
@@ -444,7 +275,7 @@ static int due_at(mem *m, mem_exec *ex, int64_t at)
 {
     ex->due_seq = ++m->seq;
     ex->due_at = at;
-    return oq_push(&m->due, at, ex->due_seq, ex);
+    return mq_order_push(&m->due, at, ex->due_seq, ex);
 }
 
 static int wake(mem *m, mem_exec *ex, int64_t at, int only_earlier)
@@ -495,328 +326,16 @@ static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
     return 0;
 }
 
-/* ---- work queues ---- */
-
-/* s mixed into h, eight bytes a step (its length too, so that "ab"+"c"
- * and "a"+"bc" differ). */
-static uint64_t hash_mix(uint64_t h, const char *s)
-{
-    const uint64_t k = 0x9e3779b97f4a7c15ull;
-    size_t n = strlen(s), i;
-    uint64_t w;
-    h = (h ^ n) * k;
-    for (i = 0; i + 8 <= n; i += 8) {
-        memcpy(&w, s + i, 8);
-        h = (h ^ w) * k;
-        h ^= h >> 29;
-    }
-    if (i < n) {
-        w = 0;
-        memcpy(&w, s + i, n - i);
-        h = (h ^ w) * k;
-        h ^= h >> 29;
-    }
-    return h;
-}
-
-static uint32_t member_hash(const char *wf, const char *task)
-{
-    uint64_t h = hash_mix(hash_mix(0x243f6a8885a308d3ull, wf), task);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static mem_queue *queue_of(mem *m, const char *type, int create)
-{
-    mem_queue *q;
-    if (m->lastq && !strcmp(m->lastq->type, type))
-        return m->lastq;
-    if ((q = wu_map_get(m->queues, type)) != NULL || !create)
-        return q ? (m->lastq = q) : NULL;
-    if (!(q = calloc(1, sizeof *q)))
-        return NULL;
-    snprintf(q->type, sizeof q->type, "%s", type);
-    q->ready.seq_off = offsetof(mem_member, ready_seq);
-    q->leases.seq_off = offsetof(mem_member, lease_seq);
-    if (!(q->buckets = calloc(64, sizeof *q->buckets)) || wu_vec_push(&m->all_queues, q)) {
-        free(q->buckets);
-        free(q);
-        return NULL;
-    }
-    q->nbuckets = 64;
-    if (wu_map_put(m->queues, q->type, q)) {
-        m->all_queues.len--;
-        free(q->buckets);
-        free(q);
-        return NULL;
-    }
-    return m->lastq = q;
-}
-
-static void copy_cut(char *dst, size_t cap, const char *s)
-{
-    size_t n = strlen(s);
-    if (n >= cap)
-        n = cap - 1;
-    memcpy(dst, s, n);
-    dst[n] = 0;
-}
-
-static mem_member *member_find(const mem_queue *q, const char *wf, const char *task,
-                               uint32_t h)
-{
-    mem_member *p;
-    for (p = q->buckets[h & (q->nbuckets - 1)]; p; p = p->next)
-        if (p->hash == h && !strcmp(p->task, task) && !strcmp(p->wf, wf))
-            return p;
-    return NULL;
-}
-
-static void member_grow(mem_queue *q)
-{
-    size_t n = q->nbuckets * 2, i;
-    mem_member **b = calloc(n, sizeof *b);
-    if (!b)
-        return; /* longer chains, still correct */
-    for (i = 0; i < q->nbuckets; i++) {
-        mem_member *p = q->buckets[i], *next;
-        for (; p; p = next) {
-            next = p->next;
-            p->next = b[p->hash & (n - 1)];
-            b[p->hash & (n - 1)] = p;
-        }
-    }
-    free(q->buckets);
-    q->buckets = b;
-    q->nbuckets = n;
-}
-
-/* The member "<wf>|<task>" of q, made when missing (NULL: out of memory). */
-static mem_member *member_get(mem *m, mem_queue *q, const char *wf, const char *task)
-{
-    uint32_t h = member_hash(wf, task);
-    mem_member *p = member_find(q, wf, task, h);
-    size_t i;
-    if (p)
-        return p;
-    if (!m->pool) {
-        mem_member *c = malloc(POOL_CHUNK * sizeof *c);
-        if (!c || wu_vec_push(&m->chunks, c)) {
-            free(c);
-            return NULL;
-        }
-        for (i = 0; i < POOL_CHUNK; i++) {
-            c[i].next = m->pool;
-            c[i].ready_seq = c[i].lease_seq = 0;
-            m->pool = &c[i];
-        }
-    }
-    p = m->pool;
-    m->pool = p->next;
-    /* ready_seq/lease_seq are 0 in a free member: stale items never match */
-    p->q = q;
-    p->ex = NULL;
-    p->t = NULL;
-    p->tidx = 0;
-    p->hash = h;
-    p->reaps = 0;
-    p->lease[0] = 0;
-    copy_cut(p->wf, sizeof p->wf, wf);
-    copy_cut(p->task, sizeof p->task, task);
-    if (q->nmembers >= q->nbuckets)
-        member_grow(q);
-    p->next = q->buckets[h & (q->nbuckets - 1)];
-    q->buckets[h & (q->nbuckets - 1)] = p;
-    q->nmembers++;
-    return p;
-}
-
-/* Back to the pool when nothing is left of p (not ready, not leased, no
- * reap count). */
-static void member_release(mem *m, mem_member *p)
-{
-    mem_queue *q = p->q;
-    mem_member **pp;
-    if (p->ready_seq || p->lease_seq || p->reaps)
-        return;
-    for (pp = &q->buckets[p->hash & (q->nbuckets - 1)]; *pp != p; pp = &(*pp)->next)
-        ;
-    *pp = p->next;
-    q->nmembers--;
-    p->next = m->pool;
-    m->pool = p;
-}
-
-static int member_ready(mem *m, mem_member *p, int64_t at)
-{
-    if (!p->ready_seq)
-        p->q->nready++;
-    p->ready_seq = ++m->seq;
-    return oq_push(&p->q->ready, at, p->ready_seq, p);
-}
-
-static void member_unready(mem_member *p)
-{
-    if (p->ready_seq) {
-        p->ready_seq = 0;
-        p->q->nready--;
-    }
-}
-
-static int member_lease(mem *m, mem_member *p, int64_t expiry)
-{
-    if (!p->lease_seq)
-        p->q->nleased++;
-    p->lease_seq = ++m->seq;
-    return oq_push(&p->q->leases, expiry, p->lease_seq, p);
-}
-
-static void member_unlease(mem_member *p)
-{
-    if (p->lease_seq) {
-        p->lease_seq = 0;
-        p->q->nleased--;
-    }
-    p->lease[0] = 0;
-}
-
-/* A fresh token: "m" and a counter (unique in this store). */
-static void token_make(mem *m, char out[40])
-{
-    char d[24];
-    size_t n = 0;
-    uint64_t v = ++m->tokens;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    out[0] = 'm';
-    for (v = 0; v < n; v++)
-        out[1 + v] = d[n - 1 - v];
-    out[1 + n] = 0;
-}
-
-/* p's task object in its stored execution (the one the push carried when
- * it is still there), or NULL. */
-static xc_task *member_task(const mem_member *p)
-{
-    const xc_exec *x = p->ex ? p->ex->x : NULL;
-    xc_task *t;
-    if (!x)
-        return NULL;
-    if (p->t && p->tidx < x->tasks.len && x->tasks.items[p->tidx] == p->t &&
-        !strcmp(((xc_task *)x->tasks.items[p->tidx])->id, p->task))
-        return p->t;
-    t = xc_find_id(x, p->task);
-    return t;
-}
-
-/* Lease up to max members of q visible at now (claim.lua) into out. */
-static int queue_claim(mem *m, mem_queue *q, int64_t now, int64_t lease_ms, int max,
-                       st_lease *out, weft_error *err)
-{
-    int n = 0;
-    mem_item *it;
-    while (n < max && (it = oq_peek(&q->ready)) && it->at <= now) {
-        mem_member *p = it->obj;
-        st_lease *c = &out[n++];
-        oq_pop(&q->ready, it);
-        member_unready(p);
-        token_make(m, p->lease);
-        if (member_lease(m, p, now + lease_ms))
-            return oom(err);
-        copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
-        copy_cut(c->task_id, sizeof c->task_id, p->task);
-        memcpy(c->lease, p->lease, sizeof c->lease);
-        copy_cut(c->type, sizeof c->type, q->type);
-        c->never_reaped = 0;
-        c->x = p->ex ? p->ex->x : NULL;
-        c->t = member_task(p);
-    }
-    return n;
-}
-
-/* Expired leases of q back to ready (reap.lua); exhausted members listed. */
-static int queue_reap(mem *m, mem_queue *q, int max_reaps, char ***exhausted,
-                      size_t *nexhausted, weft_error *err)
-{
-    int64_t now = wu_now_ms();
-    mem_item *it;
-    wu_vec list = {0};
-    int back = 0, n = 0, rc = 0;
-    while (n < REAP_BATCH && (it = oq_peek(&q->leases)) && it->at <= now) {
-        mem_member *p = it->obj;
-        oq_pop(&q->leases, it);
-        member_unlease(p);
-        n++;
-        if (++p->reaps > max_reaps) {
-            size_t len = strlen(p->wf) + strlen(p->task) + 2;
-            char *s = malloc(len);
-            p->reaps = 0;
-            if (!s || wu_vec_push(&list, s)) {
-                free(s);
-                rc = oom(err);
-            } else {
-                snprintf(s, len, "%s|%s", p->wf, p->task);
-            }
-            member_release(m, p);
-        } else if (member_ready(m, p, now)) {
-            rc = oom(err);
-        } else {
-            back++;
-        }
-    }
-    *exhausted = (char **)list.items;
-    *nexhausted = list.len;
-    return rc ? rc : back;
-}
-
-/* The member of a claim, or NULL. */
-static mem_member *claim_member(mem *m, const st_lease *c)
-{
-    mem_queue *q = queue_of(m, c->type, 0);
-    return q ? member_find(q, c->workflow_id, c->task_id,
-                           member_hash(c->workflow_id, c->task_id))
-             : NULL;
-}
-
-/* Drop p's lease and reap count (ack.lua after its token check). */
-static void member_drop(mem *m, mem_member *p)
-{
-    member_unlease(p);
-    p->reaps = 0;
-    oq_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
-    member_release(m, p);
-}
-
 /* One save's or create's queue step, for the execution ex. */
 static int step_apply(mem *m, mem_exec *ex, const st_step *s)
 {
-    mem_queue *q;
-    mem_member *p;
     switch (s->kind) {
     case ST_PUSH:
+        return mq_push(m->queues, s->type, ex->id, s->task_id, &ex->x, s->task, s->at, s->lease,
+                       s->lease_until);
     case ST_UNQUEUE:
-        if (!(q = queue_of(m, s->type, s->kind == ST_PUSH)))
-            return s->kind == ST_PUSH ? WEFT_ENOMEM : 0;
-        if (s->kind == ST_UNQUEUE) {
-            if ((p = member_find(q, ex->id, s->task_id, member_hash(ex->id, s->task_id)))) {
-                member_unready(p);
-                member_unlease(p);
-                p->reaps = 0;
-                member_release(m, p);
-            }
-            return 0;
-        }
-        if (!(p = member_get(m, q, ex->id, s->task_id)))
-            return WEFT_ENOMEM;
-        p->ex = ex;
-        p->t = s->task;
-        p->tidx = s->task && s->task->seq > 0 ? (size_t)s->task->seq - 1 : 0;
-        if (s->lease) {
-            copy_cut(p->lease, sizeof p->lease, s->lease);
-            return member_lease(m, p, s->lease_until);
-        }
-        return member_ready(m, p, s->at);
+        mq_unqueue(m->queues, s->type, ex->id, s->task_id);
+        return 0;
     case ST_WAKE:
         return wake(m, ex, s->at, 1);
     case ST_DONE:
@@ -989,11 +508,8 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
         return rc;
     if (events_add(m, ex, sv->events, sv->nevents))
         return oom(err);
-    for (i = 0; i < sv->nacks; i++) {
-        mem_member *p = claim_member(m, &sv->acks[i]);
-        if (p)
-            member_drop(m, p);
-    }
+    for (i = 0; i < sv->nacks; i++)
+        mq_ack(m->queues, &sv->acks[i], 0);
     return 0;
 }
 
@@ -1126,35 +642,27 @@ static int mem_renew_many(st *s, const st_lease *c, size_t n, int64_t lease_ms, 
     for (i = 0; i < n; i++)
         if ((rc = check_claim(&c[i], err)) != 0)
             return rc;
-    for (i = 0; i < n; i++) {
-        mem_member *p = claim_member(m, &c[i]);
-        ok[i] = p && p->lease_seq && !strcmp(p->lease, c[i].lease);
-        if (ok[i] && member_lease(m, p, expiry))
+    for (i = 0; i < n; i++)
+        if ((ok[i] = mq_renew(m->queues, &c[i], expiry)) < 0)
             return oom(err);
-    }
     return 0;
 }
 
 static int mem_ack(st *s, const st_lease *c, weft_error *err)
 {
     mem *m = (mem *)s;
-    mem_member *p;
     int rc;
     if ((rc = check_claim(c, err)) != 0)
         return rc;
-    p = claim_member(m, c);
-    if (!p || !p->lease_seq || strcmp(p->lease, c->lease))
+    if (!mq_ack(m->queues, c, 1))
         return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded",
                       c->workflow_id, c->task_id);
-    member_drop(m, p);
     return 0;
 }
 
 static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted,
                     size_t *nexhausted, weft_error *err)
 {
-    mem *m = (mem *)s;
-    mem_queue *q;
     int rc;
     *exhausted = NULL;
     *nexhausted = 0;
@@ -1162,9 +670,8 @@ static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted,
         return rc;
     if (max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
-    if (!(q = queue_of(m, type, 0)))
-        return 0;
-    return queue_reap(m, q, max_reaps, exhausted, nexhausted, err);
+    rc = mq_reap(((mem *)s)->queues, type, max_reaps, exhausted, nexhausted);
+    return rc < 0 ? oom(err) : rc;
 }
 
 static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
@@ -1172,7 +679,6 @@ static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max
                     weft_error *err)
 {
     mem *m = (mem *)s;
-    mem_queue *q;
     int rc;
     *reaped = 0;
     *exhausted = NULL;
@@ -1183,30 +689,20 @@ static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max
         return 0;
     if (lease_ms <= 0 || max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
-    if (!(q = queue_of(m, queue, 0)))
-        return 0;
-    if ((rc = queue_reap(m, q, max_reaps, exhausted, nexhausted, err)) < 0)
-        return rc;
+    if ((rc = mq_reap(m->queues, queue, max_reaps, exhausted, nexhausted)) < 0)
+        return oom(err);
     *reaped = rc;
-    return queue_claim(m, q, wu_now_ms(), lease_ms, max, out, err);
-}
-
-static mem_member *member_of(mem *m, const char *type, const char *wf, const char *task)
-{
-    mem_queue *q = queue_of(m, type, 0);
-    return q ? member_find(q, wf, task, member_hash(wf, task)) : NULL;
+    rc = mq_claim(m->queues, queue, wu_now_ms(), lease_ms, max, out);
+    return rc < 0 ? oom(err) : rc;
 }
 
 static int mem_lease_extend(st *s, const char *queue, const char *workflow_id,
                             const char *task_id, int64_t lease_ms, weft_error *err)
 {
-    mem *m = (mem *)s;
-    mem_member *p;
     int rc;
     if ((rc = check_member(queue, workflow_id, task_id, err)) != 0)
         return rc;
-    p = member_of(m, queue, workflow_id, task_id);
-    if (p && p->lease_seq && member_lease(m, p, wu_now_ms() + lease_ms))
+    if (mq_extend(((mem *)s)->queues, queue, workflow_id, task_id, wu_now_ms() + lease_ms))
         return oom(err);
     return 0;
 }
@@ -1214,27 +710,20 @@ static int mem_lease_extend(st *s, const char *queue, const char *workflow_id,
 static int mem_queue_sizes(st *s, const char *type, long long *ready, long long *leased,
                            weft_error *err)
 {
-    mem_queue *q;
     int rc;
     if ((rc = check_type(type, err)) != 0)
         return rc;
-    q = queue_of((mem *)s, type, 0);
-    if (ready)
-        *ready = q ? q->nready : 0;
-    if (leased)
-        *leased = q ? q->nleased : 0;
+    mq_sizes(((mem *)s)->queues, type, ready, leased);
     return 0;
 }
 
 static int mem_queue_has(st *s, const char *type, const char *workflow_id, const char *task_id,
                          weft_error *err)
 {
-    const mem_member *p;
     int rc;
     if ((rc = check_member(type, workflow_id, task_id, err)) != 0)
         return rc;
-    p = member_of((mem *)s, type, workflow_id, task_id);
-    return p && (p->ready_seq || p->lease_seq);
+    return mq_has(((mem *)s)->queues, type, workflow_id, task_id);
 }
 
 /* ---- the decider queue ---- */
@@ -1244,15 +733,13 @@ static int mem_queue_has(st *s, const char *type, const char *workflow_id, const
 static int64_t earliest(mem *m, const char *const *types, size_t ntypes, int due)
 {
     int64_t at = INT64_MAX;
-    const mem_item *it;
+    const mq_item *it;
     size_t i;
-    if (due && (it = oq_peek(&m->due)) && it->at < at)
+    if (due && (it = mq_order_peek(&m->due)) && it->at < at)
         at = it->at;
-    for (i = 0; i < ntypes; i++) {
-        mem_queue *q = queue_of(m, types[i], 0);
-        if (q && (it = oq_peek(&q->ready)) && it->at < at)
-            at = it->at;
-    }
+    for (i = 0; i < ntypes; i++)
+        if (mq_next(m->queues, types[i]) < at)
+            at = mq_next(m->queues, types[i]);
     return at;
 }
 
@@ -1296,10 +783,10 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
     }
     if (nd) {
         /* taken first, then held: a hold of 0 must not hand one out twice */
-        mem_item *it;
-        while (*ndue < due_max && (it = oq_peek(&m->due)) && it->at <= now) {
+        mq_item *it;
+        while (*ndue < due_max && (it = mq_order_peek(&m->due)) && it->at <= now) {
             mem_exec *ex = it->obj;
-            oq_pop(&m->due, it);
+            mq_order_pop(&m->due, it);
             ex->due_seq = 0;
             snprintf(due_ids[(*ndue)++], 64, "%s", ex->id);
         }
@@ -1308,11 +795,10 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
                 return oom(err);
     }
     for (i = 0; i < ntypes && n < max; i++) {
-        mem_queue *q = queue_of(m, types[(m->rr + i) % ntypes], 0);
-        if (q && (rc = queue_claim(m, q, now, lease_ms, max - n, out + n, err)) < 0)
-            return rc;
-        if (q)
-            n += rc;
+        if ((rc = mq_claim(m->queues, types[(m->rr + i) % ntypes], now, lease_ms, max - n,
+                           out + n)) < 0)
+            return oom(err);
+        n += rc;
     }
     if (ntypes)
         m->rr++;
@@ -1728,19 +1214,8 @@ static void mem_free(st *s)
     }
     wu_vec_free(&m->all_execs);
     wu_map_free(m->execs);
-    for (i = 0; i < m->all_queues.len; i++) {
-        mem_queue *q = m->all_queues.items[i];
-        oq_free(&q->ready);
-        oq_free(&q->leases);
-        free(q->buckets);
-        free(q);
-    }
-    wu_vec_free(&m->all_queues);
-    wu_map_free(m->queues);
-    for (i = 0; i < m->chunks.len; i++)
-        free(m->chunks.items[i]);
-    wu_vec_free(&m->chunks);
-    oq_free(&m->due);
+    mq_free(m->queues);
+    mq_order_free(&m->due);
     for (i = 0; i < m->all_defs.len; i++) {
         kv_free(m->all_defs.items[i]);
         free(m->all_defs.items[i]);
@@ -1809,7 +1284,7 @@ int st_memory_open(const st_memory_opts *o, st **out, weft_error *err)
     m->keep_events = o ? o->keep_events : 1;
     m->due.seq_off = offsetof(mem_exec, due_seq);
     m->execs = wu_map_new_borrowing();
-    m->queues = wu_map_new_borrowing();
+    m->queues = mq_new();
     m->defs = wu_map_new_borrowing();
     m->daemons = json_object_new_object();
     if (!m->execs || !m->queues || !m->defs || !m->daemons || kv_init(&m->secrets) ||

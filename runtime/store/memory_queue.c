@@ -1,0 +1,579 @@
+#include "store/memory_queue.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REAP_BATCH 1000 /* leases reaped per call, as redis's reap */
+#define POOL_CHUNK 256
+
+struct mq_queue;
+
+/* A queue member "<wf>|<task>": ready, leased (both at once, as redis
+ * allows), or only remembered for its reap count. */
+typedef struct mq_member {
+    struct mq_member *next; /* hash chain, or the free list */
+    struct mq_queue *q;
+    xc_exec *const *xslot; /* where its execution is stored (NULL: unknown) */
+    xc_task *t;      /* the task the push carried (checked before use) */
+    size_t tidx;     /* its index in the execution's tasks when pushed */
+    uint64_t ready_seq, lease_seq;
+    uint32_t hash;
+    int reaps;
+    char lease[40];
+    char wf[MQ_ID_MAX], task[MQ_ID_MAX];
+} mq_member;
+
+typedef struct mq_queue {
+    char type[MQ_TYPE_MAX];
+    mq_member **buckets;
+    size_t nbuckets, nmembers; /* nbuckets: a power of 2 */
+    mq_order ready, leases;
+    long long nready, nleased;
+} mq_queue;
+
+
+struct mq {
+    uint64_t seq, tokens;
+    wu_map *queues; /* borrowing: type -> mq_queue */
+    wu_vec all_queues;
+    mq_queue *lastq;
+    mq_member *pool; /* free members */
+    wu_vec chunks;
+};
+
+/* ---- ordered queues ---- */
+
+static int item_less(const mq_item *a, const mq_item *b)
+{
+    return a->at < b->at || (a->at == b->at && a->seq < b->seq);
+}
+
+static int item_live(const mq_order *q, const mq_item *it)
+{
+    return *(const uint64_t *)((const char *)it->obj + q->seq_off) == it->seq;
+}
+
+static mq_item *fifo_at(const mq_order *q, size_t i)
+{
+    return &q->fifo[(q->fhead + i) & (q->capfifo - 1)];
+}
+
+static int heap_push(mq_order *q, mq_item it)
+{
+    size_t i;
+    if (q->nheap == q->capheap) {
+        size_t cap = q->capheap ? q->capheap * 2 : 64;
+        mq_item *h = realloc(q->heap, cap * sizeof *h);
+        if (!h)
+            return WEFT_ENOMEM;
+        q->heap = h;
+        q->capheap = cap;
+    }
+    i = q->nheap++;
+    while (i > 0 && item_less(&it, &q->heap[(i - 1) / 2])) {
+        q->heap[i] = q->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    q->heap[i] = it;
+    return 0;
+}
+
+static void heap_pop(mq_order *q)
+{
+    mq_item last = q->heap[--q->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = l;
+        if (l >= q->nheap)
+            break;
+        if (r < q->nheap && item_less(&q->heap[r], &q->heap[l]))
+            m = r;
+        if (!item_less(&q->heap[m], &last))
+            break;
+        q->heap[i] = q->heap[m];
+        i = m;
+    }
+    if (q->nheap)
+        q->heap[i] = last;
+}
+
+static int fifo_push(mq_order *q, mq_item it)
+{
+    if (q->nfifo == q->capfifo) {
+        size_t cap = q->capfifo ? q->capfifo * 2 : 64, i;
+        mq_item *f = malloc(cap * sizeof *f);
+        if (!f)
+            return WEFT_ENOMEM;
+        for (i = 0; i < q->nfifo; i++)
+            f[i] = *fifo_at(q, i);
+        free(q->fifo);
+        q->fifo = f;
+        q->fhead = 0;
+        q->capfifo = cap;
+    }
+    *fifo_at(q, q->nfifo++) = it;
+    return 0;
+}
+
+/* Queue obj at `at` under seq (which the caller stores in obj's slot). */
+int mq_order_push(mq_order *q, int64_t at, uint64_t seq, void *obj)
+{
+    mq_item it = {at, seq, obj};
+    if ((!q->nfifo || !item_less(&it, fifo_at(q, q->nfifo - 1))) && fifo_push(q, it) == 0)
+        return 0;
+    return heap_push(q, it);
+}
+
+/* The first live item (stale heads are dropped on the way), or NULL. */
+mq_item *mq_order_peek(mq_order *q)
+{
+    for (;;) {
+        mq_item *f = q->nfifo ? fifo_at(q, 0) : NULL, *h = q->nheap ? &q->heap[0] : NULL;
+        mq_item *m = !h || (f && item_less(f, h)) ? f : h;
+        if (!m || item_live(q, m))
+            return m;
+        if (m == f) {
+            q->fhead = (q->fhead + 1) & (q->capfifo - 1);
+            q->nfifo--;
+        } else {
+            heap_pop(q);
+        }
+    }
+}
+
+/* Drop the item mq_order_peek returned. */
+void mq_order_pop(mq_order *q, const mq_item *m)
+{
+    if (q->nfifo && m == fifo_at(q, 0)) {
+        q->fhead = (q->fhead + 1) & (q->capfifo - 1);
+        q->nfifo--;
+    } else {
+        heap_pop(q);
+    }
+}
+
+void mq_order_free(mq_order *q)
+{
+    free(q->heap);
+    free(q->fifo);
+}
+
+/* ---- work queues ---- */
+
+/* s mixed into h, eight bytes a step (its length too, so that "ab"+"c"
+ * and "a"+"bc" differ). */
+static uint64_t hash_mix(uint64_t h, const char *s)
+{
+    const uint64_t k = 0x9e3779b97f4a7c15ull;
+    size_t n = strlen(s), i;
+    uint64_t w;
+    h = (h ^ n) * k;
+    for (i = 0; i + 8 <= n; i += 8) {
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, s + i, n - i);
+        h = (h ^ w) * k;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static uint32_t member_hash(const char *wf, const char *task)
+{
+    uint64_t h = hash_mix(hash_mix(0x243f6a8885a308d3ull, wf), task);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static mq_queue *queue_of(mq *w, const char *type, int create)
+{
+    mq_queue *q;
+    if (w->lastq && !strcmp(w->lastq->type, type))
+        return w->lastq;
+    if ((q = wu_map_get(w->queues, type)) != NULL || !create)
+        return q ? (w->lastq = q) : NULL;
+    if (!(q = calloc(1, sizeof *q)))
+        return NULL;
+    snprintf(q->type, sizeof q->type, "%s", type);
+    q->ready.seq_off = offsetof(mq_member, ready_seq);
+    q->leases.seq_off = offsetof(mq_member, lease_seq);
+    if (!(q->buckets = calloc(64, sizeof *q->buckets)) || wu_vec_push(&w->all_queues, q)) {
+        free(q->buckets);
+        free(q);
+        return NULL;
+    }
+    q->nbuckets = 64;
+    if (wu_map_put(w->queues, q->type, q)) {
+        w->all_queues.len--;
+        free(q->buckets);
+        free(q);
+        return NULL;
+    }
+    return w->lastq = q;
+}
+
+static void copy_cut(char *dst, size_t cap, const char *s)
+{
+    size_t n = strlen(s);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+static mq_member *member_find(const mq_queue *q, const char *wf, const char *task,
+                               uint32_t h)
+{
+    mq_member *p;
+    for (p = q->buckets[h & (q->nbuckets - 1)]; p; p = p->next)
+        if (p->hash == h && !strcmp(p->task, task) && !strcmp(p->wf, wf))
+            return p;
+    return NULL;
+}
+
+static void member_grow(mq_queue *q)
+{
+    size_t n = q->nbuckets * 2, i;
+    mq_member **b = calloc(n, sizeof *b);
+    if (!b)
+        return; /* longer chains, still correct */
+    for (i = 0; i < q->nbuckets; i++) {
+        mq_member *p = q->buckets[i], *next;
+        for (; p; p = next) {
+            next = p->next;
+            p->next = b[p->hash & (n - 1)];
+            b[p->hash & (n - 1)] = p;
+        }
+    }
+    free(q->buckets);
+    q->buckets = b;
+    q->nbuckets = n;
+}
+
+/* The member "<wf>|<task>" of q, made when missing (NULL: out of memory). */
+static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *task)
+{
+    uint32_t h = member_hash(wf, task);
+    mq_member *p = member_find(q, wf, task, h);
+    size_t i;
+    if (p)
+        return p;
+    if (!w->pool) {
+        mq_member *c = malloc(POOL_CHUNK * sizeof *c);
+        if (!c || wu_vec_push(&w->chunks, c)) {
+            free(c);
+            return NULL;
+        }
+        for (i = 0; i < POOL_CHUNK; i++) {
+            c[i].next = w->pool;
+            c[i].ready_seq = c[i].lease_seq = 0;
+            w->pool = &c[i];
+        }
+    }
+    p = w->pool;
+    w->pool = p->next;
+    /* ready_seq/lease_seq are 0 in a free member: stale items never match */
+    p->q = q;
+    p->xslot = NULL;
+    p->t = NULL;
+    p->tidx = 0;
+    p->hash = h;
+    p->reaps = 0;
+    p->lease[0] = 0;
+    copy_cut(p->wf, sizeof p->wf, wf);
+    copy_cut(p->task, sizeof p->task, task);
+    if (q->nmembers >= q->nbuckets)
+        member_grow(q);
+    p->next = q->buckets[h & (q->nbuckets - 1)];
+    q->buckets[h & (q->nbuckets - 1)] = p;
+    q->nmembers++;
+    return p;
+}
+
+/* Back to the pool when nothing is left of p (not ready, not leased, no
+ * reap count). */
+static void member_release(mq *w, mq_member *p)
+{
+    mq_queue *q = p->q;
+    mq_member **pp;
+    if (p->ready_seq || p->lease_seq || p->reaps)
+        return;
+    for (pp = &q->buckets[p->hash & (q->nbuckets - 1)]; *pp != p; pp = &(*pp)->next)
+        ;
+    *pp = p->next;
+    q->nmembers--;
+    p->next = w->pool;
+    w->pool = p;
+}
+
+static int member_ready(mq *w, mq_member *p, int64_t at)
+{
+    if (!p->ready_seq)
+        p->q->nready++;
+    p->ready_seq = ++w->seq;
+    return mq_order_push(&p->q->ready, at, p->ready_seq, p);
+}
+
+static void member_unready(mq_member *p)
+{
+    if (p->ready_seq) {
+        p->ready_seq = 0;
+        p->q->nready--;
+    }
+}
+
+static int member_lease(mq *w, mq_member *p, int64_t expiry)
+{
+    if (!p->lease_seq)
+        p->q->nleased++;
+    p->lease_seq = ++w->seq;
+    return mq_order_push(&p->q->leases, expiry, p->lease_seq, p);
+}
+
+static void member_unlease(mq_member *p)
+{
+    if (p->lease_seq) {
+        p->lease_seq = 0;
+        p->q->nleased--;
+    }
+    p->lease[0] = 0;
+}
+
+/* A fresh token: "m" and a counter (unique in this store). */
+static void token_make(mq *w, char out[40])
+{
+    char d[24];
+    size_t n = 0;
+    uint64_t v = ++w->tokens;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out[0] = 'm';
+    for (v = 0; v < n; v++)
+        out[1 + v] = d[n - 1 - v];
+    out[1 + n] = 0;
+}
+
+/* p's task object in its stored execution (the one the push carried when
+ * it is still there), or NULL. */
+static xc_task *member_task(const mq_member *p)
+{
+    const xc_exec *x = p->xslot ? *p->xslot : NULL;
+    xc_task *t;
+    if (!x)
+        return NULL;
+    if (p->t && p->tidx < x->tasks.len && x->tasks.items[p->tidx] == p->t &&
+        !strcmp(((xc_task *)x->tasks.items[p->tidx])->id, p->task))
+        return p->t;
+    t = xc_find_id(x, p->task);
+    return t;
+}
+
+/* Lease up to max members of q visible at now (claim.lua) into out. */
+static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int max,
+                       st_lease *out)
+{
+    int n = 0;
+    mq_item *it;
+    while (n < max && (it = mq_order_peek(&q->ready)) && it->at <= now) {
+        mq_member *p = it->obj;
+        st_lease *c = &out[n++];
+        mq_order_pop(&q->ready, it);
+        member_unready(p);
+        token_make(w, p->lease);
+        if (member_lease(w, p, now + lease_ms))
+            return WEFT_ENOMEM;
+        copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
+        copy_cut(c->task_id, sizeof c->task_id, p->task);
+        memcpy(c->lease, p->lease, sizeof c->lease);
+        copy_cut(c->type, sizeof c->type, q->type);
+        c->never_reaped = 0;
+        c->x = p->xslot ? *p->xslot : NULL;
+        c->t = member_task(p);
+    }
+    return n;
+}
+
+/* Expired leases of q back to ready (reap.lua); exhausted members listed. */
+static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted,
+                      size_t *nexhausted)
+{
+    int64_t now = wu_now_ms();
+    mq_item *it;
+    wu_vec list = {0};
+    int back = 0, n = 0, rc = 0;
+    while (n < REAP_BATCH && (it = mq_order_peek(&q->leases)) && it->at <= now) {
+        mq_member *p = it->obj;
+        mq_order_pop(&q->leases, it);
+        member_unlease(p);
+        n++;
+        if (++p->reaps > max_reaps) {
+            size_t len = strlen(p->wf) + strlen(p->task) + 2;
+            char *s = malloc(len);
+            p->reaps = 0;
+            if (!s || wu_vec_push(&list, s)) {
+                free(s);
+                rc = WEFT_ENOMEM;
+            } else {
+                snprintf(s, len, "%s|%s", p->wf, p->task);
+            }
+            member_release(w, p);
+        } else if (member_ready(w, p, now)) {
+            rc = WEFT_ENOMEM;
+        } else {
+            back++;
+        }
+    }
+    *exhausted = (char **)list.items;
+    *nexhausted = list.len;
+    return rc ? rc : back;
+}
+
+/* The member of a claim, or NULL. */
+static mq_member *claim_member(mq *w, const st_lease *c)
+{
+    mq_queue *q = queue_of(w, c->type, 0);
+    return q ? member_find(q, c->workflow_id, c->task_id,
+                           member_hash(c->workflow_id, c->task_id))
+             : NULL;
+}
+
+/* Drop p's lease and reap count (ack.lua after its token check). */
+static void member_drop(mq *w, mq_member *p)
+{
+    member_unlease(p);
+    p->reaps = 0;
+    mq_order_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
+    member_release(w, p);
+}
+
+
+/* ---- the queues' interface (memory_queue.h) ---- */
+
+mq *mq_new(void)
+{
+    mq *w = calloc(1, sizeof *w);
+    if (w && !(w->queues = wu_map_new_borrowing())) {
+        free(w);
+        w = NULL;
+    }
+    return w;
+}
+
+void mq_free(mq *w)
+{
+    size_t i;
+    if (!w)
+        return;
+    for (i = 0; i < w->all_queues.len; i++) {
+        mq_queue *q = w->all_queues.items[i];
+        mq_order_free(&q->ready);
+        mq_order_free(&q->leases);
+        free(q->buckets);
+        free(q);
+    }
+    wu_vec_free(&w->all_queues);
+    wu_map_free(w->queues);
+    for (i = 0; i < w->chunks.len; i++)
+        free(w->chunks.items[i]);
+    wu_vec_free(&w->chunks);
+    free(w);
+}
+
+static mq_member *member_of(mq *w, const char *type, const char *wf, const char *task)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    return q ? member_find(q, wf, task, member_hash(wf, task)) : NULL;
+}
+
+int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *const *xslot,
+            xc_task *t, int64_t at, const char *lease, int64_t lease_until)
+{
+    mq_queue *q = queue_of(w, type, 1);
+    mq_member *p = q ? member_get(w, q, wf, task) : NULL;
+    if (!p)
+        return WEFT_ENOMEM;
+    p->xslot = xslot;
+    p->t = t;
+    p->tidx = t && t->seq > 0 ? (size_t)t->seq - 1 : 0;
+    if (lease) {
+        copy_cut(p->lease, sizeof p->lease, lease);
+        return member_lease(w, p, lease_until);
+    }
+    return member_ready(w, p, at);
+}
+
+void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
+{
+    mq_member *p = member_of(w, type, wf, task);
+    if (p) {
+        member_unready(p);
+        member_unlease(p);
+        p->reaps = 0;
+        member_release(w, p);
+    }
+}
+
+int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    return q ? queue_claim(w, q, now, lease_ms, max, out) : 0;
+}
+
+int mq_renew(mq *w, const st_lease *c, int64_t expiry)
+{
+    mq_member *p = claim_member(w, c);
+    if (!p || !p->lease_seq || strcmp(p->lease, c->lease))
+        return 0;
+    return member_lease(w, p, expiry) ? WEFT_ENOMEM : 1;
+}
+
+int mq_ack(mq *w, const st_lease *c, int check)
+{
+    mq_member *p = claim_member(w, c);
+    if (!p || (check && (!p->lease_seq || strcmp(p->lease, c->lease))))
+        return 0;
+    member_drop(w, p);
+    return 1;
+}
+
+int mq_reap(mq *w, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    *exhausted = NULL;
+    *nexhausted = 0;
+    return q ? queue_reap(w, q, max_reaps, exhausted, nexhausted) : 0;
+}
+
+int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t expiry)
+{
+    mq_member *p = member_of(w, type, wf, task);
+    return p && p->lease_seq && member_lease(w, p, expiry) ? WEFT_ENOMEM : 0;
+}
+
+void mq_sizes(mq *w, const char *type, long long *ready, long long *leased)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    if (ready)
+        *ready = q ? q->nready : 0;
+    if (leased)
+        *leased = q ? q->nleased : 0;
+}
+
+int mq_has(mq *w, const char *type, const char *wf, const char *task)
+{
+    const mq_member *p = member_of(w, type, wf, task);
+    return p && (p->ready_seq || p->lease_seq);
+}
+
+int64_t mq_next(mq *w, const char *type)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    const mq_item *it = q ? mq_order_peek(&q->ready) : NULL;
+    return it ? it->at : INT64_MAX;
+}
