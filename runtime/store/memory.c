@@ -140,6 +140,14 @@ static int check_write(const char *id, const st_step *steps, size_t nsteps,
     return 0;
 }
 
+/* A per-item error made ready for use: not the whole buffer, which a
+ * save per task would clear each time. */
+static void err_clear(weft_error *e)
+{
+    e->code = 0;
+    e->msg[0] = 0;
+}
+
 static int oom(weft_error *err)
 {
     return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
@@ -361,7 +369,8 @@ static int mem_exec_create_many(st *s, st_create *c, size_t n, weft_error *err)
     mem *m = (mem *)s;
     size_t i;
     for (i = 0; i < n; i++) {
-        weft_error e = {0};
+        weft_error e;
+        err_clear(&e);
         mem_exec *ex = NULL;
         st_step now = {ST_WAKE, NULL, NULL, wu_now_ms(), NULL, 0, NULL};
         c[i].why[0] = 0;
@@ -422,7 +431,8 @@ static int mem_exec_load_many(st *s, const char *const *ids, size_t n, xc_exec *
 {
     size_t i;
     for (i = 0; i < n; i++) {
-        weft_error e = {0};
+        weft_error e;
+        err_clear(&e);
         rcs[i] = mem_exec_load(s, ids[i], &out[i], NULL, &e);
     }
     (void)err;
@@ -517,7 +527,8 @@ static int mem_exec_save_many(st *s, st_save *sv, size_t n, weft_error *err)
 {
     size_t i;
     for (i = 0; i < n; i++) {
-        weft_error e = {0};
+        weft_error e;
+        err_clear(&e);
         sv[i].why[0] = 0;
         sv[i].new_fence = 0;
         if ((sv[i].rc = save_one((mem *)s, &sv[i], &e)) != 0)
@@ -620,7 +631,8 @@ static int mem_exec_exists_many(st *s, const char *const *ids, size_t n, int *ex
     size_t i;
     (void)err;
     for (i = 0; i < n; i++) {
-        weft_error e = {0};
+        weft_error e;
+        err_clear(&e);
         const mem_exec *ex = check_id(ids[i], &e) == 0 ? exec_find((mem *)s, ids[i]) : NULL;
         exists[i] = ex && ex->x;
     }

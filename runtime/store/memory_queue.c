@@ -343,20 +343,18 @@ static void member_unlease(mq_member *p)
     p->lease[0] = 0;
 }
 
-/* A fresh token: "m" and a counter (unique in this store). */
+/* A fresh token: "m" and a counter in hex (unique in this store). */
 static void token_make(mq *w, char out[40])
 {
-    char d[24];
-    size_t n = 0;
+    static const char hex[] = "0123456789abcdef";
     uint64_t v = ++w->tokens;
-    do {
-        d[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    int n = 1, i;
+    while (n < 16 && v >> (4 * n))
+        n++;
     out[0] = 'm';
-    for (v = 0; v < n; v++)
-        out[1 + v] = d[n - 1 - v];
-    out[1 + n] = 0;
+    for (i = 0; i < n; i++)
+        out[n - i] = hex[(v >> (4 * i)) & 15];
+    out[n + 1] = 0;
 }
 
 /* p's task object in its stored execution (the one the push carried when

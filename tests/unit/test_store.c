@@ -856,8 +856,16 @@ static void test_memory_objects(void **state)
     st_free(quiet);
 }
 
+/* CPU time in ns (the machine may be busy with other work). */
+static double cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
 /* push -> claim -> ack through the interface, one task at a time (the
- * embedded engine's path); prints ns per task. */
+ * embedded engine's path); prints ns of CPU per task. */
 static void test_bench(void **state)
 {
     const char *env = getenv("WEFT_STORE_BENCH");
@@ -865,13 +873,13 @@ static void test_bench(void **state)
     enum { NT = 1000 };
     xc_task *ts[NT];
     xc_exec *x;
-    int64_t t0;
+    double t0;
     (void)state;
     if (!is_memory()) skip();
     x = created("wf-bench");
     for (i = 0; i < NT; i++)
         assert_non_null(ts[i] = xc_add_task(x, WF->root.tasks[0], 0, 0));
-    t0 = wu_mono_ms();
+    t0 = cpu_ns();
     for (i = 0; i < n; i++) {
         st_step sp = push("T1", ts[i % NT]->id, 0);
         st_lease l;
@@ -886,8 +894,8 @@ static void test_bench(void **state)
             ST(S, ack, &l, &e_))
             fail_msg("task %ld: %s", i, sv.why[0] ? sv.why : e_.msg);
     }
-    fprintf(stderr, "bench %s: save(push) -> claim -> ack: %ld tasks, %.0f ns per task\n",
-            S->ops->name, n, (double)(wu_mono_ms() - t0) * 1e6 / (double)n);
+    fprintf(stderr, "bench %s: save(push) -> claim -> ack: %ld tasks, %.0f ns (CPU) per task\n",
+            S->ops->name, n, (cpu_ns() - t0) / (double)n);
 }
 
 /* ---- the run ---- */
