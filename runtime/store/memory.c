@@ -9,11 +9,11 @@
 
 #include "base/util.h"
 #include "core/codec.h"
+#include "store/memory_meta.h"
 #include "store/memory_queue.h"
 
 #define ID_MAX MQ_ID_MAX
 #define TYPE_MAX MQ_TYPE_MAX
-#define NAME_MAX_ 257 /* definition names, idempotency keys, daemon ids, secrets */
 #define EVENTS_COUNT 100 /* stream entries per events() call, as redis reads them */
 
 typedef struct mem_event_entry {
@@ -23,71 +23,45 @@ typedef struct mem_event_entry {
 
 typedef struct mem_exec {
     char id[ID_MAX];
-    xc_exec *x;     /* NULL: only a wake knows this id */
-    uint64_t fence; /* as stored */
-    uint64_t cmdf;  /* the fence of the save that dropped the last command */
-    char *cmd;      /* the operator command waiting */
+    xc_exec *x;       /* NULL: only a wake knows this id */
+    uint64_t fence;   /* as stored */
+    uint64_t cmdf;    /* the fence of the save that dropped the last command */
+    char *cmd;        /* the operator command waiting */
     uint64_t due_seq; /* its item on the decider queue, 0 = none */
     int64_t due_at;   /* that item's time */
     mem_event_entry *ev;
     size_t nev, capev;
 } mem_exec;
 
-/* A name -> text table (secrets, task definitions, idempotency keys,
- * definition versions). */
-typedef struct mem_pair {
-    char *name, *value; /* value NULL: deleted */
-} mem_pair;
-
-typedef struct mem_kv {
-    wu_map *map; /* borrowing: name -> mem_pair */
-    wu_vec all;  /* mem_pair * */
-} mem_kv;
-
 typedef struct mem {
     st base;
     int keep_events;
     uint64_t seq;
-    size_t rr; /* claims start at another type each call, as redis's */
+    size_t rr;     /* claims start at another type each call, as redis's */
     wu_map *execs; /* borrowing: id -> mem_exec */
     wu_vec all_execs;
     mq *queues;
     mq_order due;
-    mem_kv secrets, taskdefs, idem, defnames;
-    wu_map *defs; /* name -> mem_kv * (version text -> JSON) */
-    wu_vec all_defs;
-    json_object *daemons;
+    mm *meta;
 } mem;
 
 /* ---- checks (the redis backend's, so that both refuse the same) ---- */
 
-static int check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
-{
-    if (!s || !*s)
-        return wu_err(err, WEFT_EINVAL, "%s is empty", what);
-    if (strlen(s) >= max)
-        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
-                      max - 1);
-    if (!bar_ok && strchr(s, '|'))
-        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
-    return 0;
-}
-
 static int check_id(const char *id, weft_error *err)
 {
-    return check_name("workflow id", id, ID_MAX, 0, err);
+    return mm_check_name("workflow id", id, ID_MAX, 0, err);
 }
 
 static int check_type(const char *type, weft_error *err)
 {
-    return check_name("task type", type, TYPE_MAX, 0, err);
+    return mm_check_name("task type", type, TYPE_MAX, 0, err);
 }
 
 static int check_member(const char *type, const char *wf, const char *task, weft_error *err)
 {
     int rc;
     if ((rc = check_type(type, err)) != 0 || (rc = check_id(wf, err)) != 0 ||
-        (rc = check_name("task id", task, ID_MAX, 0, err)) != 0)
+        (rc = mm_check_name("task id", task, ID_MAX, 0, err)) != 0)
         return rc;
     return 0;
 }
@@ -95,13 +69,10 @@ static int check_member(const char *type, const char *wf, const char *task, weft
 static int check_claim(const st_lease *c, weft_error *err)
 {
     int rc;
-    if (!c)
-        return wu_err(err, WEFT_EINVAL, "no claim");
-    if ((rc = check_type(c->type, err)) != 0)
-        return rc;
+    if (!c) return wu_err(err, WEFT_EINVAL, "no claim");
+    if ((rc = check_type(c->type, err)) != 0) return rc;
     if (!c->lease[0])
-        return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id,
-                      c->task_id);
+        return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id, c->task_id);
     return 0;
 }
 
@@ -110,10 +81,9 @@ static int check_step(const st_step *s, weft_error *err)
     int rc;
     if ((unsigned)s->kind > ST_DONE)
         return wu_err(err, WEFT_EINVAL, "queue step: unknown kind %d", (int)s->kind);
-    if (s->kind != ST_PUSH && s->kind != ST_UNQUEUE)
-        return 0;
+    if (s->kind != ST_PUSH && s->kind != ST_UNQUEUE) return 0;
     if ((rc = check_type(s->type, err)) != 0 ||
-        (rc = check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
+        (rc = mm_check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
         return rc;
     return 0;
 }
@@ -126,17 +96,14 @@ static int check_write(const char *id, const st_step *steps, size_t nsteps,
     size_t i;
     int rc;
     for (i = 0; i < nsteps; i++)
-        if ((rc = check_step(&steps[i], err)) != 0)
-            return wu_err_prefix(err, "workflow %s: ", id);
+        if ((rc = check_step(&steps[i], err)) != 0) return wu_err_prefix(err, "workflow %s: ", id);
     for (i = 0; i < nevents; i++) {
-        if (!events[i])
-            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i);
+        if (!events[i]) return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i);
         if (strchr(events[i], '\n'))
             return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu spans lines", id, i);
     }
     for (i = 0; i < nacks; i++)
-        if ((rc = check_claim(&acks[i], err)) != 0)
-            return rc;
+        if ((rc = check_claim(&acks[i], err)) != 0) return rc;
     return 0;
 }
 
@@ -153,104 +120,6 @@ static int oom(weft_error *err)
     return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
 }
 
-/* ---- name -> text tables ---- */
-
-static int kv_init(mem_kv *kv)
-{
-    return (kv->map = wu_map_new_borrowing()) ? 0 : WEFT_ENOMEM;
-}
-
-static void kv_free(mem_kv *kv)
-{
-    size_t i;
-    for (i = 0; i < kv->all.len; i++) {
-        mem_pair *p = kv->all.items[i];
-        free(p->name);
-        free(p->value);
-        free(p);
-    }
-    wu_vec_free(&kv->all);
-    wu_map_free(kv->map);
-}
-
-static const char *kv_get(const mem_kv *kv, const char *name)
-{
-    const mem_pair *p = wu_map_get(kv->map, name);
-    return p ? p->value : NULL;
-}
-
-/* Set name to a copy of value (NULL deletes). 0 or WEFT_ENOMEM. */
-static int kv_put(mem_kv *kv, const char *name, const char *value)
-{
-    mem_pair *p = wu_map_get(kv->map, name);
-    char *v = NULL;
-    if (value && !(v = strdup(value)))
-        return WEFT_ENOMEM;
-    if (!p) {
-        if (!value)
-            return 0;
-        if (!(p = calloc(1, sizeof *p)) || !(p->name = strdup(name)) ||
-            wu_vec_push(&kv->all, p)) {
-            if (p)
-                free(p->name);
-            free(p);
-            free(v);
-            return WEFT_ENOMEM;
-        }
-        if (wu_map_put(kv->map, p->name, p)) {
-            kv->all.len--;
-            free(p->name);
-            free(p);
-            free(v);
-            return WEFT_ENOMEM;
-        }
-    }
-    free(p->value);
-    p->value = v;
-    return 0;
-}
-
-static int by_name(const void *a, const void *b)
-{
-    return strcmp((*(mem_pair *const *)a)->name, (*(mem_pair *const *)b)->name);
-}
-
-/* The pairs that hold a value, sorted by name (a malloc'd array). */
-static mem_pair **kv_sorted(const mem_kv *kv, size_t *n)
-{
-    mem_pair **v = malloc((kv->all.len + 1) * sizeof *v);
-    size_t i;
-    *n = 0;
-    if (!v)
-        return NULL;
-    for (i = 0; i < kv->all.len; i++)
-        if (((mem_pair *)kv->all.items[i])->value)
-            v[(*n)++] = kv->all.items[i];
-    qsort(v, *n, sizeof *v, by_name);
-    return v;
-}
-
-/* A JSON array of the values parsed (by name; what does not parse is left
- * out, as redis does) into *json. */
-static int kv_json_array(const mem_kv *kv, char **json, weft_error *err)
-{
-    size_t i, n;
-    mem_pair **v = kv_sorted(kv, &n);
-    json_object *all = json_object_new_array();
-    *json = NULL;
-    if (v && all)
-        for (i = 0; i < n; i++) {
-            json_object *d = json_tokener_parse(v[i]->value);
-            if (d)
-                json_object_array_add(all, d);
-        }
-    if (v && all)
-        *json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
-    free(v);
-    json_object_put(all);
-    return *json ? 0 : oom(err);
-}
-
 /* ---- executions and the decider queue ---- */
 
 static mem_exec *exec_find(const mem *m, const char *id)
@@ -262,10 +131,8 @@ static mem_exec *exec_find(const mem *m, const char *id)
 static mem_exec *exec_entry(mem *m, const char *id)
 {
     mem_exec *ex = exec_find(m, id);
-    if (ex)
-        return ex;
-    if (!(ex = calloc(1, sizeof *ex)))
-        return NULL;
+    if (ex) return ex;
+    if (!(ex = calloc(1, sizeof *ex))) return NULL;
     snprintf(ex->id, sizeof ex->id, "%s", id);
     if (wu_vec_push(&m->all_execs, ex)) {
         free(ex);
@@ -288,8 +155,7 @@ static int due_at(mem *m, mem_exec *ex, int64_t at)
 
 static int wake(mem *m, mem_exec *ex, int64_t at, int only_earlier)
 {
-    if (only_earlier && ex->due_seq && ex->due_at <= at)
-        return 0;
+    if (only_earlier && ex->due_seq && ex->due_at <= at) return 0;
     return due_at(m, ex, at);
 }
 
@@ -301,22 +167,19 @@ static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
     size_t i, len = 0;
     uint64_t now;
     char *p;
-    if (!m->keep_events || n == 0)
-        return 0;
+    if (!m->keep_events || n == 0) return 0;
     now = (uint64_t)wu_now_ms();
     if (ex->nev == ex->capev) {
         size_t cap = ex->capev ? ex->capev * 2 : 8;
         mem_event_entry *v = realloc(ex->ev, cap * sizeof *v);
-        if (!v)
-            return WEFT_ENOMEM;
+        if (!v) return WEFT_ENOMEM;
         ex->ev = v;
         ex->capev = cap;
     }
     for (i = 0; i < n; i++)
         len += strlen(events[i]) + 1;
     e = &ex->ev[ex->nev];
-    if (!(p = e->lines = malloc(len)))
-        return WEFT_ENOMEM;
+    if (!(p = e->lines = malloc(len))) return WEFT_ENOMEM;
     for (i = 0; i < n; i++) {
         size_t l = strlen(events[i]);
         memcpy(p, events[i], l);
@@ -357,8 +220,7 @@ static int steps_apply(mem *m, mem_exec *ex, const st_step *steps, size_t n, wef
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (step_apply(m, ex, &steps[i]))
-            return oom(err);
+        if (step_apply(m, ex, &steps[i])) return oom(err);
     return 0;
 }
 
@@ -392,11 +254,9 @@ static int mem_exec_create_many(st *s, st_create *c, size_t n, weft_error *err)
                 c[i].rc = steps_apply(m, ex, c[i].steps, c[i].nsteps, &e);
             else
                 c[i].rc = steps_apply(m, ex, &now, 1, &e);
-            if (c[i].rc == 0 && events_add(m, ex, c[i].events, c[i].nevents))
-                c[i].rc = oom(&e);
+            if (c[i].rc == 0 && events_add(m, ex, c[i].events, c[i].nevents)) c[i].rc = oom(&e);
         }
-        if (c[i].rc)
-            snprintf(c[i].why, sizeof c[i].why, "%s", e.msg);
+        if (c[i].rc) snprintf(c[i].why, sizeof c[i].why, "%s", e.msg);
     }
     (void)err;
     return 0;
@@ -409,16 +269,12 @@ static int mem_exec_load(st *s, const char *id, xc_exec **out, uint64_t *fence, 
     char *cmd = NULL;
     int rc;
     *out = NULL;
-    if (fence)
-        *fence = 0;
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
+    if (fence) *fence = 0;
+    if ((rc = check_id(id, err)) != 0) return rc;
     if (!(ex = exec_find(m, id)) || !ex->x)
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    if (ex->cmd && !(cmd = strdup(ex->cmd)))
-        return oom(err);
-    if (fence)
-        *fence = ex->fence;
+    if (ex->cmd && !(cmd = strdup(ex->cmd))) return oom(err);
+    if (fence) *fence = ex->fence;
     free(ex->x->cmd);
     ex->x->cmd = cmd;
     ex->x->fence = ex->fence;
@@ -446,8 +302,7 @@ static int mem_exec_read(st *s, const char *id, st_doc *out, weft_error *err)
     wu_buf b = {0};
     int rc;
     memset(out, 0, sizeof *out);
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
+    if ((rc = check_id(id, err)) != 0) return rc;
     if (!(ex = exec_find(m, id)) || !ex->x)
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
     if (cd_doc_text(ex->x, &b) || !(out->status = strdup(weft_wf_status_name(ex->x->status)))) {
@@ -465,8 +320,7 @@ static int save_allowed(const mem_exec *ex, const st_save *sv, weft_error *err)
 {
     const char *applied = sv->x->cmd;
     int any = applied && !strcmp(applied, "*");
-    if (!ex || !ex->x)
-        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", sv->x->id);
+    if (!ex || !ex->x) return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", sv->x->id);
     if ((ex->cmd && !any && (!applied || strcmp(applied, ex->cmd))) ||
         (!sv->fence && sv->loaded_fence && ex->cmdf > sv->loaded_fence && !any))
         return wu_err(err, WEFT_ESTATE, "execution %s has an operator command to apply first",
@@ -495,15 +349,13 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     mem_exec *ex;
     size_t i;
     int rc;
-    if (!sv->x)
-        return wu_err(err, WEFT_EINVAL, "save: no execution");
+    if (!sv->x) return wu_err(err, WEFT_EINVAL, "save: no execution");
     if ((rc = check_id(sv->x->id, err)) != 0 ||
         (rc = check_write(sv->x->id, sv->steps, sv->nsteps, sv->events, sv->nevents, sv->acks,
                           sv->nacks, err)) != 0)
         return rc;
     ex = exec_find(m, sv->x->id);
-    if ((rc = save_allowed(ex, sv, err)) != 0)
-        return rc;
+    if ((rc = save_allowed(ex, sv, err)) != 0) return rc;
     sv->new_fence = fence_bump(ex);
     if (sv->x != ex->x) {
         xc_exec *old = ex->x;
@@ -514,10 +366,8 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     ex->x->fence = ex->fence;
     free(ex->x->cmd);
     ex->x->cmd = NULL;
-    if ((rc = steps_apply(m, ex, sv->steps, sv->nsteps, err)) != 0)
-        return rc;
-    if (events_add(m, ex, sv->events, sv->nevents))
-        return oom(err);
+    if ((rc = steps_apply(m, ex, sv->steps, sv->nsteps, err)) != 0) return rc;
+    if (events_add(m, ex, sv->events, sv->nevents)) return oom(err);
     for (i = 0; i < sv->nacks; i++)
         mq_ack(m->queues, &sv->acks[i], 0);
     return 0;
@@ -545,8 +395,7 @@ static int mem_exec_fail(st *s, const char *id, uint64_t fence, const char *why,
     json_object *ev;
     const char *line;
     int rc;
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
+    if ((rc = check_id(id, err)) != 0) return rc;
     if (!(ex = exec_find(m, id)) || !ex->x)
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
     if (fence && fence != ex->fence)
@@ -560,8 +409,7 @@ static int mem_exec_fail(st *s, const char *id, uint64_t fence, const char *why,
     ex->x->ended_ms = ex->x->updated_ms = wu_now_ms();
     ex->due_seq = 0;
     /* its event: events() adds workflowId and time */
-    if (!(ev = json_object_new_object()))
-        return oom(err);
+    if (!(ev = json_object_new_object())) return oom(err);
     json_object_object_add(ev, "status", json_object_new_string("FAILED"));
     json_object_object_add(ev, "reason", json_object_new_string(ex->x->reason));
     line = json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN);
@@ -586,10 +434,8 @@ static int mem_exec_command(st *s, const char *id, const char *text, const char 
     int rc;
     *pending = NULL;
     status[0] = 0;
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
-    if (!text || !kind)
-        return wu_err(err, WEFT_EINVAL, "workflow %s: no command", id);
+    if ((rc = check_id(id, err)) != 0) return rc;
+    if (!text || !kind) return wu_err(err, WEFT_EINVAL, "workflow %s: no command", id);
     if (!(ex = exec_find(m, id)) || !ex->x)
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
     if (ex->cmd) {
@@ -612,8 +458,7 @@ static int mem_exec_command(st *s, const char *id, const char *text, const char 
             return wu_err(err, WEFT_ESTATE, "workflow %s is %s", id, status);
         }
     }
-    if (!(copy = strdup(text)))
-        return oom(err);
+    if (!(copy = strdup(text))) return oom(err);
     free(ex->cmd);
     ex->cmd = copy;
     return ST_CMD_RECORDED;
@@ -652,11 +497,9 @@ static int mem_renew_many(st *s, const st_lease *c, size_t n, int64_t lease_ms, 
         return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
                       (long long)lease_ms);
     for (i = 0; i < n; i++)
-        if ((rc = check_claim(&c[i], err)) != 0)
-            return rc;
+        if ((rc = check_claim(&c[i], err)) != 0) return rc;
     for (i = 0; i < n; i++)
-        if ((ok[i] = mq_renew(m->queues, &c[i], expiry)) < 0)
-            return oom(err);
+        if ((ok[i] = mq_renew(m->queues, &c[i], expiry)) < 0) return oom(err);
     return 0;
 }
 
@@ -664,24 +507,21 @@ static int mem_ack(st *s, const st_lease *c, weft_error *err)
 {
     mem *m = (mem *)s;
     int rc;
-    if ((rc = check_claim(c, err)) != 0)
-        return rc;
+    if ((rc = check_claim(c, err)) != 0) return rc;
     if (!mq_ack(m->queues, c, 1))
-        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded",
-                      c->workflow_id, c->task_id);
+        return wu_err(err, WEFT_ESTATE, "stale lease for %s|%s: result discarded", c->workflow_id,
+                      c->task_id);
     return 0;
 }
 
-static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted,
-                    size_t *nexhausted, weft_error *err)
+static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
+                    weft_error *err)
 {
     int rc;
     *exhausted = NULL;
     *nexhausted = 0;
-    if ((rc = check_type(type, err)) != 0)
-        return rc;
-    if (max_reaps < 0)
-        return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
+    if ((rc = check_type(type, err)) != 0) return rc;
+    if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
     rc = mq_reap(((mem *)s)->queues, type, max_reaps, exhausted, nexhausted);
     return rc < 0 ? oom(err) : rc;
 }
@@ -695,25 +535,21 @@ static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max
     *reaped = 0;
     *exhausted = NULL;
     *nexhausted = 0;
-    if ((rc = check_name("task queue", queue, TYPE_MAX, 0, err)) != 0)
-        return rc;
-    if (max <= 0)
-        return 0;
+    if ((rc = mm_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if (max <= 0) return 0;
     if (lease_ms <= 0 || max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
-    if ((rc = mq_reap(m->queues, queue, max_reaps, exhausted, nexhausted)) < 0)
-        return oom(err);
+    if ((rc = mq_reap(m->queues, queue, max_reaps, exhausted, nexhausted)) < 0) return oom(err);
     *reaped = rc;
     rc = mq_claim(m->queues, queue, wu_now_ms(), lease_ms, max, out);
     return rc < 0 ? oom(err) : rc;
 }
 
-static int mem_lease_extend(st *s, const char *queue, const char *workflow_id,
-                            const char *task_id, int64_t lease_ms, weft_error *err)
+static int mem_lease_extend(st *s, const char *queue, const char *workflow_id, const char *task_id,
+                            int64_t lease_ms, weft_error *err)
 {
     int rc;
-    if ((rc = check_member(queue, workflow_id, task_id, err)) != 0)
-        return rc;
+    if ((rc = check_member(queue, workflow_id, task_id, err)) != 0) return rc;
     if (mq_extend(((mem *)s)->queues, queue, workflow_id, task_id, wu_now_ms() + lease_ms))
         return oom(err);
     return 0;
@@ -723,8 +559,7 @@ static int mem_queue_sizes(st *s, const char *type, long long *ready, long long 
                            weft_error *err)
 {
     int rc;
-    if ((rc = check_type(type, err)) != 0)
-        return rc;
+    if ((rc = check_type(type, err)) != 0) return rc;
     mq_sizes(((mem *)s)->queues, type, ready, leased);
     return 0;
 }
@@ -733,8 +568,7 @@ static int mem_queue_has(st *s, const char *type, const char *workflow_id, const
                          weft_error *err)
 {
     int rc;
-    if ((rc = check_member(type, workflow_id, task_id, err)) != 0)
-        return rc;
+    if ((rc = check_member(type, workflow_id, task_id, err)) != 0) return rc;
     return mq_has(((mem *)s)->queues, type, workflow_id, task_id);
 }
 
@@ -747,11 +581,9 @@ static int64_t earliest(mem *m, const char *const *types, size_t ntypes, int due
     int64_t at = INT64_MAX;
     const mq_item *it;
     size_t i;
-    if (due && (it = mq_order_peek(&m->due)) && it->at < at)
-        at = it->at;
+    if (due && (it = mq_order_peek(&m->due)) && it->at < at) at = it->at;
     for (i = 0; i < ntypes; i++)
-        if (mq_next(m->queues, types[i]) < at)
-            at = mq_next(m->queues, types[i]);
+        if (mq_next(m->queues, types[i]) < at) at = mq_next(m->queues, types[i]);
     return at;
 }
 
@@ -770,20 +602,16 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
     int64_t now = wu_now_ms();
     int nd = due_max > 0, n = 0, rc, k;
     size_t i;
-    if (ndue)
-        *ndue = 0;
-    if (max <= 0 || !types)
-        ntypes = 0;
+    if (ndue) *ndue = 0;
+    if (max <= 0 || !types) ntypes = 0;
     if (ntypes && lease_ms <= 0)
         return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
                       (long long)lease_ms);
     if (nd && hold_ms < 0)
         return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
-    if (!nd && !ntypes)
-        return 0;
+    if (!nd && !ntypes) return 0;
     for (i = 0; i < ntypes; i++)
-        if ((rc = check_type(types[i], err)) != 0)
-            return rc;
+        if ((rc = check_type(types[i], err)) != 0) return rc;
     if (wait_ms > 0) {
         /* nothing else runs on this store meanwhile: sleep until the first
          * thing comes due (or the wait ends), not until a wake token */
@@ -803,8 +631,7 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
             snprintf(due_ids[(*ndue)++], 64, "%s", ex->id);
         }
         for (k = 0; k < *ndue; k++)
-            if (due_at(m, exec_find(m, due_ids[k]), now + hold_ms))
-                return oom(err);
+            if (due_at(m, exec_find(m, due_ids[k]), now + hold_ms)) return oom(err);
     }
     for (i = 0; i < ntypes && n < max; i++) {
         if ((rc = mq_claim(m->queues, types[(m->rr + i) % ntypes], now, lease_ms, max - n,
@@ -812,8 +639,7 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
             return oom(err);
         n += rc;
     }
-    if (ntypes)
-        m->rr++;
+    if (ntypes) m->rr++;
     return n;
 }
 
@@ -822,10 +648,8 @@ static int mem_wake(st *s, const char *id, int64_t at, int only_earlier, weft_er
     mem *m = (mem *)s;
     mem_exec *ex;
     int rc;
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
-    if (!(ex = exec_entry(m, id)) || wake(m, ex, at, only_earlier))
-        return oom(err);
+    if ((rc = check_id(id, err)) != 0) return rc;
+    if (!(ex = exec_entry(m, id)) || wake(m, ex, at, only_earlier)) return oom(err);
     return 0;
 }
 
@@ -833,293 +657,31 @@ static int mem_forget(st *s, const char *id, weft_error *err)
 {
     mem_exec *ex;
     int rc;
-    if ((rc = check_id(id, err)) != 0)
-        return rc;
-    if ((ex = exec_find((mem *)s, id)))
-        ex->due_seq = 0;
-    return 0;
-}
-
-/* ---- definitions, task definitions, idempotency, daemons, secrets ---- */
-
-static int mem_def_register(st *s, const char *name, int version, const char *json,
-                            weft_error *err)
-{
-    mem *m = (mem *)s;
-    mem_kv *kv;
-    const char *key;
-    char v[16];
-    int rc;
-    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    if (version <= 0 || !json)
-        return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given",
-                      name);
-    if (!kv_get(&m->defnames, name) && kv_put(&m->defnames, name, name))
-        return oom(err);
-    key = ((mem_pair *)wu_map_get(m->defnames.map, name))->name;
-    if (!(kv = wu_map_get(m->defs, key))) {
-        if (!(kv = calloc(1, sizeof *kv)) || kv_init(kv) || wu_vec_push(&m->all_defs, kv)) {
-            if (kv)
-                wu_map_free(kv->map);
-            free(kv);
-            return oom(err);
-        }
-        /* keyed by the name's copy in defnames, which lives as long */
-        if (wu_map_put(m->defs, key, kv))
-            return oom(err);
-    }
-    snprintf(v, sizeof v, "%d", version);
-    return kv_put(kv, v, json) ? oom(err) : 0;
-}
-
-/* The highest version in kv, 0 when none. */
-static int def_latest(const mem_kv *kv)
-{
-    size_t i;
-    int best = 0;
-    for (i = 0; i < kv->all.len; i++) {
-        const mem_pair *p = kv->all.items[i];
-        int v = atoi(p->name);
-        if (p->value && v > best)
-            best = v;
-    }
-    return best;
-}
-
-static int mem_def_get(st *s, const char *name, int version, char **json, int *version_out,
-                       weft_error *err)
-{
-    mem *m = (mem *)s;
-    const mem_kv *kv;
-    const char *j;
-    char v[16];
-    int rc;
-    *json = NULL;
-    if ((rc = check_name("definition name", name, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    kv = wu_map_get(m->defs, name);
-    if (version <= 0 && (!kv || !(version = def_latest(kv))))
-        return wu_err(err, WEFT_ENOTFOUND, "no definition %s", name);
-    snprintf(v, sizeof v, "%d", version);
-    if (!kv || !(j = kv_get(kv, v)))
-        return wu_err(err, WEFT_ENOTFOUND, "no definition %s version %d", name, version);
-    if (!(*json = strdup(j)))
-        return oom(err);
-    if (version_out)
-        *version_out = version;
-    return 0;
-}
-
-static int by_version(const void *a, const void *b)
-{
-    int x = atoi((*(mem_pair *const *)a)->name), y = atoi((*(mem_pair *const *)b)->name);
-    return (x > y) - (x < y);
-}
-
-/* rs_def_list's format: a JSON array of every version of every registered
- * definition, by name then version. */
-static int mem_def_list(st *s, char **json, weft_error *err)
-{
-    mem *m = (mem *)s;
-    json_object *all = json_object_new_array();
-    mem_pair **names = NULL;
-    size_t i, j, n = 0;
-    int rc = 0;
-    *json = NULL;
-    if (!all || !(names = kv_sorted(&m->defnames, &n)))
-        rc = oom(err);
-    for (i = 0; !rc && i < n; i++) {
-        const mem_kv *kv = wu_map_get(m->defs, names[i]->name);
-        mem_pair **vs;
-        size_t nv;
-        if (!kv)
-            continue;
-        if (!(vs = kv_sorted(kv, &nv))) {
-            rc = oom(err);
-            break;
-        }
-        qsort(vs, nv, sizeof *vs, by_version);
-        for (j = 0; j < nv; j++) {
-            json_object *d = json_tokener_parse(vs[j]->value);
-            if (d)
-                json_object_array_add(all, d);
-        }
-        free(vs);
-    }
-    if (!rc && !(*json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN))))
-        rc = oom(err);
-    free(names);
-    json_object_put(all);
-    return rc;
-}
-
-/* kv_put of a checked name (what) and a value. */
-static int put_named(mem_kv *kv, const char *what, const char *name, const char *value,
-                     weft_error *err)
-{
-    int rc;
-    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    if (!value)
-        return wu_err(err, WEFT_EINVAL, "%s %s: no value", what, name);
-    return kv_put(kv, name, value) ? oom(err) : 0;
-}
-
-/* A copy of name's value into *value, or WEFT_ENOTFOUND with `missing`. */
-static int get_named(const mem_kv *kv, const char *what, const char *name, char **value,
-                     const char *missing, weft_error *err)
-{
-    const char *v;
-    int rc;
-    *value = NULL;
-    if ((rc = check_name(what, name, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    if (!(v = kv_get(kv, name)))
-        return wu_err(err, WEFT_ENOTFOUND, "%s", missing);
-    return (*value = strdup(v)) ? 0 : oom(err);
-}
-
-static int mem_taskdef_put(st *s, const char *name, const char *json, weft_error *err)
-{
-    return put_named(&((mem *)s)->taskdefs, "task name", name, json, err);
-}
-
-static int mem_taskdef_get(st *s, const char *name, char **json, weft_error *err)
-{
-    char missing[200];
-    snprintf(missing, sizeof missing, "no task definition %.150s", name ? name : "");
-    return get_named(&((mem *)s)->taskdefs, "task name", name, json, missing, err);
-}
-
-static int mem_taskdef_list(st *s, char **json, weft_error *err)
-{
-    return kv_json_array(&((mem *)s)->taskdefs, json, err);
-}
-
-static int mem_taskdefs_get(st *s, const char *const *names, size_t n, char **jsons,
-                            weft_error *err)
-{
-    size_t i;
-    for (i = 0; i < n; i++) {
-        const char *v = names[i] ? kv_get(&((mem *)s)->taskdefs, names[i]) : NULL;
-        jsons[i] = NULL;
-        if (v && !(jsons[i] = strdup(v))) {
-            while (i > 0)
-                free(jsons[--i]), jsons[i] = NULL;
-            return oom(err);
-        }
-    }
-    return 0;
-}
-
-static int mem_idem_claim(st *s, const char *key, const char *id, char existing[64],
-                          weft_error *err)
-{
-    mem_kv *kv = &((mem *)s)->idem;
-    const char *was;
-    int rc;
-    if (existing)
-        existing[0] = 0;
-    if ((rc = check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
-        (rc = check_id(id, err)) != 0)
-        return rc;
-    if (!(was = kv_get(kv, key)))
-        return kv_put(kv, key, id) ? oom(err) : 0;
-    if (existing)
-        snprintf(existing, 64, "%s", was);
-    /* the same id asking again (a retried start) is not a conflict */
-    return strcmp(was, id) ? wu_err(err, WEFT_EEXIST, "idempotency key %s was used by %s", key,
-                                    was)
-                           : 0;
-}
-
-static int mem_daemon_beat(st *s, const char *daemon_id, const char *info_json, weft_error *err)
-{
-    mem *m = (mem *)s;
-    json_object *j;
-    int rc;
-    if ((rc = check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    j = json_tokener_parse(info_json ? info_json : "{}");
-    if (!j || !json_object_is_type(j, json_type_object)) {
-        json_object_put(j);
-        return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
-    }
-    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
-    return json_object_object_add(m->daemons, daemon_id, j) ? oom(err) : 0;
-}
-
-static int mem_daemons(st *s, char **json, weft_error *err)
-{
-    *json = strdup(json_object_to_json_string_ext(((mem *)s)->daemons, JSON_C_TO_STRING_PLAIN));
-    return *json ? 0 : oom(err);
-}
-
-static int mem_secret_set(st *s, const char *name, const char *value, weft_error *err)
-{
-    return put_named(&((mem *)s)->secrets, "secret name", name, value, err);
-}
-
-static int mem_secret_get(st *s, const char *name, char **value, weft_error *err)
-{
-    char missing[300];
-    snprintf(missing, sizeof missing, "secret '%.100s' is not set (weft secret set %.100s)",
-             name ? name : "", name ? name : "");
-    return get_named(&((mem *)s)->secrets, "secret name", name, value, missing, err);
-}
-
-static int mem_secret_delete(st *s, const char *name, weft_error *err)
-{
-    mem_kv *kv = &((mem *)s)->secrets;
-    int rc;
-    if ((rc = check_name("secret name", name, NAME_MAX_, 1, err)) != 0)
-        return rc;
-    if (!kv_get(kv, name))
-        return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
-    return kv_put(kv, name, NULL);
-}
-
-static int mem_secret_names(st *s, char ***names, size_t *n, weft_error *err)
-{
-    size_t i, k;
-    mem_pair **v = kv_sorted(&((mem *)s)->secrets, &k);
-    *names = NULL;
-    *n = 0;
-    if (!v || !(*names = calloc(k + 1, sizeof **names))) {
-        free(v);
-        return oom(err);
-    }
-    for (i = 0; i < k; i++)
-        if (((*names)[*n] = strdup(v[i]->name)))
-            (*n)++;
-    free(v);
+    if ((rc = check_id(id, err)) != 0) return rc;
+    if ((ex = exec_find((mem *)s, id))) ex->due_seq = 0;
     return 0;
 }
 
 /* ---- the status lane ---- */
 
 /* A stored event as delivered: {"workflowId":..,"time":<entry ms>, ...}. */
-static int event_full(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line,
-                      size_t len)
+static int event_full(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line, size_t len)
 {
     char t[32];
     int rc;
     b->len = 0;
-    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
-        return wu_buf_add(b, line, len);
+    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14)) return wu_buf_add(b, line, len);
     snprintf(t, sizeof t, ",\"time\":%llu", (unsigned long long)ms);
-    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) || (rc = wu_buf_add_json_str(b, workflow_id)) ||
-        (rc = wu_buf_add(b, t, strlen(t))))
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) ||
+        (rc = wu_buf_add_json_str(b, workflow_id)) || (rc = wu_buf_add(b, t, strlen(t))))
         return rc;
-    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1)))
-        return rc;
+    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
     return wu_buf_add(b, line + 1, len - 1);
 }
 
 static int mem_events(st *s, const char *workflow_id, const char *after_id, char *next_id,
-                      int block_ms, int (*fn)(void *ud, const char *id, const char *json),
-                      void *ud, weft_error *err)
+                      int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
+                      weft_error *err)
 {
     mem *m = (mem *)s;
     char seen[ST_EVENT_ID_MAX], next[ST_EVENT_ID_MAX], evid[ST_EVENT_ID_MAX + 24];
@@ -1130,16 +692,13 @@ static int mem_events(st *s, const char *workflow_id, const char *after_id, char
     size_t lo, hi, e, read = 0;
     int rc, n = 0, stop = 0;
 
-    if ((rc = check_id(workflow_id, err)) != 0)
-        return rc;
-    if (block_ms < 0)
-        return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
+    if ((rc = check_id(workflow_id, err)) != 0) return rc;
+    if (block_ms < 0) return wu_err(err, WEFT_EINVAL, "events of %s: negative wait", workflow_id);
     if ((rc = st_event_id_parse(after_id, seen, &skip, err)) != 0)
         return wu_err_prefix(err, "events of %s: ", workflow_id);
     snprintf(next, sizeof next, "%s", after_id && *after_id ? after_id : "0");
     ms = strtoull(seen, NULL, 10);
-    if (strchr(seen, '-'))
-        seq = strtoull(strchr(seen, '-') + 1, NULL, 10);
+    if (strchr(seen, '-')) seq = strtoull(strchr(seen, '-') + 1, NULL, 10);
     ex = exec_find(m, workflow_id);
     /* the first entry after the one seen (or the one seen itself, when an
      * event inside it was the last one read) */
@@ -1177,13 +736,17 @@ static int mem_events(st *s, const char *workflow_id, const char *after_id, char
         }
         snprintf(next, sizeof next, "%s", entry);
     }
-    if (next_id)
-        snprintf(next_id, ST_EVENT_ID_MAX, "%s", next);
+    if (next_id) snprintf(next_id, ST_EVENT_ID_MAX, "%s", next);
     wu_buf_free(&full);
     return n;
 }
 
 /* ---- the handle ---- */
+
+mm *st_memory_meta(st *s)
+{
+    return ((mem *)s)->meta;
+}
 
 static const char *mem_where(st *s)
 {
@@ -1213,8 +776,7 @@ static void mem_free(st *s)
 {
     mem *m = (mem *)s;
     size_t i, j;
-    if (!m)
-        return;
+    if (!m) return;
     for (i = 0; i < m->all_execs.len; i++) {
         mem_exec *ex = m->all_execs.items[i];
         for (j = 0; j < ex->nev; j++)
@@ -1228,17 +790,7 @@ static void mem_free(st *s)
     wu_map_free(m->execs);
     mq_free(m->queues);
     mq_order_free(&m->due);
-    for (i = 0; i < m->all_defs.len; i++) {
-        kv_free(m->all_defs.items[i]);
-        free(m->all_defs.items[i]);
-    }
-    wu_vec_free(&m->all_defs);
-    wu_map_free(m->defs);
-    kv_free(&m->secrets);
-    kv_free(&m->taskdefs);
-    kv_free(&m->idem);
-    kv_free(&m->defnames);
-    json_object_put(m->daemons);
+    mm_free(m->meta);
     free(m);
 }
 
@@ -1269,20 +821,20 @@ static const st_ops mem_ops = {
     .due_claim = mem_due_claim,
     .wake = mem_wake,
     .forget = mem_forget,
-    .def_register = mem_def_register,
-    .def_get = mem_def_get,
-    .def_list = mem_def_list,
-    .taskdef_put = mem_taskdef_put,
-    .taskdef_get = mem_taskdef_get,
-    .taskdef_list = mem_taskdef_list,
-    .taskdefs_get = mem_taskdefs_get,
-    .idem_claim = mem_idem_claim,
-    .daemon_beat = mem_daemon_beat,
-    .daemons = mem_daemons,
-    .secret_set = mem_secret_set,
-    .secret_get = mem_secret_get,
-    .secret_delete = mem_secret_delete,
-    .secret_names = mem_secret_names,
+    .def_register = mm_def_register,
+    .def_get = mm_def_get,
+    .def_list = mm_def_list,
+    .taskdef_put = mm_taskdef_put,
+    .taskdef_get = mm_taskdef_get,
+    .taskdef_list = mm_taskdef_list,
+    .taskdefs_get = mm_taskdefs_get,
+    .idem_claim = mm_idem_claim,
+    .daemon_beat = mm_daemon_beat,
+    .daemons = mm_daemons,
+    .secret_set = mm_secret_set,
+    .secret_get = mm_secret_get,
+    .secret_delete = mm_secret_delete,
+    .secret_names = mm_secret_names,
     .events = mem_events,
 };
 
@@ -1290,17 +842,14 @@ int st_memory_open(const st_memory_opts *o, st **out, weft_error *err)
 {
     mem *m = calloc(1, sizeof *m);
     *out = NULL;
-    if (!m)
-        return oom(err);
+    if (!m) return oom(err);
     m->base.ops = &mem_ops;
     m->keep_events = o ? o->keep_events : 1;
     m->due.seq_off = offsetof(mem_exec, due_seq);
     m->execs = wu_map_new_borrowing();
     m->queues = mq_new();
-    m->defs = wu_map_new_borrowing();
-    m->daemons = json_object_new_object();
-    if (!m->execs || !m->queues || !m->defs || !m->daemons || kv_init(&m->secrets) ||
-        kv_init(&m->taskdefs) || kv_init(&m->idem) || kv_init(&m->defnames)) {
+    m->meta = mm_new();
+    if (!m->execs || !m->queues || !m->meta) {
         mem_free(&m->base);
         return oom(err);
     }

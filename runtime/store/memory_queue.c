@@ -15,8 +15,8 @@ typedef struct mq_member {
     struct mq_member *next; /* hash chain, or the free list */
     struct mq_queue *q;
     xc_exec *const *xslot; /* where its execution is stored (NULL: unknown) */
-    xc_task *t;      /* the task the push carried (checked before use) */
-    size_t tidx;     /* its index in the execution's tasks when pushed */
+    xc_task *t;            /* the task the push carried (checked before use) */
+    size_t tidx;           /* its index in the execution's tasks when pushed */
     uint64_t ready_seq, lease_seq;
     uint32_t hash;
     int reaps;
@@ -31,7 +31,6 @@ typedef struct mq_queue {
     mq_order ready, leases;
     long long nready, nleased;
 } mq_queue;
-
 
 struct mq {
     uint64_t seq, tokens;
@@ -65,8 +64,7 @@ static int heap_push(mq_order *q, mq_item it)
     if (q->nheap == q->capheap) {
         size_t cap = q->capheap ? q->capheap * 2 : 64;
         mq_item *h = realloc(q->heap, cap * sizeof *h);
-        if (!h)
-            return WEFT_ENOMEM;
+        if (!h) return WEFT_ENOMEM;
         q->heap = h;
         q->capheap = cap;
     }
@@ -85,17 +83,13 @@ static void heap_pop(mq_order *q)
     size_t i = 0;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = l;
-        if (l >= q->nheap)
-            break;
-        if (r < q->nheap && item_less(&q->heap[r], &q->heap[l]))
-            m = r;
-        if (!item_less(&q->heap[m], &last))
-            break;
+        if (l >= q->nheap) break;
+        if (r < q->nheap && item_less(&q->heap[r], &q->heap[l])) m = r;
+        if (!item_less(&q->heap[m], &last)) break;
         q->heap[i] = q->heap[m];
         i = m;
     }
-    if (q->nheap)
-        q->heap[i] = last;
+    if (q->nheap) q->heap[i] = last;
 }
 
 static int fifo_push(mq_order *q, mq_item it)
@@ -103,8 +97,7 @@ static int fifo_push(mq_order *q, mq_item it)
     if (q->nfifo == q->capfifo) {
         size_t cap = q->capfifo ? q->capfifo * 2 : 64, i;
         mq_item *f = malloc(cap * sizeof *f);
-        if (!f)
-            return WEFT_ENOMEM;
+        if (!f) return WEFT_ENOMEM;
         for (i = 0; i < q->nfifo; i++)
             f[i] = *fifo_at(q, i);
         free(q->fifo);
@@ -120,8 +113,7 @@ static int fifo_push(mq_order *q, mq_item it)
 int mq_order_push(mq_order *q, int64_t at, uint64_t seq, void *obj)
 {
     mq_item it = {at, seq, obj};
-    if ((!q->nfifo || !item_less(&it, fifo_at(q, q->nfifo - 1))) && fifo_push(q, it) == 0)
-        return 0;
+    if ((!q->nfifo || !item_less(&it, fifo_at(q, q->nfifo - 1))) && fifo_push(q, it) == 0) return 0;
     return heap_push(q, it);
 }
 
@@ -131,8 +123,7 @@ mq_item *mq_order_peek(mq_order *q)
     for (;;) {
         mq_item *f = q->nfifo ? fifo_at(q, 0) : NULL, *h = q->nheap ? &q->heap[0] : NULL;
         mq_item *m = !h || (f && item_less(f, h)) ? f : h;
-        if (!m || item_live(q, m))
-            return m;
+        if (!m || item_live(q, m)) return m;
         if (m == f) {
             q->fhead = (q->fhead + 1) & (q->capfifo - 1);
             q->nfifo--;
@@ -192,12 +183,9 @@ static uint32_t member_hash(const char *wf, const char *task)
 static mq_queue *queue_of(mq *w, const char *type, int create)
 {
     mq_queue *q;
-    if (w->lastq && !strcmp(w->lastq->type, type))
-        return w->lastq;
-    if ((q = wu_map_get(w->queues, type)) != NULL || !create)
-        return q ? (w->lastq = q) : NULL;
-    if (!(q = calloc(1, sizeof *q)))
-        return NULL;
+    if (w->lastq && !strcmp(w->lastq->type, type)) return w->lastq;
+    if ((q = wu_map_get(w->queues, type)) != NULL || !create) return q ? (w->lastq = q) : NULL;
+    if (!(q = calloc(1, sizeof *q))) return NULL;
     snprintf(q->type, sizeof q->type, "%s", type);
     q->ready.seq_off = offsetof(mq_member, ready_seq);
     q->leases.seq_off = offsetof(mq_member, lease_seq);
@@ -219,19 +207,16 @@ static mq_queue *queue_of(mq *w, const char *type, int create)
 static void copy_cut(char *dst, size_t cap, const char *s)
 {
     size_t n = strlen(s);
-    if (n >= cap)
-        n = cap - 1;
+    if (n >= cap) n = cap - 1;
     memcpy(dst, s, n);
     dst[n] = 0;
 }
 
-static mq_member *member_find(const mq_queue *q, const char *wf, const char *task,
-                               uint32_t h)
+static mq_member *member_find(const mq_queue *q, const char *wf, const char *task, uint32_t h)
 {
     mq_member *p;
     for (p = q->buckets[h & (q->nbuckets - 1)]; p; p = p->next)
-        if (p->hash == h && !strcmp(p->task, task) && !strcmp(p->wf, wf))
-            return p;
+        if (p->hash == h && !strcmp(p->task, task) && !strcmp(p->wf, wf)) return p;
     return NULL;
 }
 
@@ -239,8 +224,7 @@ static void member_grow(mq_queue *q)
 {
     size_t n = q->nbuckets * 2, i;
     mq_member **b = calloc(n, sizeof *b);
-    if (!b)
-        return; /* longer chains, still correct */
+    if (!b) return; /* longer chains, still correct */
     for (i = 0; i < q->nbuckets; i++) {
         mq_member *p = q->buckets[i], *next;
         for (; p; p = next) {
@@ -260,8 +244,7 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
     uint32_t h = member_hash(wf, task);
     mq_member *p = member_find(q, wf, task, h);
     size_t i;
-    if (p)
-        return p;
+    if (p) return p;
     if (!w->pool) {
         mq_member *c = malloc(POOL_CHUNK * sizeof *c);
         if (!c || wu_vec_push(&w->chunks, c)) {
@@ -286,8 +269,7 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
     p->lease[0] = 0;
     copy_cut(p->wf, sizeof p->wf, wf);
     copy_cut(p->task, sizeof p->task, task);
-    if (q->nmembers >= q->nbuckets)
-        member_grow(q);
+    if (q->nmembers >= q->nbuckets) member_grow(q);
     p->next = q->buckets[h & (q->nbuckets - 1)];
     q->buckets[h & (q->nbuckets - 1)] = p;
     q->nmembers++;
@@ -300,8 +282,7 @@ static void member_release(mq *w, mq_member *p)
 {
     mq_queue *q = p->q;
     mq_member **pp;
-    if (p->ready_seq || p->lease_seq || p->reaps)
-        return;
+    if (p->ready_seq || p->lease_seq || p->reaps) return;
     for (pp = &q->buckets[p->hash & (q->nbuckets - 1)]; *pp != p; pp = &(*pp)->next)
         ;
     *pp = p->next;
@@ -312,8 +293,7 @@ static void member_release(mq *w, mq_member *p)
 
 static int member_ready(mq *w, mq_member *p, int64_t at)
 {
-    if (!p->ready_seq)
-        p->q->nready++;
+    if (!p->ready_seq) p->q->nready++;
     p->ready_seq = ++w->seq;
     return mq_order_push(&p->q->ready, at, p->ready_seq, p);
 }
@@ -328,8 +308,7 @@ static void member_unready(mq_member *p)
 
 static int member_lease(mq *w, mq_member *p, int64_t expiry)
 {
-    if (!p->lease_seq)
-        p->q->nleased++;
+    if (!p->lease_seq) p->q->nleased++;
     p->lease_seq = ++w->seq;
     return mq_order_push(&p->q->leases, expiry, p->lease_seq, p);
 }
@@ -363,8 +342,7 @@ static xc_task *member_task(const mq_member *p)
 {
     const xc_exec *x = p->xslot ? *p->xslot : NULL;
     xc_task *t;
-    if (!x)
-        return NULL;
+    if (!x) return NULL;
     if (p->t && p->tidx < x->tasks.len && x->tasks.items[p->tidx] == p->t &&
         !strcmp(((xc_task *)x->tasks.items[p->tidx])->id, p->task))
         return p->t;
@@ -373,8 +351,7 @@ static xc_task *member_task(const mq_member *p)
 }
 
 /* Lease up to max members of q visible at now (claim.lua) into out. */
-static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int max,
-                       st_lease *out)
+static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int max, st_lease *out)
 {
     int n = 0;
     mq_item *it;
@@ -384,8 +361,7 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
         mq_order_pop(&q->ready, it);
         member_unready(p);
         token_make(w, p->lease);
-        if (member_lease(w, p, now + lease_ms))
-            return WEFT_ENOMEM;
+        if (member_lease(w, p, now + lease_ms)) return WEFT_ENOMEM;
         copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
         copy_cut(c->task_id, sizeof c->task_id, p->task);
         memcpy(c->lease, p->lease, sizeof c->lease);
@@ -398,8 +374,7 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
 }
 
 /* Expired leases of q back to ready (reap.lua); exhausted members listed. */
-static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted,
-                      size_t *nexhausted)
+static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted, size_t *nexhausted)
 {
     int64_t now = wu_now_ms();
     mq_item *it;
@@ -436,8 +411,7 @@ static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted,
 static mq_member *claim_member(mq *w, const st_lease *c)
 {
     mq_queue *q = queue_of(w, c->type, 0);
-    return q ? member_find(q, c->workflow_id, c->task_id,
-                           member_hash(c->workflow_id, c->task_id))
+    return q ? member_find(q, c->workflow_id, c->task_id, member_hash(c->workflow_id, c->task_id))
              : NULL;
 }
 
@@ -449,7 +423,6 @@ static void member_drop(mq *w, mq_member *p)
     mq_order_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
     member_release(w, p);
 }
-
 
 /* ---- the queues' interface (memory_queue.h) ---- */
 
@@ -466,8 +439,7 @@ mq *mq_new(void)
 void mq_free(mq *w)
 {
     size_t i;
-    if (!w)
-        return;
+    if (!w) return;
     for (i = 0; i < w->all_queues.len; i++) {
         mq_queue *q = w->all_queues.items[i];
         mq_order_free(&q->ready);
@@ -494,8 +466,7 @@ int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *
 {
     mq_queue *q = queue_of(w, type, 1);
     mq_member *p = q ? member_get(w, q, wf, task) : NULL;
-    if (!p)
-        return WEFT_ENOMEM;
+    if (!p) return WEFT_ENOMEM;
     p->xslot = xslot;
     p->t = t;
     p->tidx = t && t->seq > 0 ? (size_t)t->seq - 1 : 0;
@@ -526,16 +497,14 @@ int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st
 int mq_renew(mq *w, const st_lease *c, int64_t expiry)
 {
     mq_member *p = claim_member(w, c);
-    if (!p || !p->lease_seq || strcmp(p->lease, c->lease))
-        return 0;
+    if (!p || !p->lease_seq || strcmp(p->lease, c->lease)) return 0;
     return member_lease(w, p, expiry) ? WEFT_ENOMEM : 1;
 }
 
 int mq_ack(mq *w, const st_lease *c, int check)
 {
     mq_member *p = claim_member(w, c);
-    if (!p || (check && (!p->lease_seq || strcmp(p->lease, c->lease))))
-        return 0;
+    if (!p || (check && (!p->lease_seq || strcmp(p->lease, c->lease)))) return 0;
     member_drop(w, p);
     return 1;
 }
@@ -557,10 +526,8 @@ int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t
 void mq_sizes(mq *w, const char *type, long long *ready, long long *leased)
 {
     mq_queue *q = queue_of(w, type, 0);
-    if (ready)
-        *ready = q ? q->nready : 0;
-    if (leased)
-        *leased = q ? q->nleased : 0;
+    if (ready) *ready = q ? q->nready : 0;
+    if (leased) *leased = q ? q->nleased : 0;
 }
 
 int mq_has(mq *w, const char *type, const char *wf, const char *task)

@@ -63,7 +63,6 @@ static size_t nmade;
 /* the call with a fresh error named e_, which the macro's user reads */
 #define RC(call) ((void)memset(&e_, 0, sizeof e_), (call))
 
-
 static void assert_has(const char *s, const char *part)
 {
     if (!s || !strstr(s, part)) fail_msg("\"%s\" does not contain \"%s\"", s ? s : "", part);
@@ -269,9 +268,9 @@ static void test_command(void **state)
     assert_string_equal(pending, "t1|pause|why");
     free(pending);
     /* terminate overrides a waiting pause */
-    assert_int_equal(ST(S, exec_command, "wf-c", "t4|terminate|stop", "terminate", &pending,
-                        status, &e_),
-                     ST_CMD_RECORDED);
+    assert_int_equal(
+        ST(S, exec_command, "wf-c", "t4|terminate|stop", "terminate", &pending, status, &e_),
+        ST_CMD_RECORDED);
     assert_null(pending);
     /* a save that did not apply it is refused, fenced or not */
     free(old->cmd);
@@ -297,13 +296,12 @@ static void test_command(void **state)
         OK(ST(S, exec_save_many, &sv, 1, &e_));
         assert_int_equal(sv.rc, 0);
     }
-    assert_int_equal(RC(ST(S, exec_command, "wf-c", "t5|terminate|", "terminate", &pending,
-                           status, &e_)),
-                     WEFT_ESTATE);
+    assert_int_equal(
+        RC(ST(S, exec_command, "wf-c", "t5|terminate|", "terminate", &pending, status, &e_)),
+        WEFT_ESTATE);
     assert_string_equal(status, "TERMINATED");
     created("wf-r");
-    assert_int_equal(RC(ST(S, exec_command, "wf-r", "t6|resume|", "resume", &pending, status,
-                           &e_)),
+    assert_int_equal(RC(ST(S, exec_command, "wf-r", "t6|resume|", "resume", &pending, status, &e_)),
                      WEFT_ESTATE);
     assert_string_equal(status, "RUNNING");
     assert_int_equal(RC(ST(S, exec_command, "nope", "t7|pause|", "pause", &pending, status, &e_)),
@@ -890,8 +888,7 @@ static void test_bench(void **state)
         sv.steps = &sp;
         sv.nsteps = 1;
         ST(S, exec_save_many, &sv, 1, &e_);
-        if (sv.rc || claim("T1", 1, 60000, &l) != 1 || l.t != ts[i % NT] ||
-            ST(S, ack, &l, &e_))
+        if (sv.rc || claim("T1", 1, 60000, &l) != 1 || l.t != ts[i % NT] || ST(S, ack, &l, &e_))
             fail_msg("task %ld: %s", i, sv.why[0] ? sv.why : e_.msg);
     }
     fprintf(stderr, "bench %s: save(push) -> claim -> ack: %ld tasks, %.0f ns (CPU) per task\n",
