@@ -34,7 +34,7 @@ typedef struct mem_exec {
 } mem_exec;
 
 typedef struct mem {
-    st base;
+    st_store base;
     int keep_events;
     uint64_t seq;
     size_t rr;     /* claims start at another type each call, as redis's */
@@ -43,6 +43,7 @@ typedef struct mem {
     mq *queues;
     mq_order due;
     mm *meta;
+    mem_exec *by_obj[1024]; /* a cache: stored object -> its entry (exec_of) */
 } mem;
 
 /* ---- checks (the redis backend's, so that both refuse the same) ---- */
@@ -125,6 +126,17 @@ static int oom(weft_error *err)
 static mem_exec *exec_find(const mem *m, const char *id)
 {
     return wu_map_get(m->execs, id);
+}
+
+/* The entry that stores x itself (most saves are of the stored object),
+ * else the entry of x's id (NULL: none). A cache hit needs no hashing of
+ * the id: while an entry holds x, no other object can have its address. */
+static mem_exec *exec_of(mem *m, const xc_exec *x)
+{
+    mem_exec **slot = &m->by_obj[((uintptr_t)x >> 6) & 1023], *ex = *slot;
+    if (ex && ex->x == x) return ex;
+    if ((ex = exec_find(m, x->id)) && ex->x == x) *slot = ex;
+    return ex;
 }
 
 /* id's entry, made when missing; NULL when out of memory. */
@@ -226,7 +238,7 @@ static int steps_apply(mem *m, mem_exec *ex, const st_step *steps, size_t n, wef
 
 /* ---- executions ---- */
 
-static int mem_exec_create_many(st *s, st_create *c, size_t n, weft_error *err)
+static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error *err)
 {
     mem *m = (mem *)s;
     size_t i;
@@ -262,7 +274,8 @@ static int mem_exec_create_many(st *s, st_create *c, size_t n, weft_error *err)
     return 0;
 }
 
-static int mem_exec_load(st *s, const char *id, xc_exec **out, uint64_t *fence, weft_error *err)
+static int mem_exec_load(st_store *s, const char *id, xc_exec **out, uint64_t *fence,
+                         weft_error *err)
 {
     mem *m = (mem *)s;
     mem_exec *ex;
@@ -282,8 +295,8 @@ static int mem_exec_load(st *s, const char *id, xc_exec **out, uint64_t *fence, 
     return 0;
 }
 
-static int mem_exec_load_many(st *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
-                              weft_error *err)
+static int mem_exec_load_many(st_store *s, const char *const *ids, size_t n, xc_exec **out,
+                              int *rcs, weft_error *err)
 {
     size_t i;
     for (i = 0; i < n; i++) {
@@ -295,7 +308,7 @@ static int mem_exec_load_many(st *s, const char *const *ids, size_t n, xc_exec *
     return 0;
 }
 
-static int mem_exec_read(st *s, const char *id, st_doc *out, weft_error *err)
+static int mem_exec_read(st_store *s, const char *id, st_doc *out, weft_error *err)
 {
     mem *m = (mem *)s;
     mem_exec *ex;
@@ -305,7 +318,8 @@ static int mem_exec_read(st *s, const char *id, st_doc *out, weft_error *err)
     if ((rc = check_id(id, err)) != 0) return rc;
     if (!(ex = exec_find(m, id)) || !ex->x)
         return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", id);
-    if (cd_doc_text(ex->x, &b) || !(out->status = strdup(weft_wf_status_name(ex->x->status)))) {
+    if (cd_doc_text(ex->x, &b) || !(out->status = strdup(weft_wf_status_name(ex->x->status))) ||
+        (ex->cmd && !(out->cmd = strdup(ex->cmd)))) {
         wu_buf_free(&b);
         st_doc_clear(out);
         return oom(err);
@@ -354,7 +368,7 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
         (rc = check_write(sv->x->id, sv->steps, sv->nsteps, sv->events, sv->nevents, sv->acks,
                           sv->nacks, err)) != 0)
         return rc;
-    ex = exec_find(m, sv->x->id);
+    ex = exec_of(m, sv->x);
     if ((rc = save_allowed(ex, sv, err)) != 0) return rc;
     sv->new_fence = fence_bump(ex);
     if (sv->x != ex->x) {
@@ -373,7 +387,7 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     return 0;
 }
 
-static int mem_exec_save_many(st *s, st_save *sv, size_t n, weft_error *err)
+static int mem_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err)
 {
     size_t i;
     for (i = 0; i < n; i++) {
@@ -388,7 +402,8 @@ static int mem_exec_save_many(st *s, st_save *sv, size_t n, weft_error *err)
     return 0;
 }
 
-static int mem_exec_fail(st *s, const char *id, uint64_t fence, const char *why, weft_error *err)
+static int mem_exec_fail(st_store *s, const char *id, uint64_t fence, const char *why,
+                         weft_error *err)
 {
     mem *m = (mem *)s;
     mem_exec *ex;
@@ -425,7 +440,7 @@ static int cmd_ended(weft_wf_status ws)
 }
 
 /* command.lua */
-static int mem_exec_command(st *s, const char *id, const char *text, const char *kind,
+static int mem_exec_command(st_store *s, const char *id, const char *text, const char *kind,
                             char **pending, char status[32], weft_error *err)
 {
     mem *m = (mem *)s;
@@ -464,13 +479,13 @@ static int mem_exec_command(st *s, const char *id, const char *text, const char 
     return ST_CMD_RECORDED;
 }
 
-static int mem_exec_flush(st *s, const char *id, weft_error *err)
+static int mem_exec_flush(st_store *s, const char *id, weft_error *err)
 {
     (void)s;
     return check_id(id, err);
 }
 
-static int mem_exec_exists_many(st *s, const char *const *ids, size_t n, int *exists,
+static int mem_exec_exists_many(st_store *s, const char *const *ids, size_t n, int *exists,
                                 weft_error *err)
 {
     size_t i;
@@ -486,7 +501,7 @@ static int mem_exec_exists_many(st *s, const char *const *ids, size_t n, int *ex
 
 /* ---- work queues and leases ---- */
 
-static int mem_renew_many(st *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
+static int mem_renew_many(st_store *s, const st_lease *c, size_t n, int64_t lease_ms, int *ok,
                           weft_error *err)
 {
     mem *m = (mem *)s;
@@ -503,7 +518,7 @@ static int mem_renew_many(st *s, const st_lease *c, size_t n, int64_t lease_ms, 
     return 0;
 }
 
-static int mem_ack(st *s, const st_lease *c, weft_error *err)
+static int mem_ack(st_store *s, const st_lease *c, weft_error *err)
 {
     mem *m = (mem *)s;
     int rc;
@@ -514,8 +529,8 @@ static int mem_ack(st *s, const st_lease *c, weft_error *err)
     return 0;
 }
 
-static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
-                    weft_error *err)
+static int mem_reap(st_store *s, const char *type, int max_reaps, char ***exhausted,
+                    size_t *nexhausted, weft_error *err)
 {
     int rc;
     *exhausted = NULL;
@@ -526,7 +541,7 @@ static int mem_reap(st *s, const char *type, int max_reaps, char ***exhausted, s
     return rc < 0 ? oom(err) : rc;
 }
 
-static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
+static int mem_poll(st_store *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
                     st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
                     weft_error *err)
 {
@@ -545,8 +560,8 @@ static int mem_poll(st *s, const char *queue, int max, int64_t lease_ms, int max
     return rc < 0 ? oom(err) : rc;
 }
 
-static int mem_lease_extend(st *s, const char *queue, const char *workflow_id, const char *task_id,
-                            int64_t lease_ms, weft_error *err)
+static int mem_lease_extend(st_store *s, const char *queue, const char *workflow_id,
+                            const char *task_id, int64_t lease_ms, weft_error *err)
 {
     int rc;
     if ((rc = check_member(queue, workflow_id, task_id, err)) != 0) return rc;
@@ -555,7 +570,7 @@ static int mem_lease_extend(st *s, const char *queue, const char *workflow_id, c
     return 0;
 }
 
-static int mem_queue_sizes(st *s, const char *type, long long *ready, long long *leased,
+static int mem_queue_sizes(st_store *s, const char *type, long long *ready, long long *leased,
                            weft_error *err)
 {
     int rc;
@@ -564,8 +579,8 @@ static int mem_queue_sizes(st *s, const char *type, long long *ready, long long 
     return 0;
 }
 
-static int mem_queue_has(st *s, const char *type, const char *workflow_id, const char *task_id,
-                         weft_error *err)
+static int mem_queue_has(st_store *s, const char *type, const char *workflow_id,
+                         const char *task_id, weft_error *err)
 {
     int rc;
     if ((rc = check_member(type, workflow_id, task_id, err)) != 0) return rc;
@@ -594,9 +609,9 @@ static void sleep_ms(int64_t ms)
         ;
 }
 
-static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
-                         int *ndue, const char *const *types, size_t ntypes, int max,
-                         int64_t lease_ms, st_lease *out, weft_error *err)
+static int mem_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms,
+                         char (*due_ids)[64], int *ndue, const char *const *types, size_t ntypes,
+                         int max, int64_t lease_ms, st_lease *out, weft_error *err)
 {
     mem *m = (mem *)s;
     int64_t now = wu_now_ms();
@@ -643,7 +658,7 @@ static int mem_due_claim(st *s, int wait_ms, int due_max, int64_t hold_ms, char 
     return n;
 }
 
-static int mem_wake(st *s, const char *id, int64_t at, int only_earlier, weft_error *err)
+static int mem_wake(st_store *s, const char *id, int64_t at, int only_earlier, weft_error *err)
 {
     mem *m = (mem *)s;
     mem_exec *ex;
@@ -653,7 +668,7 @@ static int mem_wake(st *s, const char *id, int64_t at, int only_earlier, weft_er
     return 0;
 }
 
-static int mem_forget(st *s, const char *id, weft_error *err)
+static int mem_forget(st_store *s, const char *id, weft_error *err)
 {
     mem_exec *ex;
     int rc;
@@ -679,7 +694,7 @@ static int event_full(wu_buf *b, const char *workflow_id, uint64_t ms, const cha
     return wu_buf_add(b, line + 1, len - 1);
 }
 
-static int mem_events(st *s, const char *workflow_id, const char *after_id, char *next_id,
+static int mem_events(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
                       int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
                       weft_error *err)
 {
@@ -741,38 +756,44 @@ static int mem_events(st *s, const char *workflow_id, const char *after_id, char
     return n;
 }
 
+int64_t st_memory_next(st_store *s, const char *const *types, size_t ntypes)
+{
+    int64_t at = earliest((mem *)s, types, ntypes, 1);
+    return at == INT64_MAX ? 0 : at;
+}
+
 /* ---- the handle ---- */
 
-mm *st_memory_meta(st *s)
+mm *st_memory_meta(st_store *s)
 {
     return ((mem *)s)->meta;
 }
 
-static const char *mem_where(st *s)
+static const char *mem_where(st_store *s)
 {
     (void)s;
     return "memory";
 }
 
-static void mem_revive(st *s)
+static void mem_revive(st_store *s)
 {
     (void)s;
 }
 
-static int mem_broken(const st *s)
+static int mem_broken(const st_store *s)
 {
     (void)s;
     return 0;
 }
 
-static int mem_ping(st *s, weft_error *err)
+static int mem_ping(st_store *s, weft_error *err)
 {
     (void)s;
     (void)err;
     return 0;
 }
 
-static void mem_free(st *s)
+static void mem_free(st_store *s)
 {
     mem *m = (mem *)s;
     size_t i, j;
@@ -838,7 +859,7 @@ static const st_ops mem_ops = {
     .events = mem_events,
 };
 
-int st_memory_open(const st_memory_opts *o, st **out, weft_error *err)
+int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)
 {
     mem *m = calloc(1, sizeof *m);
     *out = NULL;

@@ -11,7 +11,10 @@
  *   and a change not saved is not undone: saving is what moves the fence,
  *   applies the steps and appends the events, not what stores the state.
  *   A save whose x is another object than the stored one replaces the
- *   stored reference.
+ *   stored reference. A committed save sets x->fence to the new fence and
+ *   x->cmd to NULL (x is what is stored: no command waits for it); a load
+ *   sets them from the store (x->cmd a copy of the waiting command). As the
+ *   object is shared, a load by one holder sets them for all.
  * - A save applies its queue steps at once: nothing is left in an outbox,
  *   so exec_flush has nothing to do and returns 0.
  * - No retention: terminal executions, idempotency keys and events are
@@ -43,6 +46,13 @@ typedef struct st_memory_opts {
 
 /* A new, empty memory store into *out (st_free it). o may be NULL (the
  * defaults: events kept). Returns 0 or WEFT_ENOMEM (*out NULL). */
-int st_memory_open(const st_memory_opts *o, st **out, weft_error *err);
+int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err);
+
+/* When the next thing of memory store s comes due: the earliest time an
+ * execution is due on the decider queue or a ready member of types[0..n)
+ * becomes visible; 0 when nothing is queued there at all (what waits then
+ * waits for something outside, or forever: the embedded engine says what
+ * is blocked). */
+int64_t st_memory_next(st_store *s, const char *const *types, size_t ntypes);
 
 #endif

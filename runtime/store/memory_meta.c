@@ -134,7 +134,7 @@ static int kv_json_array(const mem_kv *kv, char **json, weft_error *err)
 
 /* ---- definitions, task definitions, idempotency, daemons, secrets ---- */
 
-int mm_def_register(st *s, const char *name, int version, const char *json, weft_error *err)
+int mm_def_register(st_store *s, const char *name, int version, const char *json, weft_error *err)
 {
     mm *t = st_memory_meta(s);
     mem_kv *kv;
@@ -172,7 +172,7 @@ static int def_latest(const mem_kv *kv)
     return best;
 }
 
-int mm_def_get(st *s, const char *name, int version, char **json, int *version_out, weft_error *err)
+int mm_def_get(st_store *s, const char *name, int version, char **json, int *version_out, weft_error *err)
 {
     mm *t = st_memory_meta(s);
     const mem_kv *kv;
@@ -200,7 +200,7 @@ static int by_version(const void *a, const void *b)
 
 /* rs_def_list's format: a JSON array of every version of every registered
  * definition, by name then version. */
-int mm_def_list(st *s, char **json, weft_error *err)
+int mm_def_list(st_store *s, char **json, weft_error *err)
 {
     mm *t = st_memory_meta(s);
     json_object *all = json_object_new_array();
@@ -254,24 +254,24 @@ static int get_named(const mem_kv *kv, const char *what, const char *name, char 
     return (*value = strdup(v)) ? 0 : oom(err);
 }
 
-int mm_taskdef_put(st *s, const char *name, const char *json, weft_error *err)
+int mm_taskdef_put(st_store *s, const char *name, const char *json, weft_error *err)
 {
     return put_named(&st_memory_meta(s)->taskdefs, "task name", name, json, err);
 }
 
-int mm_taskdef_get(st *s, const char *name, char **json, weft_error *err)
+int mm_taskdef_get(st_store *s, const char *name, char **json, weft_error *err)
 {
     char missing[200];
     snprintf(missing, sizeof missing, "no task definition %.150s", name ? name : "");
     return get_named(&st_memory_meta(s)->taskdefs, "task name", name, json, missing, err);
 }
 
-int mm_taskdef_list(st *s, char **json, weft_error *err)
+int mm_taskdef_list(st_store *s, char **json, weft_error *err)
 {
     return kv_json_array(&st_memory_meta(s)->taskdefs, json, err);
 }
 
-int mm_taskdefs_get(st *s, const char *const *names, size_t n, char **jsons, weft_error *err)
+int mm_taskdefs_get(st_store *s, const char *const *names, size_t n, char **jsons, weft_error *err)
 {
     size_t i;
     for (i = 0; i < n; i++) {
@@ -286,7 +286,7 @@ int mm_taskdefs_get(st *s, const char *const *names, size_t n, char **jsons, wef
     return 0;
 }
 
-int mm_idem_claim(st *s, const char *key, const char *id, char existing[64], weft_error *err)
+int mm_idem_claim(st_store *s, const char *key, const char *id, char existing[64], weft_error *err)
 {
     mem_kv *kv = &st_memory_meta(s)->idem;
     const char *was;
@@ -302,7 +302,7 @@ int mm_idem_claim(st *s, const char *key, const char *id, char existing[64], wef
                            : 0;
 }
 
-int mm_daemon_beat(st *s, const char *daemon_id, const char *info_json, weft_error *err)
+int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, weft_error *err)
 {
     mm *t = st_memory_meta(s);
     json_object *j;
@@ -317,19 +317,19 @@ int mm_daemon_beat(st *s, const char *daemon_id, const char *info_json, weft_err
     return json_object_object_add(t->daemons, daemon_id, j) ? oom(err) : 0;
 }
 
-int mm_daemons(st *s, char **json, weft_error *err)
+int mm_daemons(st_store *s, char **json, weft_error *err)
 {
     *json =
         strdup(json_object_to_json_string_ext(st_memory_meta(s)->daemons, JSON_C_TO_STRING_PLAIN));
     return *json ? 0 : oom(err);
 }
 
-int mm_secret_set(st *s, const char *name, const char *value, weft_error *err)
+int mm_secret_set(st_store *s, const char *name, const char *value, weft_error *err)
 {
     return put_named(&st_memory_meta(s)->secrets, "secret name", name, value, err);
 }
 
-int mm_secret_get(st *s, const char *name, char **value, weft_error *err)
+int mm_secret_get(st_store *s, const char *name, char **value, weft_error *err)
 {
     char missing[300];
     snprintf(missing, sizeof missing, "secret '%.100s' is not set (weft secret set %.100s)",
@@ -337,7 +337,7 @@ int mm_secret_get(st *s, const char *name, char **value, weft_error *err)
     return get_named(&st_memory_meta(s)->secrets, "secret name", name, value, missing, err);
 }
 
-int mm_secret_delete(st *s, const char *name, weft_error *err)
+int mm_secret_delete(st_store *s, const char *name, weft_error *err)
 {
     mem_kv *kv = &st_memory_meta(s)->secrets;
     int rc;
@@ -346,7 +346,7 @@ int mm_secret_delete(st *s, const char *name, weft_error *err)
     return kv_put(kv, name, NULL);
 }
 
-int mm_secret_names(st *s, char ***names, size_t *n, weft_error *err)
+int mm_secret_names(st_store *s, char ***names, size_t *n, weft_error *err)
 {
     size_t i, k;
     mem_pair **v = kv_sorted(&st_memory_meta(s)->secrets, &k);

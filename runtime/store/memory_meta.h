@@ -15,7 +15,7 @@ typedef struct mm mm;
 mm *mm_new(void);
 void mm_free(mm *t);
 /* The tables of memory store s (memory.c; borrowed, live as long as s). */
-mm *st_memory_meta(st *s);
+mm *st_memory_meta(st_store *s);
 
 /* A name the store keeps: not empty, under max bytes, no '|' unless bar_ok
  * (ids and types end up in "<wfid>|<taskid>"). 0, or WEFT_EINVAL naming
@@ -24,20 +24,20 @@ int mm_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_
 
 /* The st_ops entries of the same names (store.h, and their rs_* twins in
  * store/redis/redis.h for the details); s is a memory store. */
-int mm_def_register(st *s, const char *name, int version, const char *json, weft_error *err);
-int mm_def_get(st *s, const char *name, int version, char **json, int *version_out,
+int mm_def_register(st_store *s, const char *name, int version, const char *json, weft_error *err);
+int mm_def_get(st_store *s, const char *name, int version, char **json, int *version_out,
                weft_error *err);
-int mm_def_list(st *s, char **json, weft_error *err);
-int mm_taskdef_put(st *s, const char *name, const char *json, weft_error *err);
-int mm_taskdef_get(st *s, const char *name, char **json, weft_error *err);
-int mm_taskdef_list(st *s, char **json, weft_error *err);
-int mm_taskdefs_get(st *s, const char *const *names, size_t n, char **jsons, weft_error *err);
-int mm_idem_claim(st *s, const char *key, const char *id, char existing[64], weft_error *err);
-int mm_daemon_beat(st *s, const char *daemon_id, const char *info_json, weft_error *err);
-int mm_daemons(st *s, char **json, weft_error *err);
-int mm_secret_set(st *s, const char *name, const char *value, weft_error *err);
-int mm_secret_get(st *s, const char *name, char **value, weft_error *err);
-int mm_secret_delete(st *s, const char *name, weft_error *err);
-int mm_secret_names(st *s, char ***names, size_t *n, weft_error *err);
+int mm_def_list(st_store *s, char **json, weft_error *err);
+int mm_taskdef_put(st_store *s, const char *name, const char *json, weft_error *err);
+int mm_taskdef_get(st_store *s, const char *name, char **json, weft_error *err);
+int mm_taskdef_list(st_store *s, char **json, weft_error *err);
+int mm_taskdefs_get(st_store *s, const char *const *names, size_t n, char **jsons, weft_error *err);
+int mm_idem_claim(st_store *s, const char *key, const char *id, char existing[64], weft_error *err);
+int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, weft_error *err);
+int mm_daemons(st_store *s, char **json, weft_error *err);
+int mm_secret_set(st_store *s, const char *name, const char *value, weft_error *err);
+int mm_secret_get(st_store *s, const char *name, char **value, weft_error *err);
+int mm_secret_delete(st_store *s, const char *name, weft_error *err);
+int mm_secret_names(st_store *s, char ***names, size_t *n, weft_error *err);
 
 #endif

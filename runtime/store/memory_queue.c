@@ -12,13 +12,15 @@ struct mq_queue;
 /* A queue member "<wf>|<task>": ready, leased (both at once, as redis
  * allows), or only remembered for its reap count. */
 typedef struct mq_member {
-    struct mq_member *next; /* hash chain, or the free list */
+    struct mq_member *next;   /* hash chain, or the free list */
+    struct mq_member **pprev; /* what points to it in its chain */
     struct mq_queue *q;
     xc_exec *const *xslot; /* where its execution is stored (NULL: unknown) */
     xc_task *t;            /* the task the push carried (checked before use) */
     size_t tidx;           /* its index in the execution's tasks when pushed */
     uint64_t ready_seq, lease_seq;
     uint32_t hash;
+    uint32_t slot; /* its place in the pool: leases name it (token_make) */
     int reaps;
     char lease[40];
     char wf[MQ_ID_MAX], task[MQ_ID_MAX];
@@ -220,6 +222,15 @@ static mq_member *member_find(const mq_queue *q, const char *wf, const char *tas
     return NULL;
 }
 
+/* Put p at the head of chain *head. */
+static void chain_add(mq_member **head, mq_member *p)
+{
+    p->next = *head;
+    p->pprev = head;
+    if (p->next) p->next->pprev = &p->next;
+    *head = p;
+}
+
 static void member_grow(mq_queue *q)
 {
     size_t n = q->nbuckets * 2, i;
@@ -229,8 +240,7 @@ static void member_grow(mq_queue *q)
         mq_member *p = q->buckets[i], *next;
         for (; p; p = next) {
             next = p->next;
-            p->next = b[p->hash & (n - 1)];
-            b[p->hash & (n - 1)] = p;
+            chain_add(&b[p->hash & (n - 1)], p);
         }
     }
     free(q->buckets);
@@ -251,8 +261,11 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
             free(c);
             return NULL;
         }
-        for (i = 0; i < POOL_CHUNK; i++) {
+        for (i = POOL_CHUNK; i-- > 0;) {
+            c[i].slot = (uint32_t)((w->chunks.len - 1) * POOL_CHUNK + i);
             c[i].next = w->pool;
+            c[i].q = NULL;
+            c[i].reaps = 0;
             c[i].ready_seq = c[i].lease_seq = 0;
             w->pool = &c[i];
         }
@@ -270,8 +283,7 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
     copy_cut(p->wf, sizeof p->wf, wf);
     copy_cut(p->task, sizeof p->task, task);
     if (q->nmembers >= q->nbuckets) member_grow(q);
-    p->next = q->buckets[h & (q->nbuckets - 1)];
-    q->buckets[h & (q->nbuckets - 1)] = p;
+    chain_add(&q->buckets[h & (q->nbuckets - 1)], p);
     q->nmembers++;
     return p;
 }
@@ -280,13 +292,10 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
  * reap count). */
 static void member_release(mq *w, mq_member *p)
 {
-    mq_queue *q = p->q;
-    mq_member **pp;
     if (p->ready_seq || p->lease_seq || p->reaps) return;
-    for (pp = &q->buckets[p->hash & (q->nbuckets - 1)]; *pp != p; pp = &(*pp)->next)
-        ;
-    *pp = p->next;
-    q->nmembers--;
+    *p->pprev = p->next;
+    if (p->next) p->next->pprev = p->pprev;
+    p->q->nmembers--;
     p->next = w->pool;
     w->pool = p;
 }
@@ -322,18 +331,38 @@ static void member_unlease(mq_member *p)
     p->lease[0] = 0;
 }
 
-/* A fresh token: "m" and a counter in hex (unique in this store). */
-static void token_make(mq *w, char out[40])
+/* A fresh token for p: "m", p's pool slot and a counter, in hex
+ * ("m1f.2a"): unique in this store, and a lease names its member, so
+ * that an ack finds it without a lookup (lease_member). */
+static void token_make(mq *w, mq_member *p)
 {
     static const char hex[] = "0123456789abcdef";
-    uint64_t v = ++w->tokens;
-    int n = 1, i;
-    while (n < 16 && v >> (4 * n))
-        n++;
-    out[0] = 'm';
-    for (i = 0; i < n; i++)
-        out[n - i] = hex[(v >> (4 * i)) & 15];
-    out[n + 1] = 0;
+    uint64_t v[2] = {p->slot, ++w->tokens};
+    char *o = p->lease;
+    int k, n, i;
+    *o++ = 'm';
+    for (k = 0; k < 2; k++) {
+        for (n = 1; n < 16 && v[k] >> (4 * n); n++)
+            ;
+        for (i = n - 1; i >= 0; i--)
+            *o++ = hex[(v[k] >> (4 * i)) & 15];
+        *o++ = k ? 0 : '.';
+    }
+}
+
+/* The member a token of token_make names, or NULL (another form). */
+static mq_member *token_member(const mq *w, const char *lease)
+{
+    uint64_t slot = 0;
+    const char *s = lease + 1;
+    if (lease[0] != 'm') return NULL;
+    for (; *s && *s != '.' && s - lease < 10; s++) {
+        int d = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : -1;
+        if (d < 0) return NULL;
+        slot = slot * 16 + (uint64_t)d;
+    }
+    if (*s != '.' || s == lease + 1 || slot / POOL_CHUNK >= w->chunks.len) return NULL;
+    return (mq_member *)w->chunks.items[slot / POOL_CHUNK] + slot % POOL_CHUNK;
 }
 
 /* p's task object in its stored execution (the one the push carried when
@@ -360,7 +389,7 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
         st_lease *c = &out[n++];
         mq_order_pop(&q->ready, it);
         member_unready(p);
-        token_make(w, p->lease);
+        token_make(w, p);
         if (member_lease(w, p, now + lease_ms)) return WEFT_ENOMEM;
         copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
         copy_cut(c->task_id, sizeof c->task_id, p->task);
@@ -413,6 +442,17 @@ static mq_member *claim_member(mq *w, const st_lease *c)
     mq_queue *q = queue_of(w, c->type, 0);
     return q ? member_find(q, c->workflow_id, c->task_id, member_hash(c->workflow_id, c->task_id))
              : NULL;
+}
+
+/* The member of a claim: the one its token names when that is it (no
+ * lookup: the claim's own), else by its name. */
+static mq_member *lease_member(mq *w, const st_lease *c)
+{
+    mq_member *p = token_member(w, c->lease);
+    if (p && (p->lease_seq || p->ready_seq || p->reaps) && !strcmp(p->task, c->task_id) &&
+        !strcmp(p->wf, c->workflow_id) && p->q == queue_of(w, c->type, 0))
+        return p;
+    return claim_member(w, c);
 }
 
 /* Drop p's lease and reap count (ack.lua after its token check). */
@@ -496,14 +536,14 @@ int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st
 
 int mq_renew(mq *w, const st_lease *c, int64_t expiry)
 {
-    mq_member *p = claim_member(w, c);
+    mq_member *p = lease_member(w, c);
     if (!p || !p->lease_seq || strcmp(p->lease, c->lease)) return 0;
     return member_lease(w, p, expiry) ? WEFT_ENOMEM : 1;
 }
 
 int mq_ack(mq *w, const st_lease *c, int check)
 {
-    mq_member *p = claim_member(w, c);
+    mq_member *p = lease_member(w, c);
     if (!p || (check && (!p->lease_seq || strcmp(p->lease, c->lease)))) return 0;
     member_drop(w, p);
     return 1;

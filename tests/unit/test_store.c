@@ -1,5 +1,5 @@
 /*
- * The store contract (store/store.h), each case written once against st *
+ * The store contract (store/store.h), each case written once against st_store *
  * and run for every backend in BACKENDS. A backend's open function gives a
  * fresh, empty store; a row that needs Redis gets the URL of a
  * redis-server this test starts (redis_fixture.h), and is skipped when
@@ -29,11 +29,11 @@ typedef struct backend {
     const char *name;
     /* a fresh, empty store; url: the test's redis-server (NULL when the
      * row does not need one) */
-    int (*open)(const char *url, st **out, weft_error *err);
+    int (*open)(const char *url, st_store **out, weft_error *err);
     int needs_redis;
 } backend;
 
-static int open_memory(const char *url, st **out, weft_error *err)
+static int open_memory(const char *url, st_store **out, weft_error *err)
 {
     (void)url;
     return st_memory_open(NULL, out, err);
@@ -46,7 +46,7 @@ static const backend BACKENDS[] = {
 static const backend *cur;
 static const char *cur_url;
 static def_workflow *WF;
-static st *S;
+static st_store *S;
 
 static weft_error e_;
 
@@ -131,7 +131,8 @@ static xc_exec *load(const char *id)
     return made[nmade++] = x;
 }
 
-/* Save x at fence with steps/events; returns sv.rc, *fence_out the new fence. */
+/* Save x at fence with steps/events; returns sv.rc, *fence_out the new fence
+ * (x->fence too: a backend need not set it). */
 static int save(xc_exec *x, uint64_t fence, const st_step *steps, size_t nsteps,
                 const char *const *ev, size_t nev, uint64_t *fence_out)
 {
@@ -146,6 +147,7 @@ static int save(xc_exec *x, uint64_t fence, const st_step *steps, size_t nsteps,
     sv.nevents = nev;
     OK(ST(S, exec_save_many, &sv, 1, &e_));
     if (fence_out) *fence_out = sv.new_fence;
+    if (sv.rc == 0) x->fence = sv.new_fence; /* the saver's copy is current again */
     snprintf(e_.msg, sizeof e_.msg, "%s", sv.why);
     return sv.rc;
 }
@@ -278,6 +280,12 @@ static void test_command(void **state)
     assert_int_equal(save(old, 1, NULL, 0, NULL, 0, &f), WEFT_ESTATE);
     assert_has(e_.msg, "operator command");
     assert_int_equal(save(old, 0, NULL, 0, NULL, 0, &f), WEFT_ESTATE);
+    {
+        st_doc d = {0};
+        OK(ST(S, exec_read, "wf-c", &d, &e_));
+        assert_string_equal(d.cmd, "t4|terminate|stop");
+        st_doc_clear(&d);
+    }
     x = load("wf-c");
     assert_string_equal(x->cmd, "t4|terminate|stop");
     x->status = WEFT_WF_TERMINATED;
@@ -481,6 +489,13 @@ static void test_unqueue_and_acks(void **state)
     assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
     assert_int_equal(ST(S, queue_has, "T1", "wf-u", "a", &e_), 0);
     assert_int_equal(RC(ST(S, ack, &l[0], &e_)), WEFT_ESTATE);
+    /* one member's token does not ack another */
+    {
+        st_lease swapped = l[1];
+        memcpy(swapped.lease, l[0].lease, sizeof swapped.lease);
+        assert_int_equal(RC(ST(S, ack, &swapped, &e_)), WEFT_ESTATE);
+        assert_int_equal(ST(S, queue_has, "T1", "wf-u", "b", &e_), 1);
+    }
     /* a save's acks drop its claims once committed */
     memset(&sv, 0, sizeof sv);
     sv.x = x;
@@ -544,15 +559,19 @@ static void test_due_wake_forget(void **state)
     assert_int_equal(due(4, 0, ids), 1);
     OK(ST(S, forget, "wf-d", &e_));
     assert_int_equal(due(4, 0, ids), 0);
-    /* a wait ends when something comes due */
+    /* a wait ends when something comes due (redis's may end sooner, on
+     * an older wake-up token: then the next wait) */
     OK(ST(S, wake, "wf-d", wu_now_ms() + 50, 0, &e_));
     t0 = wu_mono_ms();
     {
-        int n = -1, rc = ST(S, due_claim, 2000, 4, 60000, ids, &n, NULL, 0, 0, 0, NULL, &e_);
-        assert_int_equal(rc, 0);
+        int n = 0, k;
+        for (k = 0; k < 3 && n != 1; k++)
+            OK(ST(S, due_claim, 2000, 4, 60000, ids, &n, NULL, 0, 0, 0, NULL, &e_));
         assert_int_equal(n, 1);
+        if (is_memory()) assert_int_equal(k, 1); /* it sleeps until then, once */
     }
     assert_true(wu_mono_ms() - t0 >= 40);
+    assert_true(wu_mono_ms() - t0 < 6000);
     assert_int_equal(RC(ST(S, wake, "a|b", 0, 0, &e_)), WEFT_EINVAL);
     assert_int_equal(RC(ST(S, forget, "", &e_)), WEFT_EINVAL);
     assert_int_equal(RC(ST(S, due_claim, 0, 1, -1, ids, NULL, NULL, 0, 0, 0, NULL, &e_)),
@@ -803,7 +822,7 @@ static void test_memory_objects(void **state)
     st_step sp;
     st_lease l;
     st_doc d = {0};
-    st *quiet = NULL;
+    st_store *quiet = NULL;
     st_memory_opts o = {0};
     const char *ev[1] = {"{}"};
     seen_ev s;
