@@ -300,35 +300,25 @@ static void member_release(mq *w, mq_member *p)
     w->pool = p;
 }
 
-static int member_ready(mq *w, mq_member *p, int64_t at)
+/* Queue p as ready at `at` (lease 0) or leased until `at` (lease 1), in
+ * place of what it was there. */
+static int member_put(mq *w, mq_member *p, int lease, int64_t at)
 {
-    if (!p->ready_seq) p->q->nready++;
-    p->ready_seq = ++w->seq;
-    return mq_order_push(&p->q->ready, at, p->ready_seq, p);
+    uint64_t *seq = lease ? &p->lease_seq : &p->ready_seq;
+    if (!*seq) (*(lease ? &p->q->nleased : &p->q->nready))++;
+    *seq = ++w->seq;
+    return mq_order_push(lease ? &p->q->leases : &p->q->ready, at, *seq, p);
 }
 
-static void member_unready(mq_member *p)
+/* Take p off its ready set (lease 0) or its leases (lease 1). */
+static void member_take(mq_member *p, int lease)
 {
-    if (p->ready_seq) {
-        p->ready_seq = 0;
-        p->q->nready--;
+    uint64_t *seq = lease ? &p->lease_seq : &p->ready_seq;
+    if (*seq) {
+        *seq = 0;
+        (*(lease ? &p->q->nleased : &p->q->nready))--;
     }
-}
-
-static int member_lease(mq *w, mq_member *p, int64_t expiry)
-{
-    if (!p->lease_seq) p->q->nleased++;
-    p->lease_seq = ++w->seq;
-    return mq_order_push(&p->q->leases, expiry, p->lease_seq, p);
-}
-
-static void member_unlease(mq_member *p)
-{
-    if (p->lease_seq) {
-        p->lease_seq = 0;
-        p->q->nleased--;
-    }
-    p->lease[0] = 0;
+    if (lease) p->lease[0] = 0;
 }
 
 /* A fresh token for p: "m", p's pool slot and a counter, in hex
@@ -388,9 +378,9 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
         mq_member *p = it->obj;
         st_lease *c = &out[n++];
         mq_order_pop(&q->ready, it);
-        member_unready(p);
+        member_take(p, 0);
         token_make(w, p);
-        if (member_lease(w, p, now + lease_ms)) return WEFT_ENOMEM;
+        if (member_put(w, p, 1, now + lease_ms)) return WEFT_ENOMEM;
         copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
         copy_cut(c->task_id, sizeof c->task_id, p->task);
         memcpy(c->lease, p->lease, sizeof c->lease);
@@ -412,7 +402,7 @@ static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted, size
     while (n < REAP_BATCH && (it = mq_order_peek(&q->leases)) && it->at <= now) {
         mq_member *p = it->obj;
         mq_order_pop(&q->leases, it);
-        member_unlease(p);
+        member_take(p, 1);
         n++;
         if (++p->reaps > max_reaps) {
             size_t len = strlen(p->wf) + strlen(p->task) + 2;
@@ -425,7 +415,7 @@ static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted, size
                 snprintf(s, len, "%s|%s", p->wf, p->task);
             }
             member_release(w, p);
-        } else if (member_ready(w, p, now)) {
+        } else if (member_put(w, p, 0, now)) {
             rc = WEFT_ENOMEM;
         } else {
             back++;
@@ -458,7 +448,7 @@ static mq_member *lease_member(mq *w, const st_lease *c)
 /* Drop p's lease and reap count (ack.lua after its token check). */
 static void member_drop(mq *w, mq_member *p)
 {
-    member_unlease(p);
+    member_take(p, 1);
     p->reaps = 0;
     mq_order_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
     member_release(w, p);
@@ -512,17 +502,17 @@ int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *
     p->tidx = t && t->seq > 0 ? (size_t)t->seq - 1 : 0;
     if (lease) {
         copy_cut(p->lease, sizeof p->lease, lease);
-        return member_lease(w, p, lease_until);
+        return member_put(w, p, 1, lease_until);
     }
-    return member_ready(w, p, at);
+    return member_put(w, p, 0, at);
 }
 
 void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
 {
     mq_member *p = member_of(w, type, wf, task);
     if (p) {
-        member_unready(p);
-        member_unlease(p);
+        member_take(p, 0);
+        member_take(p, 1);
         p->reaps = 0;
         member_release(w, p);
     }
@@ -538,7 +528,7 @@ int mq_renew(mq *w, const st_lease *c, int64_t expiry)
 {
     mq_member *p = lease_member(w, c);
     if (!p || !p->lease_seq || strcmp(p->lease, c->lease)) return 0;
-    return member_lease(w, p, expiry) ? WEFT_ENOMEM : 1;
+    return member_put(w, p, 1, expiry) ? WEFT_ENOMEM : 1;
 }
 
 int mq_ack(mq *w, const st_lease *c, int check)
@@ -560,7 +550,7 @@ int mq_reap(mq *w, const char *type, int max_reaps, char ***exhausted, size_t *n
 int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t expiry)
 {
     mq_member *p = member_of(w, type, wf, task);
-    return p && p->lease_seq && member_lease(w, p, expiry) ? WEFT_ENOMEM : 0;
+    return p && p->lease_seq && member_put(w, p, 1, expiry) ? WEFT_ENOMEM : 0;
 }
 
 void mq_sizes(mq *w, const char *type, long long *ready, long long *leased)

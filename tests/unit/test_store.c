@@ -158,6 +158,16 @@ static st_step push(const char *type, const char *task, int64_t at)
     return s;
 }
 
+/* A new execution id, loaded, saved once with steps[0..n): the loaded copy. */
+static xc_exec *queued(const char *id, const st_step *steps, size_t n)
+{
+    xc_exec *x;
+    created(id);
+    x = load(id);
+    if (save(x, x->fence, steps, n, NULL, 0, NULL)) fail_msg("save %s: %s", id, e_.msg);
+    return x;
+}
+
 static int claim(const char *type, int max, int64_t lease_ms, st_lease *out)
 {
     const char *types[1] = {type};
@@ -343,11 +353,8 @@ static void test_claim_order(void **state)
                      push("T1", "c", now + 60000)};
     st_lease l[4];
     long long ready = -1, leased = -1;
-    xc_exec *x;
     (void)state;
-    created("wf-q");
-    x = load("wf-q");
-    assert_int_equal(save(x, x->fence, sp, 3, NULL, 0, NULL), 0);
+    queued("wf-q", sp, 3);
     OK(ST(S, queue_sizes, "T1", &ready, &leased, &e_));
     assert_int_equal(ready, 3);
     assert_int_equal(leased, 0);
@@ -374,11 +381,8 @@ static void test_renew_ack(void **state)
     st_step sp = push("T1", "a", 0);
     st_lease l, bad;
     int ok[2] = {-1, -1};
-    xc_exec *x;
     (void)state;
-    created("wf-r");
-    x = load("wf-r");
-    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0);
+    queued("wf-r", &sp, 1);
     assert_int_equal(claim("T1", 1, 60000, &l), 1);
     bad = l;
     snprintf(bad.lease, sizeof bad.lease, "stale");
@@ -412,9 +416,7 @@ static void test_reap(void **state)
     size_t nex = 0;
     xc_exec *x;
     (void)state;
-    created("wf-p");
-    x = load("wf-p");
-    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    x = queued("wf-p", sp, 2);
     assert_int_equal(claim("T1", 2, 1, l), 2);
     nap(10);
     assert_int_equal(ST(S, reap, "T1", 1, &ex, &nex, &e_), 2);
@@ -449,11 +451,8 @@ static void test_poll_extend(void **state)
     char **ex = NULL;
     size_t nex = 0;
     int reaped = -1;
-    xc_exec *x;
     (void)state;
-    created("wf-e");
-    x = load("wf-e");
-    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    queued("wf-e", sp, 2);
     assert_int_equal(ST(S, poll, "Q", 2, 60000, 3, l, &reaped, &ex, &nex, &e_), 1);
     assert_int_equal(reaped, 0);
     assert_string_equal(l[0].task_id, "a");
@@ -482,9 +481,7 @@ static void test_unqueue_and_acks(void **state)
     st_save sv;
     xc_exec *x;
     (void)state;
-    created("wf-u");
-    x = load("wf-u");
-    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    x = queued("wf-u", sp, 2);
     assert_int_equal(claim("T1", 2, 60000, l), 2);
     assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
     assert_int_equal(ST(S, queue_has, "T1", "wf-u", "a", &e_), 0);
@@ -586,11 +583,8 @@ static void test_due_and_claims(void **state)
     char ids[4][64];
     st_lease l[4];
     int n = -1, got;
-    xc_exec *x;
     (void)state;
-    created("wf-dc");
-    x = load("wf-dc");
-    assert_int_equal(save(x, x->fence, sp, 2, NULL, 0, NULL), 0);
+    queued("wf-dc", sp, 2);
     got = ST(S, due_claim, 0, 4, 60000, ids, &n, types, 2, 1, 60000, l, &e_);
     assert_int_equal(got, 1);
     assert_int_equal(n, 1);
