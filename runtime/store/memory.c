@@ -759,7 +759,7 @@ static int mem_events(st_store *s, const char *workflow_id, const char *after_id
 int64_t st_memory_next(st_store *s, const char *const *types, size_t ntypes)
 {
     int64_t at = earliest((mem *)s, types, ntypes, 1);
-    return at == INT64_MAX ? 0 : at;
+    return at == INT64_MAX ? 0 : at > 0 ? at : 1; /* 0 says "nothing" */
 }
 
 /* ---- the handle ---- */

@@ -50,7 +50,7 @@ int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err);
 
 /* When the next thing of memory store s comes due: the earliest time an
  * execution is due on the decider queue or a ready member of types[0..n)
- * becomes visible; 0 when nothing is queued there at all (what waits then
+ * becomes visible (at least 1); 0 when nothing is queued there at all (what waits then
  * waits for something outside, or forever: the embedded engine says what
  * is blocked). */
 int64_t st_memory_next(st_store *s, const char *const *types, size_t ntypes);

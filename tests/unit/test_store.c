@@ -822,6 +822,17 @@ static void test_memory_objects(void **state)
     seen_ev s;
     (void)state;
     if (!is_memory()) skip();
+    {
+        const char *types[1] = {"T1"};
+        int64_t later = wu_now_ms() + 60000;
+        st_step p = push("T1", "n", later);
+        assert_int_equal(st_memory_next(S, types, 1), 0); /* nothing queued */
+        x = queued("wf-n", &p, 1);
+        assert_true(st_memory_next(S, types, 1) <= wu_now_ms()); /* due since its create */
+        OK(ST(S, forget, "wf-n", &e_));
+        assert_int_equal(st_memory_next(S, types, 1), later);
+        assert_int_equal(st_memory_next(S, NULL, 0), 0);
+    }
     x = created("wf-m");
     y = load("wf-m");
     assert_ptr_equal(x, y);
