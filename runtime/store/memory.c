@@ -1,7 +1,6 @@
 #include "store/memory.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,9 +243,9 @@ static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error 
     size_t i;
     for (i = 0; i < n; i++) {
         weft_error e;
-        err_clear(&e);
         mem_exec *ex = NULL;
         st_step now = {ST_WAKE, NULL, NULL, wu_now_ms(), NULL, 0, NULL};
+        err_clear(&e);
         c[i].why[0] = 0;
         if (!c[i].x)
             c[i].rc = wu_err(&e, WEFT_EINVAL, "create: no execution");
@@ -492,8 +491,9 @@ static int mem_exec_exists_many(st_store *s, const char *const *ids, size_t n, i
     (void)err;
     for (i = 0; i < n; i++) {
         weft_error e;
+        const mem_exec *ex;
         err_clear(&e);
-        const mem_exec *ex = check_id(ids[i], &e) == 0 ? exec_find((mem *)s, ids[i]) : NULL;
+        ex = check_id(ids[i], &e) == 0 ? exec_find((mem *)s, ids[i]) : NULL;
         exists[i] = ex && ex->x;
     }
     return 0;
