@@ -23,6 +23,7 @@
 #include "core/exec.h"
 #include "plugin/host.h"
 #include "store/memory.h"
+#include "store/redis/backend.h"
 #include "store/store.h"
 
 typedef struct backend {
@@ -39,6 +40,20 @@ static int open_memory(const char *url, st_store **out, weft_error *err)
     return st_memory_open(NULL, out, err);
 }
 
+static def_env ENV; /* compiles the definitions a store reads back */
+
+/* A redis store on the test's redis-server, emptied (FLUSHALL). */
+static __attribute__((unused)) int open_redis(const char *url, st_store **out, weft_error *err)
+{
+    st_redis_opts o = {0};
+    int rc;
+    o.rs.url = url;
+    o.defs = &ENV;
+    if ((rc = st_redis_open(&o, out, err)) != 0) return rc;
+    return rs_command(st_redis_conn(*out), err, "FLUSHALL");
+}
+
+/* A row per backend; redis's: {"redis", open_redis, 1}. */
 static const backend BACKENDS[] = {
     {"memory", open_memory, 0},
 };
@@ -954,7 +969,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_memory_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench, setup, teardown),
     };
-    def_env env = {.find_type = find_type, .searched = "/test/plugins"};
     json_object *def = json_tokener_parse(
         "{\"name\":\"order\",\"version\":1,\"tasks\":[{\"name\":\"a\",\"taskReferenceName\":\"a\","
         "\"type\":\"T\"}]}");
@@ -963,8 +977,10 @@ int main(void)
     int have_redis = 0, fails = 0;
     size_t b;
 
-    env.host = host_table();
-    if (def_compile(&env, def, "test", NULL, &WF, &err)) {
+    ENV.find_type = find_type;
+    ENV.searched = "/test/plugins";
+    ENV.host = host_table();
+    if (def_compile(&ENV, def, "test", NULL, &WF, &err)) {
         fprintf(stderr, "definition: %s\n", err.msg);
         return 1;
     }
