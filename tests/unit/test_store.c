@@ -584,6 +584,18 @@ static void test_due_wake_forget(void **state)
     }
     assert_true(wu_mono_ms() - t0 >= 40);
     assert_true(wu_mono_ms() - t0 < 6000);
+    /* a wake of an id with no execution is kept: the decider finds nothing */
+    {
+        const char *ghost[1] = {"ghost"};
+        int ex = -1;
+        xc_exec *y = NULL;
+        OK(ST(S, wake, "ghost", 0, 0, &e_));
+        assert_int_equal(due(4, 60000, ids), 1);
+        assert_string_equal(ids[0], "ghost");
+        OK(ST(S, exec_exists_many, ghost, 1, &ex, &e_));
+        assert_int_equal(ex, 0);
+        assert_int_equal(RC(ST(S, exec_load, "ghost", &y, NULL, &e_)), WEFT_ENOTFOUND);
+    }
     assert_int_equal(RC(ST(S, wake, "a|b", 0, 0, &e_)), WEFT_EINVAL);
     assert_int_equal(RC(ST(S, forget, "", &e_)), WEFT_EINVAL);
     assert_int_equal(RC(ST(S, due_claim, 0, 1, -1, ids, NULL, NULL, 0, 0, 0, NULL, &e_)),
@@ -891,6 +903,12 @@ static void test_memory_objects(void **state)
     memset(&s, 0, sizeof s);
     assert_int_equal(ST(quiet, events, "wf-q", "0", NULL, 0, on_event, &s, &e_), 0);
     st_free(quiet);
+    /* nothing else can add events while this thread waits: no wait */
+    {
+        int64_t t0 = wu_mono_ms();
+        assert_int_equal(ST(S, events, "wf-m", "0", NULL, 5000, on_event, &s, &e_), 0);
+        assert_true(wu_mono_ms() - t0 < 1000);
+    }
 }
 
 /* CPU time in ns (the machine may be busy with other work). */
