@@ -28,7 +28,7 @@
  *   hands that id out, and the decider finds nothing there.
  *
  * Queues follow claim/renew/ack/reap.lua: ready members ordered by
- * (visible-at, insertion), leases with tokens ("m<counter>") and expiry,
+ * (visible-at, insertion), leases with tokens ("m<slot>.<counter>") and expiry,
  * reap counts. Each operation is O(1) or O(log n); a push whose step
  * carries its task (st_step.task) allocates no string, and a claim fills
  * st_lease.x/.t, so the caller needs no lookup.

@@ -1,7 +1,7 @@
 /*
  * The memory store's work queues (memory.c): per task type, members
  * "<wfid>|<taskid>" ready in (visible-at, insertion) order, leases with
- * tokens ("m<counter>") and expiry, reap counts: what claim.lua, renew.lua,
+ * tokens ("m<slot>.<counter>") and expiry, reap counts: what claim.lua, renew.lua,
  * ack.lua, reap.lua and unqueue.lua do in Redis, in O(1) or O(log n) per
  * operation, without a string allocation per task. Prefix mq_. The caller
  * (memory.c) checks names and ids first; nothing here fails but for
