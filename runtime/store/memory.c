@@ -42,7 +42,7 @@ typedef struct mem {
     mq *queues;
     mq_order due;
     mm *meta;
-    mem_exec *by_obj[1024]; /* a cache: stored object -> its entry (exec_of) */
+    mem_exec *by_obj[8192]; /* a cache: stored object -> its entry (exec_of) */
 } mem;
 
 /* ---- checks (the redis backend's, so that both refuse the same) ---- */
@@ -132,7 +132,7 @@ static mem_exec *exec_find(const mem *m, const char *id)
  * the id: while an entry holds x, no other object can have its address. */
 static mem_exec *exec_of(mem *m, const xc_exec *x)
 {
-    mem_exec **slot = &m->by_obj[((uintptr_t)x >> 6) & 1023], *ex = *slot;
+    mem_exec **slot = &m->by_obj[((uintptr_t)x >> 6) & 8191], *ex = *slot;
     if (ex && ex->x == x) return ex;
     if ((ex = exec_find(m, x->id)) && ex->x == x) *slot = ex;
     return ex;
