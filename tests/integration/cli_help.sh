@@ -84,5 +84,36 @@ run_weft --version
 expect_rc "weft --version" 0
 case $out in "weft "*) ok "weft --version prints it" ;; *) not_ok "weft --version: $out" ;; esac
 
+# weftd and weft-bench parse with getopt_long too: --help, --opt=value, bad options named
+WEFTD="$BUILD/runtime/weftd"
+BENCH="$BUILD/bench/weft-bench"
+"$WEFTD" --help >"$TMP/out" 2>&1; rc=$?
+expect_rc "weftd --help" 0
+grep -q '^usage: weftd' "$TMP/out" && ok "weftd --help: usage" || not_ok "weftd --help: $(cat "$TMP/out")"
+"$WEFTD" --no-such-flag --version >"$TMP/out" 2>&1; rc=$?
+expect_rc "weftd --version next to a bad option" 0
+for args in "--no-such-flag" "--redis" "--set novalue" "stray"; do
+    # shellcheck disable=SC2086
+    "$WEFTD" $args >/dev/null 2>"$TMP/err"; rc=$?; errout=$(cat "$TMP/err")
+    expect_rc "weftd $args" 2
+    expect_err "weftd $args" "unknown or incomplete option ${args%% *}"
+done
+"$WEFTD" --workers=many >/dev/null 2>"$TMP/err"; rc=$?; errout=$(cat "$TMP/err")
+expect_rc "weftd --workers=many" 2
+expect_err "weftd --workers=many" "--workers: "
+"$BENCH" --help >"$TMP/out" 2>&1; rc=$?
+expect_rc "weft-bench --help" 0
+"$BENCH" --no-such-flag >/dev/null 2>"$TMP/err"; rc=$?; errout=$(cat "$TMP/err")
+expect_rc "weft-bench --no-such-flag" 2
+expect_err "weft-bench --no-such-flag" "unknown option --no-such-flag"
+"$BENCH" --workload queue --n >/dev/null 2>"$TMP/err"; rc=$?; errout=$(cat "$TMP/err")
+expect_rc "weft-bench --n without a value" 2
+expect_err "weft-bench --n without a value" "incomplete option --n"
+"$BENCH" --workload=chain5 --embedded --n=3 --serial >"$TMP/out" 2>"$TMP/err"; rc=$?
+errout=$(cat "$TMP/err")
+expect_rc "weft-bench --opt=value" 0
+case $(tail -n 1 "$TMP/out") in *'"workload":"chain5"'*'"n":3'*) ok "weft-bench --opt=value: applied" ;;
+    *) not_ok "weft-bench: $(tail -n 1 "$TMP/out")" ;; esac
+
 echo "# $passes passed, $failures failed"
 [ "$failures" = 0 ]
