@@ -24,7 +24,7 @@ int cli_start(const cli *c, cli_tp *t)
     int rc;
     if ((rc = read_input(c->input, &input)))
         return rc;
-    if ((rc = t->start(t, c->args[0], input, &id)) == EXIT_OK)
+    if ((rc = t->ops->start(t, c->args[0], input, &id)) == EXIT_OK)
         printf("%s\n", id ? id : "");
     free(id);
     json_object_put(input);
@@ -37,7 +37,7 @@ int cli_register(const cli *c, cli_tp *t)
     int version = 0, rc;
     if (!cli_is_file(c->args[0]))
         return die(EXIT_USAGE, "register needs a .lua or .json file, not '%s'", c->args[0]);
-    if ((rc = t->reg(t, c->args[0], &name, &version)) == EXIT_OK)
+    if ((rc = t->ops->reg(t, c->args[0], &name, &version)) == EXIT_OK)
         printf("registered %s version %d\n", name ? name : "?", version);
     free(name);
     return rc;
@@ -46,7 +46,7 @@ int cli_register(const cli *c, cli_tp *t)
 int cli_status(const cli *c, cli_tp *t)
 {
     json_object *doc = NULL;
-    int rc = t->status(t, c->args[0], &doc);
+    int rc = t->ops->status(t, c->args[0], &doc);
     if (rc == EXIT_OK && doc)
         printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
                                                                JSON_C_TO_STRING_SPACED |
@@ -76,7 +76,7 @@ int cli_wait(const cli *c, cli_tp *t)
     long pause = 10;
     for (;;) {
         tp_wf w;
-        int rc = t->poll(t, id, deadline && wu_mono_ms() >= deadline, &w);
+        int rc = t->ops->poll(t, id, deadline && wu_mono_ms() >= deadline, &w);
         if (rc == TP_AGAIN) {
             cli_sleep_ms(500);
             continue;
@@ -99,32 +99,32 @@ int cli_wait(const cli *c, cli_tp *t)
 
 int cli_watch(const cli *c, cli_tp *t)
 {
-    return t->watch(t, c->args[0]);
+    return t->ops->watch(t, c->args[0]);
 }
 
 int cli_terminate(const cli *c, cli_tp *t)
 {
-    return t->act(t, c->args[0], TP_TERMINATE, c->reason);
+    return t->ops->act(t, c->args[0], TP_TERMINATE, c->reason);
 }
 
 int cli_pause(const cli *c, cli_tp *t)
 {
-    return t->act(t, c->args[0], TP_PAUSE, NULL);
+    return t->ops->act(t, c->args[0], TP_PAUSE, NULL);
 }
 
 int cli_resume(const cli *c, cli_tp *t)
 {
-    return t->act(t, c->args[0], TP_RESUME, NULL);
+    return t->ops->act(t, c->args[0], TP_RESUME, NULL);
 }
 
 int cli_retry(const cli *c, cli_tp *t)
 {
-    return t->act(t, c->args[0], TP_RETRY, NULL);
+    return t->ops->act(t, c->args[0], TP_RETRY, NULL);
 }
 
 int cli_restart(const cli *c, cli_tp *t)
 {
-    return t->act(t, c->args[0], TP_RESTART, NULL);
+    return t->ops->act(t, c->args[0], TP_RESTART, NULL);
 }
 
 /* signal ID REF [JSON] [--status COMPLETED|FAILED] [--reason R] */
@@ -144,7 +144,7 @@ int cli_signal(const cli *c, cli_tp *t)
         }
         failed = 1;
     }
-    rc = t->signal(t, c->args[0], c->args[1], failed, c->reason ? c->reason : "failed by signal",
+    rc = t->ops->signal(t, c->args[0], c->args[1], failed, c->reason ? c->reason : "failed by signal",
                    out);
     json_object_put(out);
     return rc;
@@ -222,6 +222,6 @@ int cli_remote(const cli_cmd *cmd, const cli *c)
     if (rc)
         return rc;
     rc = cmd->run(c, &t);
-    t.close(&t);
+    t.ops->close(&t);
     return rc;
 }

@@ -23,9 +23,8 @@ typedef enum tp_act { TP_TERMINATE, TP_PAUSE, TP_RESUME, TP_RETRY, TP_RESTART } 
 /* poll's answer when the store or daemon is restarting: try again. */
 enum { TP_AGAIN = -1 };
 
-struct cli_tp {
-    const cli *c;
-    void *impl;
+/* The operations, one table per transport (like a VFS). */
+typedef struct tp_ops {
     /* Start FILE.lua|FILE.json|NAME (--version, --correlation-id and
      * --idempotency-key from c) with input (borrowed); *id is the new
      * workflow's id (malloc'd). */
@@ -48,6 +47,12 @@ struct cli_tp {
     int (*signal)(cli_tp *t, const char *id, const char *ref, int failed, const char *reason,
                   json_object *output);
     void (*close)(cli_tp *t);
+} tp_ops;
+
+struct cli_tp {
+    const cli *c;
+    void *impl; /* the transport's own state */
+    const tp_ops *ops;
 };
 
 /* Open t over Redis (--redis, --prefix, their environment); plugins: load

@@ -401,6 +401,17 @@ static void h_close(cli_tp *t)
     free(a);
 }
 
+static const tp_ops ops = {
+    .start = h_start,
+    .reg = h_reg,
+    .status = h_status,
+    .poll = h_poll,
+    .watch = h_watch,
+    .act = h_act,
+    .signal = h_signal,
+    .close = h_close,
+};
+
 int tp_open_http(cli_tp *t, const cli *c, const char *url)
 {
     const char *token = getenv("WEFT_API_TOKEN");
@@ -435,13 +446,6 @@ int tp_open_http(cli_tp *t, const cli *c, const char *url)
     memset(t, 0, sizeof *t);
     t->c = c;
     t->impl = a;
-    t->start = h_start;
-    t->reg = h_reg;
-    t->status = h_status;
-    t->poll = h_poll;
-    t->watch = h_watch;
-    t->act = h_act;
-    t->signal = h_signal;
-    t->close = h_close;
+    t->ops = &ops;
     return EXIT_OK;
 }

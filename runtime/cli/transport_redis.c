@@ -324,6 +324,17 @@ rs *tp_store(cli_tp *t)
     return ((rtp *)t->impl)->r;
 }
 
+static const tp_ops ops = {
+    .start = r_start,
+    .reg = r_reg,
+    .status = r_status,
+    .poll = r_poll,
+    .watch = r_watch,
+    .act = r_act,
+    .signal = r_signal,
+    .close = r_close,
+};
+
 int tp_open_redis(cli_tp *t, const cli *c, int plugins)
 {
     weft_error err = {0};
@@ -379,13 +390,6 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     memset(t, 0, sizeof *t);
     t->c = c;
     t->impl = k;
-    t->start = r_start;
-    t->reg = r_reg;
-    t->status = r_status;
-    t->poll = r_poll;
-    t->watch = r_watch;
-    t->act = r_act;
-    t->signal = r_signal;
-    t->close = r_close;
+    t->ops = &ops;
     return EXIT_OK;
 }
