@@ -22,10 +22,8 @@ int cli_start(const cli *c, cli_tp *t)
     json_object *input = NULL;
     char *id = NULL;
     int rc;
-    if ((rc = read_input(c->input, &input)))
-        return rc;
-    if ((rc = t->ops->start(t, c->args[0], input, &id)) == EXIT_OK)
-        printf("%s\n", id ? id : "");
+    if ((rc = read_input(c->input, &input))) return rc;
+    if ((rc = t->ops->start(t, c->args[0], input, &id)) == EXIT_OK) printf("%s\n", id ? id : "");
     free(id);
     json_object_put(input);
     return rc;
@@ -61,10 +59,10 @@ static int wait_done(const char *id, const tp_wf *w)
     if (w->status != WEFT_WF_COMPLETED)
         fprintf(stderr, "weft: workflow %s %s%s%s\n", id, weft_wf_status_name(w->status),
                 w->reason ? ": " : "", w->reason ? w->reason : "");
-    printf("%s\n", w->output ? json_object_to_json_string_ext(w->output,
-                                                              JSON_C_TO_STRING_PLAIN |
-                                                                  JSON_C_TO_STRING_NOSLASHESCAPE)
-                             : "{}");
+    printf("%s\n",
+           w->output ? json_object_to_json_string_ext(w->output, JSON_C_TO_STRING_PLAIN |
+                                                                     JSON_C_TO_STRING_NOSLASHESCAPE)
+                     : "{}");
     return w->status == WEFT_WF_COMPLETED ? EXIT_OK : EXIT_WF_FAILED;
 }
 
@@ -133,8 +131,7 @@ int cli_signal(const cli *c, cli_tp *t)
     weft_error err = {0};
     json_object *out = NULL;
     int failed = 0, rc;
-    if (c->nargs < 2)
-        return die(EXIT_USAGE, "usage: weft signal ID REF [JSON]%s", "");
+    if (c->nargs < 2) return die(EXIT_USAGE, "usage: weft signal ID REF [JSON]%s", "");
     if (c->nargs > 2 && wu_parse_json("signal payload", c->args[2], &out, &err))
         return cli_fail(&err);
     if (c->status && strcmp(c->status, "COMPLETED")) {
@@ -144,8 +141,8 @@ int cli_signal(const cli *c, cli_tp *t)
         }
         failed = 1;
     }
-    rc = t->ops->signal(t, c->args[0], c->args[1], failed, c->reason ? c->reason : "failed by signal",
-                   out);
+    rc = t->ops->signal(t, c->args[0], c->args[1], failed,
+                        c->reason ? c->reason : "failed by signal", out);
     json_object_put(out);
     return rc;
 }
@@ -161,13 +158,10 @@ static int secret_set(rs *r, const char *name)
     int rc;
     while ((n = fread(chunk, 1, sizeof chunk, stdin)) > 0)
         wu_buf_add(&b, chunk, n);
-    if (b.len && b.data[b.len - 1] == '\n')
-        b.data[--b.len] = 0;
-    if (b.len && b.data[b.len - 1] == '\r')
-        b.data[--b.len] = 0;
+    if (b.len && b.data[b.len - 1] == '\n') b.data[--b.len] = 0;
+    if (b.len && b.data[b.len - 1] == '\r') b.data[--b.len] = 0;
     rc = rs_secret_set(r, name, b.data ? b.data : "", &err);
-    if (b.data)
-        memset(b.data, 0, b.len);
+    if (b.data) memset(b.data, 0, b.len);
     wu_buf_free(&b);
     return rc ? cli_fail(&err) : EXIT_OK;
 }
@@ -181,8 +175,7 @@ int cli_secret(const cli *c, cli_tp *t)
     if (!strcmp(what, "list")) {
         char **names;
         size_t n, i;
-        if (rs_secret_names(r, &names, &n, &err))
-            return cli_fail(&err);
+        if (rs_secret_names(r, &names, &n, &err)) return cli_fail(&err);
         for (i = 0; i < n; i++) {
             printf("%s\n", names[i]);
             free(names[i]);
@@ -192,10 +185,8 @@ int cli_secret(const cli *c, cli_tp *t)
     }
     if (!name)
         return die(EXIT_USAGE, "usage: weft secret set NAME < value | list | delete NAME%s", "");
-    if (!strcmp(what, "delete"))
-        return rs_secret_delete(r, name, &err) ? cli_fail(&err) : EXIT_OK;
-    if (!strcmp(what, "set"))
-        return secret_set(r, name);
+    if (!strcmp(what, "delete")) return rs_secret_delete(r, name, &err) ? cli_fail(&err) : EXIT_OK;
+    if (!strcmp(what, "set")) return secret_set(r, name);
     return die(EXIT_USAGE, "unknown secret command '%s' (set, list or delete)", what);
 }
 
@@ -205,8 +196,7 @@ int cli_remote(const cli_cmd *cmd, const cli *c)
     cli_tp t;
     int rc;
     /* --api, else --redis, else WEFT_API_URL, else Redis */
-    if (!url && !c->redis && env && *env)
-        url = env;
+    if (!url && !c->redis && env && *env) url = env;
     if (url) {
         if (strncmp(url, "http://", 7) && strncmp(url, "https://", 8))
             return die(EXIT_USAGE, "--api %s: expected an http:// or https:// URL", url);
@@ -219,8 +209,7 @@ int cli_remote(const cli_cmd *cmd, const cli *c)
     } else {
         rc = tp_open_redis(&t, c, !!(cmd->where & CLI_PLUGINS));
     }
-    if (rc)
-        return rc;
+    if (rc) return rc;
     rc = cmd->run(c, &t);
     t.ops->close(&t);
     return rc;

@@ -35,8 +35,7 @@ static const struct cli_opt {
      "start at most once per key: the same key gives the same id"},
     {"timeout", "S", offsetof(cli, timeout), "seconds to wait at most (exit 3 past them)"},
     {"reason", "R", offsetof(cli, reason), "why (kept with the workflow or task)"},
-    {"status", "COMPLETED|FAILED", offsetof(cli, status),
-     "how the task ends (default COMPLETED)"},
+    {"status", "COMPLETED|FAILED", offsetof(cli, status), "how the task ends (default COMPLETED)"},
     {"quiet", NULL, 0, "no task transitions on stderr (also -q)"},
 };
 
@@ -76,8 +75,7 @@ int read_input(const char *arg, json_object **out)
     } else {
         rc = wu_parse_json("--input", arg, out, &err);
     }
-    if (rc)
-        return die(EXIT_USAGE, "%s", err.msg);
+    if (rc) return die(EXIT_USAGE, "%s", err.msg);
     if (!json_object_is_type(*out, json_type_object)) {
         json_object_put(*out);
         *out = NULL;
@@ -166,8 +164,7 @@ const cli_cmd *cli_find(const cli_cmd *table, size_t n, const char *name)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (!strcmp(table[i].name, name))
-            return &table[i];
+        if (!strcmp(table[i].name, name)) return &table[i];
     return NULL;
 }
 
@@ -178,8 +175,7 @@ static void put_lines(FILE *f, const char *text, int first, int rest)
     for (;;) {
         const char *nl = strchr(text, '\n');
         fprintf(f, "%*s%.*s\n", indent, "", nl ? (int)(nl - text) : (int)strlen(text), text);
-        if (!nl)
-            return;
+        if (!nl) return;
         text = nl + 1;
         indent = rest;
     }
@@ -198,7 +194,8 @@ void cli_usage(FILE *f, const cli_cmd *table, size_t n)
                   f);
             remote = 1;
         }
-        snprintf(head, sizeof head, "%s %s", table[i].name, table[i].args);
+        snprintf(head, sizeof head, "%s%s%s", table[i].name, *table[i].args ? " " : "",
+                 table[i].args);
         fprintf(f, "  %-32s %s\n", head, table[i].summary);
     }
     fputs("\nexit status: 0 completed, 1 the workflow failed/terminated/timed out (or the\n"
@@ -210,15 +207,13 @@ void cli_usage(FILE *f, const cli_cmd *table, size_t n)
 void cli_cmd_usage(FILE *f, const cli_cmd *cmd)
 {
     size_t i;
-    fprintf(f, "usage: weft %s %s%s\n\n", cmd->name, cmd->args, cmd->opts ? " [options]" : "");
+    fprintf(f, "usage: weft %s%s%s [options]\n\n", cmd->name, *cmd->args ? " " : "", cmd->args);
     fprintf(f, "%s\n", cmd->summary);
-    if (cmd->about)
-        put_lines(f, cmd->about, 0, 0);
+    if (cmd->about) put_lines(f, cmd->about, 0, 0);
     fputs("\noptions:\n", f);
     for (i = 0; i < NOPTS; i++) {
         char head[64];
-        if (!(cmd->opts & (1u << i)))
-            continue;
+        if (!(cmd->opts & (1u << i))) continue;
         snprintf(head, sizeof head, "--%s%s%s", opts[i].name, opts[i].value ? " " : "",
                  opts[i].value ? opts[i].value : "");
         fprintf(f, "  %-28s ", head);
@@ -240,8 +235,7 @@ int cli_check(const cli *c, const cli_cmd *cmd)
         }
     }
     if (c->nargs < cmd->min_args) {
-        if (cmd->where & CLI_LOCAL)
-            return die(EXIT_USAGE, "%s needs a file", cmd->name);
+        if (cmd->where & CLI_LOCAL) return die(EXIT_USAGE, "%s needs a file", cmd->name);
         return die(EXIT_USAGE, "%s needs an argument (see weft --help)", cmd->name);
     }
     return 0;

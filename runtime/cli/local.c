@@ -12,10 +12,8 @@
 static char *dir_of(const char *path)
 {
     const char *slash = strrchr(path, '/');
-    if (!slash)
-        return strdup(".");
-    if (slash == path)
-        return strdup("/");
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
     return strndup(path, (size_t)(slash - path));
 }
 
@@ -36,8 +34,7 @@ static int open_engine(const cli *c, eng **e)
     o.limits = &lim;
     rc = eng_new(&o, e, &err);
     free(dir);
-    if (rc)
-        return die(EXIT_USAGE, "%s", err.msg);
+    if (rc) return die(EXIT_USAGE, "%s", err.msg);
     return 0;
 }
 
@@ -50,8 +47,7 @@ int cli_run(const cli *c, cli_tp *t)
     eng *e = NULL;
     int rc;
     (void)t;
-    if ((rc = read_input(c->input, &input)))
-        return rc;
+    if ((rc = read_input(c->input, &input))) return rc;
     if ((rc = open_engine(c, &e))) {
         json_object_put(input);
         return rc;
@@ -64,11 +60,10 @@ int cli_run(const cli *c, cli_tp *t)
         rc = die(EXIT_USAGE, "%s", err.msg);
         goto out;
     }
-    if (eng_run(e, x, &err))
-        fprintf(stderr, "weft: %s\n", err.msg);
-    printf("%s\n", json_object_to_json_string_ext(x->output ? x->output : input,
-                                                  JSON_C_TO_STRING_PLAIN |
-                                                      JSON_C_TO_STRING_NOSLASHESCAPE));
+    if (eng_run(e, x, &err)) fprintf(stderr, "weft: %s\n", err.msg);
+    printf("%s\n",
+           json_object_to_json_string_ext(x->output ? x->output : input,
+                                          JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
     if (x->status != WEFT_WF_COMPLETED && x->reason)
         fprintf(stderr, "weft: workflow %s %s: %s\n", x->id, weft_wf_status_name(x->status),
                 x->reason);
@@ -85,10 +80,8 @@ static int load_checked(const cli *c, eng **e, def_workflow **def)
 {
     weft_error err = {0};
     int rc;
-    if ((rc = open_engine(c, e)))
-        return rc;
-    if (eng_load_file(*e, c->file, def, &err))
-        return die(EXIT_USAGE, "%s", err.msg);
+    if ((rc = open_engine(c, e))) return rc;
+    if (eng_load_file(*e, c->file, def, &err)) return die(EXIT_USAGE, "%s", err.msg);
     return 0;
 }
 
@@ -99,11 +92,10 @@ int cli_compile(const cli *c, cli_tp *t)
     weft_error err = {0};
     json_object *json = NULL;
     (void)t;
-    if (dsl_load(c->file, &json, NULL, &err))
-        return die(EXIT_USAGE, "%s", err.msg);
-    printf("%s\n", json_object_to_json_string_ext(json, JSON_C_TO_STRING_PRETTY |
-                                                           JSON_C_TO_STRING_SPACED |
-                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+    if (dsl_load(c->file, &json, NULL, &err)) return die(EXIT_USAGE, "%s", err.msg);
+    printf("%s\n",
+           json_object_to_json_string_ext(json, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(json);
     return EXIT_OK;
 }
@@ -129,8 +121,7 @@ int cli_plugins(const cli *c, cli_tp *t)
     size_t i, j;
     int rc = open_engine(c, &e);
     (void)t;
-    if (rc)
-        return rc;
+    if (rc) return rc;
     r = eng_plugins(e);
     printf("searched: %s\n", pl_searched(r));
     for (i = 0; i < pl_count(r); i++) {
@@ -138,8 +129,7 @@ int cli_plugins(const cli *c, cli_tp *t)
         printf("%s\n  file: %s\n  abi: %u\n  task types:", p->name, p->file, p->abi_major);
         for (j = 0; j < p->ntypes; j++)
             printf(" %s", p->types[j]->name);
-        if (!p->ntypes)
-            printf(" (none)");
+        if (!p->ntypes) printf(" (none)");
         if (p->nlocks) {
             printf("\n  lock providers:");
             for (j = 0; j < p->nlocks; j++)

@@ -44,8 +44,7 @@ static int api_do(api *a, const char *method, const char *path, const char *body
     char errbuf[CURL_ERROR_SIZE] = "";
     *code = 0;
     out->len = 0;
-    if (out->data)
-        out->data[0] = 0;
+    if (out->data) out->data[0] = 0;
     wu_buf_add(&url, a->base, strlen(a->base));
     wu_buf_add(&url, path, strlen(path));
     curl_easy_reset(a->h);
@@ -92,13 +91,11 @@ static int api_fail(long code, const wu_buf *out)
 }
 
 /* A request whose answer only needs to be a success. */
-static int api_simple(api *a, const char *method, const char *path, const char *body,
-                      wu_buf *out)
+static int api_simple(api *a, const char *method, const char *path, const char *body, wu_buf *out)
 {
     long code;
     int rc = api_do(a, method, path, body, &code, out);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     return code >= 200 && code < 300 ? EXIT_OK : api_fail(code, out);
 }
 
@@ -107,11 +104,9 @@ static char *wf_path(api *a, const char *wf, const char *suffix)
 {
     char *id = esc(a, wf), *p;
     size_t n;
-    if (!id)
-        return NULL;
+    if (!id) return NULL;
     n = strlen(id) + strlen(suffix) + 16;
-    if ((p = malloc(n)))
-        snprintf(p, n, "/api/workflow/%s%s", id, suffix);
+    if ((p = malloc(n))) snprintf(p, n, "/api/workflow/%s%s", id, suffix);
     free(id);
     return p;
 }
@@ -126,8 +121,7 @@ typedef struct sse_reader {
 
 static void sse_dispatch(sse_reader *r)
 {
-    if (!r->data.len)
-        return;
+    if (!r->data.len) return;
     snprintf(r->last, sizeof r->last, "%s", r->id);
     r->ended = cli_event(r->data.data);
     r->data.len = 0;
@@ -140,8 +134,7 @@ static void sse_line(sse_reader *r, const char *l)
     else if (!strncmp(l, "id: ", 4))
         snprintf(r->id, sizeof r->id, "%s", l + 4);
     else if (!strncmp(l, "data: ", 6)) {
-        if (r->data.len)
-            wu_buf_add(&r->data, "\n", 1);
+        if (r->data.len) wu_buf_add(&r->data, "\n", 1);
         wu_buf_add(&r->data, l + 6, strlen(l + 6));
     }
 }
@@ -152,16 +145,14 @@ static size_t sse_write(char *p, size_t size, size_t n, void *ud)
     long code = 0;
     size_t i, len = size * n;
     curl_easy_getinfo(r->a->h, CURLINFO_RESPONSE_CODE, &code);
-    if (code != 200)
-        return wu_buf_add(&r->err, p, len) ? 0 : len;
+    if (code != 200) return wu_buf_add(&r->err, p, len) ? 0 : len;
     for (i = 0; i < len; i++) {
         if (p[i] == '\n') {
             if (r->line.len && r->line.data[r->line.len - 1] == '\r')
                 r->line.data[--r->line.len] = 0;
             sse_line(r, r->line.data ? r->line.data : "");
             r->line.len = 0;
-            if (r->line.data)
-                r->line.data[0] = 0;
+            if (r->line.data) r->line.data[0] = 0;
         } else if (wu_buf_add(&r->line, p + i, 1)) {
             return 0;
         }
@@ -250,8 +241,7 @@ static int h_start(cli_tp *t, const char *what, json_object *input, char **id)
         json_object_object_add(req, "idempotencyKey", json_object_new_string(c->idempotency_key));
     rc = api_simple(t->impl, "POST", "/api/workflow",
                     json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN), &out);
-    if (rc == EXIT_OK)
-        *id = strdup(out.data ? out.data : "");
+    if (rc == EXIT_OK) *id = strdup(out.data ? out.data : "");
     json_object_put(req);
     wu_buf_free(&out);
     return rc;
@@ -263,8 +253,7 @@ static int h_reg(cli_tp *t, const char *file, char **name, int *version)
     json_object *def = NULL, *v;
     wu_buf out = {0};
     int rc;
-    if (dsl_load(file, &def, NULL, &err))
-        return cli_fail(&err);
+    if (dsl_load(file, &def, NULL, &err)) return cli_fail(&err);
     rc = api_simple(t->impl, "POST", "/api/metadata/workflow",
                     json_object_to_json_string_ext(def, JSON_C_TO_STRING_PLAIN), &out);
     *name = strdup(json_object_object_get_ex(def, "name", &v) ? json_object_get_string(v) : "?");
@@ -296,8 +285,7 @@ static int h_poll(cli_tp *t, const char *id, int final, tp_wf *w)
     long code = 0;
     int rc;
     memset(w, 0, sizeof *w);
-    if (!path)
-        return EXIT_USAGE;
+    if (!path) return EXIT_USAGE;
     rc = api_do(a, "GET", path, NULL, &code, &out);
     free(path);
     if (rc || code == 503) {
@@ -319,8 +307,7 @@ static int h_poll(cli_tp *t, const char *id, int final, tp_wf *w)
         w->terminal = 1;
         if (json_object_object_get_ex(j, "reasonForIncompletion", &v))
             w->reason = strdup(json_object_get_string(v));
-        if (json_object_object_get_ex(j, "output", &v))
-            w->output = json_object_get(v);
+        if (json_object_object_get_ex(j, "output", &v)) w->output = json_object_get(v);
     }
     json_object_put(j);
     return EXIT_OK;

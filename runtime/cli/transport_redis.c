@@ -37,15 +37,13 @@ static int get_def(cli_tp *t, const char *what, def_workflow **out, weft_error *
     char *text = NULL;
     int rc, got = 0;
     if (cli_is_file(what)) {
-        if ((rc = dsl_load(what, &json, NULL, err)))
-            return rc;
+        if ((rc = dsl_load(what, &json, NULL, err))) return rc;
         rc = def_compile(&k->defs, json, what, NULL, out, err);
         json_object_put(json);
         return rc;
     }
     rc = rs_def_get(k->r, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, err);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     rc = op_def(&k->op, text, what, out, err);
     free(text);
     return rc;
@@ -59,16 +57,14 @@ static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
     def_workflow *def = NULL;
     char buf[64];
     int rc;
-    if (get_def(t, what, &def, &err))
-        return cli_fail(&err);
+    if (get_def(t, what, &def, &err)) return cli_fail(&err);
     a.def = def;
     a.input = input;
     a.correlation_id = t->c->correlation_id;
     a.idempotency_key = t->c->idempotency_key;
     rc = op_start(&k->op, &a, buf, &err);
     def_unref(def);
-    if (rc)
-        return cli_fail(&err);
+    if (rc) return cli_fail(&err);
     *id = strdup(buf);
     return EXIT_OK;
 }
@@ -79,8 +75,7 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     weft_error err = {0};
     def_workflow *def = NULL;
     int rc;
-    if (get_def(t, file, &def, &err))
-        return cli_fail(&err);
+    if (get_def(t, file, &def, &err)) return cli_fail(&err);
     rc = rs_def_register(k->r, def->name, def->version,
                          json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);
@@ -110,8 +105,7 @@ static json_object *served_types(rtp *k)
         if (json_object_is_type(info, json_type_string)) {
             /* stored as text: parse, and keep it until we are done */
             info = json_tokener_parse(json_object_get_string(info));
-            if (!info)
-                continue;
+            if (!info) continue;
             json_object_array_add(parsed, info);
         }
         if (!json_object_object_get_ex(info, "seen", &seen) ||
@@ -146,8 +140,7 @@ static int r_status(cli_tp *t, const char *id, json_object **doc)
     xc_exec *x = NULL;
     json_object *j, *served, *unserved, *tasks;
     size_t i;
-    if (op_load(&k->op, id, &x, NULL, &err))
-        return cli_fail(&err);
+    if (op_load(&k->op, id, &x, NULL, &err)) return cli_fail(&err);
     j = xc_to_json(x);
     served = served_types(k);
     unserved = json_object_new_array();
@@ -183,8 +176,7 @@ static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
     json_object *doc = NULL, *v = NULL, *ref = NULL;
     memset(w, 0, sizeof *w);
     if (rs_exec_load(k->r, id, 0, &e, &err)) {
-        if (err.code == WEFT_EIO && !final)
-            return TP_AGAIN; /* Redis restarting: keep waiting */
+        if (err.code == WEFT_EIO && !final) return TP_AGAIN; /* Redis restarting: keep waiting */
         return cli_fail(&err);
     }
     if (!e.status || xc_wf_status_parse(e.status, &w->status) || !xc_wf_terminal(w->status)) {
@@ -220,8 +212,7 @@ static int r_watch(cli_tp *t, const char *id)
     weft_error err = {0};
     char last[RS_EVENT_ID_MAX] = "0";
     rs_exec e = {0};
-    if (rs_exec_load(k->r, id, 0, &e, &err))
-        return cli_fail(&err);
+    if (rs_exec_load(k->r, id, 0, &e, &err)) return cli_fail(&err);
     rs_exec_clear(&e);
     for (;;) {
         char before[RS_EVENT_ID_MAX];
@@ -254,8 +245,7 @@ static int r_watch(cli_tp *t, const char *id)
 static int r_update(rtp *k, const char *id, op_fn fn, void *ud)
 {
     weft_error err = {0};
-    if (op_update(&k->op, id, fn, ud, &err))
-        return cli_fail(&err);
+    if (op_update(&k->op, id, fn, ud, &err)) return cli_fail(&err);
     return EXIT_OK;
 }
 
@@ -270,13 +260,12 @@ static int r_command(cli_tp *t, const char *id, op_cmd cmd, const char *reason)
         char *end;
         double s = strtod(timeout, &end);
         if (end == timeout || *end || !(s > 0) || s > 86400)
-            return die(EXIT_USAGE, "--timeout: expected seconds, above 0 and at most 86400 (got %s)",
-                       timeout);
+            return die(EXIT_USAGE,
+                       "--timeout: expected seconds, above 0 and at most 86400 (got %s)", timeout);
         k->op.command_wait_ms = (int64_t)(s * 1000);
     }
     if (op_command(&k->op, id, cmd, reason, &err)) {
-        if (err.code != WEFT_ETIMEOUT)
-            return cli_fail(&err);
+        if (err.code != WEFT_ETIMEOUT) return cli_fail(&err);
         fprintf(stderr, "weft: %s\n", err.msg);
         return EXIT_TIMEOUT;
     }
@@ -342,8 +331,7 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     const char *path = c->plugin_path ? c->plugin_path : getenv("WEFT_PLUGIN_PATH");
     char *dflt = NULL;
     rtp *k = calloc(1, sizeof *k);
-    if (!k)
-        return die(EXIT_USAGE, "out of memory%s", "");
+    if (!k) return die(EXIT_USAGE, "out of memory%s", "");
     o.url = c->redis;
     o.prefix = c->prefix;
     if (rs_open(&o, &k->r, &err)) {
@@ -359,10 +347,8 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
      * fine. Other commands read stored definitions and need none. */
     k->plugins = pl_new(host_table());
     if (plugins) {
-        if (!path || !*path)
-            path = dflt = pl_default_path();
-        if (k->plugins && path)
-            pl_load_path(k->plugins, path);
+        if (!path || !*path) path = dflt = pl_default_path();
+        if (k->plugins && path) pl_load_path(k->plugins, path);
         free(dflt);
     }
     k->defs.find_type = find_type;

@@ -6,57 +6,137 @@
 
 #include "cli/cli.h"
 
-#define LOCAL_RUN (CLI_O_INPUT | CLI_O_PLUGIN_PATH | CLI_O_DEFS | CLI_O_QUIET)
+/* Redis-side commands run over Redis or through a weftd's REST API. */
 #define ON_REDIS (CLI_REDIS | CLI_HTTP)
+/* terminate, pause, resume are recorded first, then applied. */
+#define LANDS                                                                                      \
+    "Applied even to a busy workflow; --timeout S (default 10) caps the wait for\n"                \
+    "it to land (exit 3 past it)."
 
 static const cli_cmd commands[] = {
-    {"run", "FILE.lua|FILE.json", "run a workflow in this process",
-     "Task transitions go to stderr as they happen; the workflow's output JSON is\n"
-     "the last line of stdout. Exit 0 completed, 1 failed/terminated/timed out.",
-     LOCAL_RUN, 1, CLI_LOCAL, cli_run},
-    {"compile", "FILE.lua", "print the definition as Conductor JSON",
-     "The DSL alone: no plugins are loaded, so any task type compiles.", 0, 1, CLI_LOCAL,
-     cli_compile},
-    {"validate", "FILE.lua|FILE.json", "check a definition", NULL,
-     CLI_O_PLUGIN_PATH | CLI_O_DEFS, 1, CLI_LOCAL, cli_validate},
-    {"plugins", "", "list plugins and their task types",
-     "Exit 1 when a plugin failed to load.", CLI_O_PLUGIN_PATH, 0, CLI_LOCAL, cli_plugins},
-    {"start", "FILE|NAME", "start a workflow; prints the new workflow id",
-     "FILE.lua or FILE.json is compiled here; a NAME is a registered definition.",
-     CLI_O_INPUT | CLI_O_PLUGIN_PATH | CLI_O_VERSION | CLI_O_CORRELATION_ID |
-         CLI_O_IDEMPOTENCY_KEY | CLI_O_REMOTE,
-     1, ON_REDIS | CLI_PLUGINS, cli_start},
-    {"status", "ID", "the workflow as Conductor's Workflow JSON", NULL, CLI_O_REMOTE, 1,
-     ON_REDIS, cli_status},
-    {"wait", "ID", "until it ends; prints its output",
-     "Exit 0 completed, 1 failed/terminated/timed out, 3 still running after --timeout.",
-     CLI_O_TIMEOUT | CLI_O_REMOTE, 1, ON_REDIS, cli_wait},
-    {"watch", "ID", "its transitions, history first, then live", NULL, CLI_O_REMOTE, 1,
-     ON_REDIS, cli_watch},
-    {"register", "FILE", "store a definition (versioned)", NULL,
-     CLI_O_PLUGIN_PATH | CLI_O_REMOTE, 1, ON_REDIS | CLI_PLUGINS, cli_register},
-    {"terminate", "ID", "end the workflow as TERMINATED",
-     "Applied even to a busy workflow; --timeout S (default 10) caps the wait for\n"
-     "it to land (exit 3 past it).",
-     CLI_O_REASON | CLI_O_TIMEOUT | CLI_O_REMOTE, 1, ON_REDIS, cli_terminate},
-    {"pause", "ID", "schedule nothing new until resumed",
-     "Applied even to a busy workflow; --timeout S (default 10) caps the wait for\n"
-     "it to land (exit 3 past it).",
-     CLI_O_TIMEOUT | CLI_O_REMOTE, 1, ON_REDIS, cli_pause},
-    {"resume", "ID", "resume a paused workflow",
-     "--timeout S (default 10) caps the wait for it to land (exit 3 past it).",
-     CLI_O_TIMEOUT | CLI_O_REMOTE, 1, ON_REDIS, cli_resume},
-    {"retry", "ID", "retry the failed task of a failed workflow", NULL, CLI_O_REMOTE, 1,
-     ON_REDIS, cli_retry},
-    {"restart", "ID", "run an ended workflow again from the start", NULL, CLI_O_REMOTE, 1,
-     ON_REDIS, cli_restart},
-    {"signal", "ID REF [JSON]", "complete a WAIT (or any waiting task)",
-     "JSON is the task's output; --status FAILED fails it instead.",
-     CLI_O_STATUS | CLI_O_REASON | CLI_O_REMOTE, 1, ON_REDIS, cli_signal},
-    {"secret", "set NAME|list|delete NAME", "secrets for ${secrets.NAME}",
-     "set reads the value on stdin. Kept in Redis (not through --api); weft run\n"
-     "takes them from the environment, WEFT_SECRET_NAME.",
-     CLI_O_REMOTE, 1, CLI_REDIS, cli_secret},
+    {.name = "run",
+     .args = "FILE.lua|FILE.json",
+     .summary = "run a workflow in this process",
+     .about = "Task transitions go to stderr as they happen; the workflow's output JSON is\n"
+              "the last line of stdout. Exit 0 completed, 1 failed/terminated/timed out.",
+     .opts = CLI_O_INPUT | CLI_O_PLUGIN_PATH | CLI_O_DEFS | CLI_O_QUIET,
+     .min_args = 1,
+     .where = CLI_LOCAL,
+     .run = cli_run},
+    {.name = "compile",
+     .args = "FILE.lua",
+     .summary = "print the definition as Conductor JSON",
+     .about = "The DSL alone: no plugins are loaded, so any task type compiles.",
+     .min_args = 1,
+     .where = CLI_LOCAL,
+     .run = cli_compile},
+    {.name = "validate",
+     .args = "FILE.lua|FILE.json",
+     .summary = "check a definition",
+     .opts = CLI_O_PLUGIN_PATH | CLI_O_DEFS,
+     .min_args = 1,
+     .where = CLI_LOCAL,
+     .run = cli_validate},
+    {.name = "plugins",
+     .args = "",
+     .summary = "list plugins and their task types",
+     .about = "Exit 1 when a plugin failed to load.",
+     .opts = CLI_O_PLUGIN_PATH,
+     .where = CLI_LOCAL,
+     .run = cli_plugins},
+    {.name = "start",
+     .args = "FILE|NAME",
+     .summary = "start a workflow; prints the new workflow id",
+     .about = "FILE.lua or FILE.json is compiled here; a NAME is a registered definition.",
+     .opts = CLI_O_INPUT | CLI_O_PLUGIN_PATH | CLI_O_VERSION | CLI_O_CORRELATION_ID |
+             CLI_O_IDEMPOTENCY_KEY | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS | CLI_PLUGINS,
+     .run = cli_start},
+    {.name = "status",
+     .args = "ID",
+     .summary = "the workflow as Conductor's Workflow JSON",
+     .opts = CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_status},
+    {.name = "wait",
+     .args = "ID",
+     .summary = "until it ends; prints its output",
+     .about = "Exit 0 completed, 1 failed/terminated/timed out, 3 still running after --timeout.",
+     .opts = CLI_O_TIMEOUT | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_wait},
+    {.name = "watch",
+     .args = "ID",
+     .summary = "its transitions, history first, then live",
+     .opts = CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_watch},
+    {.name = "register",
+     .args = "FILE",
+     .summary = "store a definition (versioned)",
+     .opts = CLI_O_PLUGIN_PATH | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS | CLI_PLUGINS,
+     .run = cli_register},
+    {.name = "terminate",
+     .args = "ID",
+     .summary = "end the workflow as TERMINATED",
+     .about = LANDS,
+     .opts = CLI_O_REASON | CLI_O_TIMEOUT | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_terminate},
+    {.name = "pause",
+     .args = "ID",
+     .summary = "schedule nothing new until resumed",
+     .about = LANDS,
+     .opts = CLI_O_TIMEOUT | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_pause},
+    {.name = "resume",
+     .args = "ID",
+     .summary = "resume a paused workflow",
+     .about = LANDS,
+     .opts = CLI_O_TIMEOUT | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_resume},
+    {.name = "retry",
+     .args = "ID",
+     .summary = "retry the failed task of a failed workflow",
+     .opts = CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_retry},
+    {.name = "restart",
+     .args = "ID",
+     .summary = "run an ended workflow again from the start",
+     .opts = CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_restart},
+    {.name = "signal",
+     .args = "ID REF [JSON]",
+     .summary = "complete a WAIT (or any waiting task)",
+     .about = "JSON is the task's output; --status FAILED fails it instead.",
+     .opts = CLI_O_STATUS | CLI_O_REASON | CLI_O_REMOTE,
+     .min_args = 1,
+     .where = ON_REDIS,
+     .run = cli_signal},
+    {.name = "secret",
+     .args = "set NAME|list|delete NAME",
+     .summary = "secrets for ${secrets.NAME}",
+     .about = "set reads the value on stdin. Kept in Redis (not through --api); weft run\n"
+              "takes them from the environment, WEFT_SECRET_NAME.",
+     .opts = CLI_O_REMOTE,
+     .min_args = 1,
+     .where = CLI_REDIS,
+     .run = cli_secret},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -80,8 +160,7 @@ int main(int argc, char **argv)
         cli_cmd_usage(stdout, cmd);
         return EXIT_OK;
     }
-    if ((rc = cli_parse(argc, argv, &c)))
-        return rc;
+    if ((rc = cli_parse(argc, argv, &c))) return rc;
     if (!c.cmd) {
         cli_usage(c.help ? stdout : stderr, commands, NCOMMANDS);
         return c.help ? EXIT_OK : EXIT_USAGE;
@@ -92,9 +171,7 @@ int main(int argc, char **argv)
         cli_cmd_usage(stdout, cmd);
         return EXIT_OK;
     }
-    if ((rc = cli_check(&c, cmd)))
-        return rc;
-    if (cmd->where & CLI_LOCAL)
-        return cmd->run(&c, NULL);
+    if ((rc = cli_check(&c, cmd))) return rc;
+    if (cmd->where & CLI_LOCAL) return cmd->run(&c, NULL);
     return cli_remote(cmd, &c);
 }
