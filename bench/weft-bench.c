@@ -15,6 +15,7 @@
 #include "autoconf.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -233,10 +234,82 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
+enum { OPT_SERIAL = 256, OPT_BURST, OPT_EMBEDDED, OPT_KEEP, OPT_STATS, OPT_VERSION, OPT_WORKLOAD,
+       OPT_N, OPT_REDIS, OPT_DAEMONS, OPT_WORKERS, OPT_WEFTD, OPT_PLUGIN_PATH, OPT_SET,
+       OPT_BASELINE_N, OPT_TIMEOUT };
+
+static const struct option longopts[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {"serial", no_argument, NULL, OPT_SERIAL},
+    {"burst", no_argument, NULL, OPT_BURST},
+    {"embedded", no_argument, NULL, OPT_EMBEDDED},
+    {"keep", no_argument, NULL, OPT_KEEP},
+    {"stats", no_argument, NULL, OPT_STATS},
+    {"workload", required_argument, NULL, OPT_WORKLOAD},
+    {"n", required_argument, NULL, OPT_N},
+    {"redis", required_argument, NULL, OPT_REDIS},
+    {"daemons", required_argument, NULL, OPT_DAEMONS},
+    {"workers", required_argument, NULL, OPT_WORKERS},
+    {"weftd", required_argument, NULL, OPT_WEFTD},
+    {"plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
+    {"set", required_argument, NULL, OPT_SET},
+    {"baseline-n", required_argument, NULL, OPT_BASELINE_N},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option's value into o: 0, or 2 after saying what is wrong. */
+static int set_opt(opts *o, int opt, const char *flag, const char *val)
+{
+    long v;
+    size_t w;
+    switch (opt) {
+    case OPT_WORKLOAD:
+        for (w = 0; w < sizeof workloads / sizeof workloads[0]; w++)
+            if (!strcmp(val, workloads[w].name)) o->wl = &workloads[w];
+        if (!o->wl) {
+            fprintf(stderr, "weft-bench: --workload: '%s' is not queue, chain5 or fanout10\n", val);
+            return 2;
+        }
+        return 0;
+    case OPT_N:
+        return parse_long(flag, val, 1, 100000000, &o->n) ? 2 : 0;
+    case OPT_DAEMONS:
+    case OPT_WORKERS:
+        if (parse_long(flag, val, 1, 256, &v)) return 2;
+        *(opt == OPT_DAEMONS ? &o->daemons : &o->workers) = (int)v;
+        return 0;
+    case OPT_SET:
+        if (!strchr(val, '=')) {
+            fprintf(stderr, "weft-bench: --set wants KEY=VALUE, not '%s'\n", val);
+            return 2;
+        }
+        o->sets[o->nsets++] = val;
+        return 0;
+    case OPT_BASELINE_N:
+        return parse_long(flag, val, 0, 100000000, &o->baseline_n) ? 2 : 0;
+    case OPT_TIMEOUT:
+        if (parse_long(flag, val, 1, 86400, &v)) return 2;
+        o->timeout_s = (int)v;
+        return 0;
+    case OPT_REDIS:
+        o->redis_url = val;
+        return 0;
+    case OPT_WEFTD:
+        o->weftd = val;
+        return 0;
+    default:
+        o->plugin_path = val;
+        return 0;
+    }
+}
+
+/* argv -> o (getopt_long). Returns 0, 1 after printing --help or --version,
+ * or 2 after saying what is wrong. */
 static int parse_opts(int argc, char **argv, opts *o)
 {
-    int i;
-    long v;
+    int opt, idx, rc;
     memset(o, 0, sizeof *o);
     o->n = 1000;
     o->daemons = 1;
@@ -245,71 +318,39 @@ static int parse_opts(int argc, char **argv, opts *o)
     o->timeout_s = 600;
     o->sets = calloc((size_t)argc, sizeof *o->sets);
     if (!o->sets) return 2;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+    opterr = 0;
+    /* ':' first: a missing value is told apart from an unknown option */
+    while ((opt = getopt_long(argc, argv, ":h", longopts, &idx)) != -1) {
+        char flag[40];
+        if (opt == 'h') {
             fputs(usage, stdout);
             return 1;
-        } else if (!strcmp(a, "--version")) {
+        } else if (opt == OPT_VERSION) {
             printf("weft-bench %s\n", PACKAGE_VERSION);
             return 1;
-        } else if (!strcmp(a, "--serial")) {
-            o->serial = 1;
-        } else if (!strcmp(a, "--burst")) {
-            o->serial = 0;
-        } else if (!strcmp(a, "--embedded")) {
+        } else if (opt == OPT_SERIAL || opt == OPT_BURST) {
+            o->serial = opt == OPT_SERIAL;
+        } else if (opt == OPT_EMBEDDED) {
             o->embedded = 1;
-        } else if (!strcmp(a, "--keep")) {
+        } else if (opt == OPT_KEEP) {
             o->keep = 1;
-        } else if (!strcmp(a, "--stats")) {
+        } else if (opt == OPT_STATS) {
             o->stats = 1;
-        } else if (!val) {
-            fprintf(stderr, "weft-bench: unknown or incomplete option %s (see --help)\n", a);
+        } else if (opt == ':') {
+            fprintf(stderr, "weft-bench: unknown or incomplete option %s (see --help)\n",
+                    argv[optind - 1]);
             return 2;
-        } else if (!strcmp(a, "--workload")) {
-            size_t w;
-            for (w = 0; w < sizeof workloads / sizeof workloads[0]; w++)
-                if (!strcmp(val, workloads[w].name)) o->wl = &workloads[w];
-            if (!o->wl) {
-                fprintf(stderr, "weft-bench: --workload: '%s' is not queue, chain5 or fanout10\n",
-                        val);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--n")) {
-            if (parse_long(a, val, 1, 100000000, &o->n)) return 2;
-            i++;
-        } else if (!strcmp(a, "--redis")) {
-            o->redis_url = val;
-            i++;
-        } else if (!strcmp(a, "--daemons") || !strcmp(a, "--workers")) {
-            if (parse_long(a, val, 1, 256, &v)) return 2;
-            *(a[2] == 'd' ? &o->daemons : &o->workers) = (int)v;
-            i++;
-        } else if (!strcmp(a, "--weftd")) {
-            o->weftd = val;
-            i++;
-        } else if (!strcmp(a, "--plugin-path")) {
-            o->plugin_path = val;
-            i++;
-        } else if (!strcmp(a, "--set")) {
-            if (!strchr(val, '=')) {
-                fprintf(stderr, "weft-bench: --set wants KEY=VALUE, not '%s'\n", val);
-                return 2;
-            }
-            o->sets[o->nsets++] = val;
-            i++;
-        } else if (!strcmp(a, "--baseline-n")) {
-            if (parse_long(a, val, 0, 100000000, &o->baseline_n)) return 2;
-            i++;
-        } else if (!strcmp(a, "--timeout")) {
-            if (parse_long(a, val, 1, 86400, &v)) return 2;
-            o->timeout_s = (int)v;
-            i++;
+        } else if (opt == '?') {
+            fprintf(stderr, "weft-bench: unknown option %s (see --help)\n", argv[optind - 1]);
+            return 2;
         } else {
-            fprintf(stderr, "weft-bench: unknown option %s (see --help)\n", a);
-            return 2;
+            snprintf(flag, sizeof flag, "--%s", longopts[idx].name);
+            if ((rc = set_opt(o, opt, flag, optarg))) return rc;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "weft-bench: unknown option %s (see --help)\n", argv[optind]);
+        return 2;
     }
     if (!o->wl) {
         fprintf(stderr, "weft-bench: --workload queue|chain5|fanout10 is required\n");

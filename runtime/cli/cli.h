@@ -1,10 +1,38 @@
-/* The weft command line: parsed options, shared by its command files. */
+/*
+ * The weft command line: its parsed options, its command table, and the
+ * helpers every command file shares (common.c).
+ */
 #ifndef WEFT_CLI_H
 #define WEFT_CLI_H
 
+#include <stddef.h>
+#include <stdio.h>
+
 #include <json-c/json.h>
 
+#include "weft/plugin.h"
+
 enum { EXIT_OK = 0, EXIT_WF_FAILED = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 3 };
+
+/* One bit per option (common.c keeps their names and help in this order). */
+enum {
+    CLI_O_INPUT = 1u << 0,
+    CLI_O_PLUGIN_PATH = 1u << 1,
+    CLI_O_DEFS = 1u << 2,
+    CLI_O_REDIS = 1u << 3,
+    CLI_O_PREFIX = 1u << 4,
+    CLI_O_API = 1u << 5,
+    CLI_O_VERSION = 1u << 6,
+    CLI_O_CORRELATION_ID = 1u << 7,
+    CLI_O_IDEMPOTENCY_KEY = 1u << 8,
+    CLI_O_TIMEOUT = 1u << 9,
+    CLI_O_REASON = 1u << 10,
+    CLI_O_STATUS = 1u << 11,
+    CLI_O_QUIET = 1u << 12,
+};
+
+/* What every command on workflows in Redis takes: where they are. */
+#define CLI_O_REMOTE (CLI_O_REDIS | CLI_O_PREFIX | CLI_O_API)
 
 typedef struct cli {
     const char *cmd;
@@ -16,25 +44,94 @@ typedef struct cli {
     const char *defs;
     const char *redis;
     const char *prefix;
+    const char *api; /* --api URL: the commands go through a weftd's REST API */
     const char *version;
     const char *correlation_id;
     const char *idempotency_key;
     const char *timeout;
     const char *reason;
     const char *status;
-    const char *api; /* --api URL: the commands go through a weftd's REST API */
     int quiet;
+    int help;      /* --help / -h was given */
+    unsigned seen; /* CLI_O_* bits of the options given */
 } cli;
+
+typedef struct cli_tp cli_tp;
+
+/* Where a command runs: in this process, or on workflows kept in Redis,
+ * reached directly and/or through a weftd's REST API. */
+enum { CLI_LOCAL = 1, CLI_REDIS = 2, CLI_HTTP = 4, CLI_PLUGINS = 8 };
+
+/* One command: everything `weft help`, `weft CMD --help` and dispatch need. */
+typedef struct cli_cmd {
+    const char *name;
+    const char *args;    /* its arguments, as the usage line shows them */
+    const char *summary; /* one line for `weft help` */
+    const char *about;   /* more for `weft CMD --help`, or NULL */
+    unsigned opts;       /* the CLI_O_* options it takes */
+    int min_args;
+    unsigned where; /* CLI_LOCAL, or CLI_REDIS and/or CLI_HTTP (| CLI_PLUGINS: loads them) */
+    /* Runs the command; t is NULL for CLI_LOCAL ones. Returns the exit code. */
+    int (*run)(const cli *c, cli_tp *t);
+} cli_cmd;
 
 /* Print "weft: <message>" on stderr; returns code. */
 int die(int code, const char *fmt, const char *arg);
-/* --input JSON|@file (NULL = {}): a JSON object, or an error printed (exit code). */
+/* An error's message on stderr; returns its exit code (1 for a state that
+ * forbids the operation, else 2: unknown ids and bad input are usage errors). */
+int cli_fail(const weft_error *err);
+/* --input JSON|@file (NULL = {}): a JSON object (caller owns), or an error
+ * printed (exit code returned). */
 int read_input(const char *arg, json_object **out);
+/* 1 if s names a definition file (.lua or .json), existing or not. */
+int cli_is_file(const char *s);
+void cli_sleep_ms(long ms);
+/* Print one status event (JSON text) on stdout, flushed; 1 if it is the
+ * workflow's end. */
+int cli_event(const char *json);
 
-/* Commands that work on workflows kept in Redis (client.c), directly or
- * through a weftd's REST API (--api URL or WEFT_API_URL; WEFT_API_TOKEN is
- * sent as a Bearer token). 1 if cmd is one. */
-int client_has(const char *cmd);
-int client_main(const cli *c);
+/*
+ * Parse argv with getopt_long into c (which borrows argv's strings). Options
+ * may come before or after the command. Returns 0, or EXIT_USAGE after
+ * printing what was wrong (an unknown option, a missing value).
+ */
+int cli_parse(int argc, char **argv, cli *c);
+/* The command named name in table (n entries), or NULL. */
+const cli_cmd *cli_find(const cli_cmd *table, size_t n, const char *name);
+/* Does c suit cmd: only options it takes, enough arguments? Returns 0, or
+ * EXIT_USAGE after saying what is wrong. */
+int cli_check(const cli *c, const cli_cmd *cmd);
+/* `weft help`: every command of table with its summary, on f. */
+void cli_usage(FILE *f, const cli_cmd *table, size_t n);
+/* `weft CMD --help`: the command's usage line, notes and options, on f. */
+void cli_cmd_usage(FILE *f, const cli_cmd *cmd);
+
+/* Local commands (local.c). */
+int cli_run(const cli *c, cli_tp *t);
+int cli_compile(const cli *c, cli_tp *t);
+int cli_validate(const cli *c, cli_tp *t);
+int cli_plugins(const cli *c, cli_tp *t);
+
+/* Commands on workflows kept in Redis (client.c), one handler each for both
+ * transports. */
+int cli_start(const cli *c, cli_tp *t);
+int cli_register(const cli *c, cli_tp *t);
+int cli_status(const cli *c, cli_tp *t);
+int cli_wait(const cli *c, cli_tp *t);
+int cli_watch(const cli *c, cli_tp *t);
+int cli_terminate(const cli *c, cli_tp *t);
+int cli_pause(const cli *c, cli_tp *t);
+int cli_resume(const cli *c, cli_tp *t);
+int cli_retry(const cli *c, cli_tp *t);
+int cli_restart(const cli *c, cli_tp *t);
+int cli_signal(const cli *c, cli_tp *t);
+int cli_secret(const cli *c, cli_tp *t);
+
+/*
+ * Run a Redis-side command: over a weftd's REST API with --api URL (or
+ * WEFT_API_URL when --redis is not given; WEFT_API_TOKEN is sent as a Bearer
+ * token), else directly over Redis. Returns the exit code.
+ */
+int cli_remote(const cli_cmd *cmd, const cli *c);
 
 #endif

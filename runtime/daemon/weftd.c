@@ -1,6 +1,7 @@
 /* weftd: the daemon. Configuration: defaults < --config file < environment < flags. */
 #include "autoconf.h"
 
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -62,7 +63,8 @@ static void *hup_watch(void *set)
 static const char usage[] =
     "usage: weftd [--config FILE] [--redis URL] [--prefix P] [--plugin-path DIRS]\n"
     "             [--workers N] [--lock none|local|redis] [--api HOST:PORT | --no-api]\n"
-    "             [--set KEY=VALUE]...\n"
+    "             [--id NAME] [--set KEY=VALUE]...\n"
+    "       weftd --version\n"
     "       weftd --help-config     every configuration key, its type and default\n"
     "\n"
     "Runs workflows kept in Redis: claims tasks of the types its plugins provide,\n"
@@ -74,54 +76,90 @@ static const char usage[] =
     "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH, WEFT_API_LISTEN,\n"
     "WEFT_API_TOKEN.\n";
 
+enum { OPT_HELP = 'h', OPT_CONFIG = 256, OPT_NO_API, OPT_SET, OPT_HELP_CONFIG, OPT_VERSION,
+       OPT_KEY };
+
+/* The flags that set one configuration key each: longopts[i] is key_flags[i]. */
+static const struct {
+    const char *flag, *key;
+} key_flags[] = {{"redis", "redis_url"},     {"prefix", "key_prefix"},
+                 {"plugin-path", "plugin_path"}, {"workers", "workers"},
+                 {"lock", "lock"},           {"id", "daemon_id"},
+                 {"api", "api_listen"}};
+
+static const struct option longopts[] = {
+    {"redis", required_argument, NULL, OPT_KEY + 0},
+    {"prefix", required_argument, NULL, OPT_KEY + 1},
+    {"plugin-path", required_argument, NULL, OPT_KEY + 2},
+    {"workers", required_argument, NULL, OPT_KEY + 3},
+    {"lock", required_argument, NULL, OPT_KEY + 4},
+    {"id", required_argument, NULL, OPT_KEY + 5},
+    {"api", required_argument, NULL, OPT_KEY + 6},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"no-api", no_argument, NULL, OPT_NO_API},
+    {"set", required_argument, NULL, OPT_SET},
+    {"help", no_argument, NULL, OPT_HELP},
+    {"help-config", no_argument, NULL, OPT_HELP_CONFIG},
+    {"version", no_argument, NULL, OPT_VERSION},
+    {NULL, 0, NULL, 0},
+};
+
+/* The next option of argv (getopt_long, quiet: '?' or ':' on a bad one), or -1. */
+static int next_flag(int argc, char **argv)
+{
+    opterr = 0;
+    /* ':' first: a missing value is told apart from an unknown option */
+    return getopt_long(argc, argv, ":h", longopts, NULL);
+}
+
 /* Defaults < the --config file < environment < flags, into cfg (cf_free it,
- * also on failure). err names the flag or key that is wrong. */
+ * also on failure). err names the flag or key that is wrong. Runs again on
+ * SIGHUP, so it parses argv afresh each time. */
 static int read_config(cf_config *cfg, int argc, char **argv, weft_error *err)
 {
-    static const struct {
-        const char *flag, *key;
-    } flags[] = {{"--redis", "redis_url"},     {"--prefix", "key_prefix"},
-                 {"--plugin-path", "plugin_path"}, {"--workers", "workers"},
-                 {"--lock", "lock"},           {"--id", "daemon_id"},
-                 {"--api", "api_listen"}};
     const char *config = NULL;
-    int i, rc = 0;
-    for (i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--config") && i + 1 < argc)
-            config = argv[++i];
+    int o, rc = 0;
+    for (optind = 0; (o = next_flag(argc, argv)) != -1;)
+        if (o == OPT_CONFIG)
+            config = optarg;
     cf_defaults(cfg);
     if ((config && (rc = cf_load_file(cfg, config, err))) || (rc = cf_apply_env(cfg, err)))
         return rc;
-    for (i = 1; i < argc; i++) {
-        size_t f;
-        const char *a = argv[i];
-        if (!strcmp(a, "--config")) {
-            i++;
-            continue;
-        }
-        for (f = 0; f < sizeof flags / sizeof flags[0]; f++)
-            if (!strcmp(a, flags[f].flag))
-                break;
-        if (f < sizeof flags / sizeof flags[0] && i + 1 < argc) {
-            rc = cf_set(cfg, flags[f].key, argv[++i], err);
-            if (rc == 0 && !strcmp(flags[f].key, "api_listen"))
+    for (optind = 0; (o = next_flag(argc, argv)) != -1;) {
+        const char *flag;
+        if (o >= OPT_KEY) {
+            flag = key_flags[o - OPT_KEY].flag;
+            rc = cf_set(cfg, key_flags[o - OPT_KEY].key, optarg, err);
+            if (rc == 0 && o == OPT_KEY + 6)
                 rc = cf_set(cfg, "api", "true", err);
-        } else if (!strcmp(a, "--no-api")) {
+        } else if (o == OPT_NO_API) {
+            flag = "no-api";
             rc = cf_set(cfg, "api", "false", err);
-        } else if (!strcmp(a, "--set") && i + 1 < argc && strchr(argv[i + 1], '=')) {
-            char *kv = strdup(argv[++i]), *eq = strchr(kv, '=');
+        } else if (o == OPT_SET && strchr(optarg, '=')) {
+            char *kv = strdup(optarg), *eq = kv ? strchr(kv, '=') : NULL;
+            flag = "set";
+            if (!eq) {
+                free(kv);
+                return wu_err(err, WEFT_ENOMEM, "--set: out of memory");
+            }
             *eq = 0;
             rc = cf_set(cfg, kv, eq + 1, err);
             free(kv);
+        } else if (o == OPT_CONFIG) {
+            continue;
         } else {
+            /* unknown, without its value, or --set without '=' */
             return wu_err(err, WEFT_EINVAL, "unknown or incomplete option %s (see weftd --help)",
-                          a);
+                          o == OPT_SET ? "--set" : argv[optind - 1]);
         }
         if (rc) {
-            wu_err_prefix(err, "%s: ", a);
+            wu_err_prefix(err, "--%s: ", flag);
             return rc;
         }
     }
+    if (optind < argc)
+        return wu_err(err, WEFT_EINVAL, "unknown or incomplete option %s (see weftd --help)",
+                      argv[optind]);
     return 0;
 }
 
@@ -130,17 +168,18 @@ int main(int argc, char **argv)
     cf_config cfg;
     weft_error err = {0};
     struct sigaction sa;
-    int i, rc;
-    for (i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    int o, rc;
+    /* these win wherever they stand, even next to a bad option */
+    for (optind = 0; (o = next_flag(argc, argv)) != -1;) {
+        if (o == OPT_HELP) {
             fputs(usage, stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--help-config")) {
+        if (o == OPT_HELP_CONFIG) {
             cf_describe(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--version")) {
+        if (o == OPT_VERSION) {
             printf("weftd %s\n", PACKAGE_VERSION);
             return 0;
         }

@@ -1,0 +1,242 @@
+/* What the weft command files share: option parsing, help, messages, input. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/util.h"
+#include "cli/cli.h"
+#include "core/exec.h"
+
+/* The options, in CLI_O_* bit order: name, value (NULL = a flag), where the
+ * value goes, and their help. */
+static const struct cli_opt {
+    const char *name;
+    const char *value;
+    size_t offset;
+    const char *help;
+} opts[] = {
+    {"input", "JSON|@file", offsetof(cli, input), "workflow input (a JSON object)"},
+    {"plugin-path", "DIRS", offsetof(cli, plugin_path),
+     "plugin directories, colon-separated (also WEFT_PLUGIN_PATH);\n"
+     "an empty element stands for the default directories"},
+    {"defs", "DIRS", offsetof(cli, defs),
+     "where sub-workflows are found by name (default: the file's dir)"},
+    {"redis", "URL", offsetof(cli, redis), "the Redis to use (default: WEFT_REDIS_URL)"},
+    {"prefix", "P", offsetof(cli, prefix), "the key prefix (default: WEFT_KEY_PREFIX)"},
+    {"api", "URL", offsetof(cli, api),
+     "through a weftd's REST API instead (also WEFT_API_URL);\n"
+     "WEFT_API_TOKEN is sent as the Bearer token"},
+    {"version", "V", offsetof(cli, version), "the definition's version (default: the latest)"},
+    {"correlation-id", "X", offsetof(cli, correlation_id), "the workflow's correlation id"},
+    {"idempotency-key", "K", offsetof(cli, idempotency_key),
+     "start at most once per key: the same key gives the same id"},
+    {"timeout", "S", offsetof(cli, timeout), "seconds to wait at most (exit 3 past them)"},
+    {"reason", "R", offsetof(cli, reason), "why (kept with the workflow or task)"},
+    {"status", "COMPLETED|FAILED", offsetof(cli, status), "how the task ends (default COMPLETED)"},
+    {"quiet", NULL, 0, "no task transitions on stderr (also -q)"},
+};
+
+#define NOPTS (sizeof opts / sizeof opts[0])
+#define OPT_HELP 'h'
+#define OPT_QUIET 'q'
+
+int die(int code, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "weft: ");
+    fprintf(stderr, fmt, arg);
+    fputc('\n', stderr);
+    return code;
+}
+
+int cli_fail(const weft_error *err)
+{
+    fprintf(stderr, "weft: %s\n", err->msg);
+    return err->code == WEFT_ESTATE ? EXIT_WF_FAILED : EXIT_USAGE;
+}
+
+int read_input(const char *arg, json_object **out)
+{
+    weft_error err = {0};
+    char *text = NULL;
+    int rc;
+    *out = NULL;
+    if (!arg) {
+        *out = json_object_new_object();
+        return 0;
+    }
+    if (arg[0] == '@') {
+        if (wu_read_file(arg + 1, &text, NULL, &err))
+            return die(EXIT_USAGE, "--input: %s", err.msg);
+        rc = wu_parse_json(arg + 1, text, out, &err);
+        free(text);
+    } else {
+        rc = wu_parse_json("--input", arg, out, &err);
+    }
+    if (rc) return die(EXIT_USAGE, "%s", err.msg);
+    if (!json_object_is_type(*out, json_type_object)) {
+        json_object_put(*out);
+        *out = NULL;
+        return die(EXIT_USAGE, "--input must be a JSON object, e.g. '{\"id\": 7}'%s", "");
+    }
+    return 0;
+}
+
+int cli_is_file(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 4 && (!strcmp(s + n - 4, ".lua") || !strcmp(s + n - 5, ".json"));
+}
+
+void cli_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) && errno == EINTR)
+        ;
+}
+
+int cli_event(const char *json)
+{
+    json_object *ev = json_tokener_parse(json), *v;
+    weft_wf_status st;
+    int end = 0;
+    printf("%s\n", json);
+    fflush(stdout);
+    /* the workflow's own events have no taskId */
+    if (ev && !json_object_object_get_ex(ev, "taskId", &v) &&
+        json_object_object_get_ex(ev, "status", &v) &&
+        xc_wf_status_parse(json_object_get_string(v), &st) == 0 && xc_wf_terminal(st))
+        end = 1;
+    json_object_put(ev);
+    return end;
+}
+
+int cli_parse(int argc, char **argv, cli *c)
+{
+    struct option longopts[NOPTS + 2];
+    size_t i;
+    int o;
+    memset(c, 0, sizeof *c);
+    for (i = 0; i < NOPTS; i++) {
+        longopts[i].name = opts[i].name;
+        longopts[i].has_arg = opts[i].value ? required_argument : no_argument;
+        longopts[i].flag = NULL;
+        longopts[i].val = opts[i].value ? 256 + (int)i : OPT_QUIET;
+    }
+    longopts[NOPTS] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    longopts[NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
+    opterr = 0;
+    optind = 1;
+    /* ':' first: a missing value is told apart from an unknown option */
+    while ((o = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+        if (o == OPT_HELP) {
+            c->help = 1;
+        } else if (o == OPT_QUIET) {
+            c->quiet = 1;
+            c->seen |= CLI_O_QUIET;
+        } else if (o >= 256) {
+            *(const char **)((char *)c + opts[o - 256].offset) = optarg;
+            c->seen |= 1u << (o - 256);
+        } else if (o == ':') {
+            return die(EXIT_USAGE, "%s needs a value", argv[optind - 1]);
+        } else if (optopt) {
+            char s[3] = {'-', (char)optopt, 0};
+            return die(EXIT_USAGE, "unknown option %s (see weft --help)", s);
+        } else {
+            return die(EXIT_USAGE, "unknown option %s (see weft --help)", argv[optind - 1]);
+        }
+    }
+    for (; optind < argc; optind++) {
+        if (!c->cmd)
+            c->cmd = argv[optind];
+        else if (c->nargs < 4)
+            c->args[c->nargs++] = argv[optind];
+        else
+            return die(EXIT_USAGE, "unexpected argument '%s'", argv[optind]);
+    }
+    c->file = c->args[0];
+    return 0;
+}
+
+const cli_cmd *cli_find(const cli_cmd *table, size_t n, const char *name)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(table[i].name, name)) return &table[i];
+    return NULL;
+}
+
+/* Lines of text: the first indented by first columns, the others by rest. */
+static void put_lines(FILE *f, const char *text, int first, int rest)
+{
+    int indent = first;
+    for (;;) {
+        const char *nl = strchr(text, '\n');
+        fprintf(f, "%*s%.*s\n", indent, "", nl ? (int)(nl - text) : (int)strlen(text), text);
+        if (!nl) return;
+        text = nl + 1;
+        indent = rest;
+    }
+}
+
+void cli_usage(FILE *f, const cli_cmd *table, size_t n)
+{
+    size_t i;
+    int remote = 0;
+    fputs("usage: weft <command> [options]     (weft <command> --help: its options)\n\n", f);
+    for (i = 0; i < n; i++) {
+        char head[64];
+        if (!remote && !(table[i].where & CLI_LOCAL)) {
+            fputs("\nworkflows in Redis (WEFT_REDIS_URL or --redis URL; a running weftd does the "
+                  "work;\nwith --api URL or WEFT_API_URL through a weftd's REST API):\n",
+                  f);
+            remote = 1;
+        }
+        snprintf(head, sizeof head, "%s%s%s", table[i].name, *table[i].args ? " " : "",
+                 table[i].args);
+        fprintf(f, "  %-32s %s\n", head, table[i].summary);
+    }
+    fputs("\nexit status: 0 completed, 1 the workflow failed/terminated/timed out (or the\n"
+          "operation is not allowed in its state), 2 usage, definition error or unknown id,\n"
+          "3 wait (or a command's --timeout) timed out\n",
+          f);
+}
+
+void cli_cmd_usage(FILE *f, const cli_cmd *cmd)
+{
+    size_t i;
+    fprintf(f, "usage: weft %s%s%s [options]\n\n", cmd->name, *cmd->args ? " " : "", cmd->args);
+    fprintf(f, "%s\n", cmd->summary);
+    if (cmd->about) put_lines(f, cmd->about, 0, 0);
+    fputs("\noptions:\n", f);
+    for (i = 0; i < NOPTS; i++) {
+        char head[64];
+        if (!(cmd->opts & (1u << i))) continue;
+        snprintf(head, sizeof head, "--%s%s%s", opts[i].name, opts[i].value ? " " : "",
+                 opts[i].value ? opts[i].value : "");
+        fprintf(f, "  %-28s ", head);
+        /* the first help line follows the option, the others line up under it */
+        put_lines(f, opts[i].help, 0, 31);
+    }
+    fprintf(f, "  %-28s %s\n", "--help", "this text");
+}
+
+int cli_check(const cli *c, const cli_cmd *cmd)
+{
+    size_t i;
+    unsigned extra = c->seen & ~cmd->opts;
+    for (i = 0; i < NOPTS && extra; i++) {
+        if (extra & (1u << i)) {
+            fprintf(stderr, "weft: --%s does not apply to weft %s (see weft %s --help)\n",
+                    opts[i].name, cmd->name, cmd->name);
+            return EXIT_USAGE;
+        }
+    }
+    if (c->nargs < cmd->min_args) {
+        if (cmd->where & CLI_LOCAL) return die(EXIT_USAGE, "%s needs a file", cmd->name);
+        return die(EXIT_USAGE, "%s needs an argument (see weft --help)", cmd->name);
+    }
+    return 0;
+}

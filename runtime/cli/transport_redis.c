@@ -1,0 +1,381 @@
+/*
+ * The weft commands' operations straight over Redis, like a BullMQ producer:
+ * no daemon is needed to start or inspect a workflow; a running weftd does
+ * the work.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/config.h"
+#include "cli/transport.h"
+#include "core/codec.h"
+#include "core/ops.h"
+#include "lua/dsl.h"
+#include "plugin/host.h"
+#include "plugin/loader.h"
+
+typedef struct rtp {
+    rs *r;
+    pl_registry *plugins;
+    def_env defs;
+    def_limits limits;
+    dec_env dec;
+    op_env op;
+} rtp;
+
+static const weft_task_type *find_type(void *ud, const char *name)
+{
+    return pl_find_type(ud, name, NULL);
+}
+
+/* FILE.lua | FILE.json | NAME [--version V] -> a compiled definition. */
+static int get_def(cli_tp *t, const char *what, def_workflow **out, weft_error *err)
+{
+    rtp *k = t->impl;
+    json_object *json = NULL;
+    char *text = NULL;
+    int rc, got = 0;
+    if (cli_is_file(what)) {
+        if ((rc = dsl_load(what, &json, NULL, err))) return rc;
+        rc = def_compile(&k->defs, json, what, NULL, out, err);
+        json_object_put(json);
+        return rc;
+    }
+    rc = rs_def_get(k->r, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, err);
+    if (rc) return rc;
+    rc = op_def(&k->op, text, what, out, err);
+    free(text);
+    return rc;
+}
+
+static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    op_start_args a = {0};
+    def_workflow *def = NULL;
+    char buf[64];
+    int rc;
+    if (get_def(t, what, &def, &err)) return cli_fail(&err);
+    a.def = def;
+    a.input = input;
+    a.correlation_id = t->c->correlation_id;
+    a.idempotency_key = t->c->idempotency_key;
+    rc = op_start(&k->op, &a, buf, &err);
+    def_unref(def);
+    if (rc) return cli_fail(&err);
+    *id = strdup(buf);
+    return EXIT_OK;
+}
+
+static int r_reg(cli_tp *t, const char *file, char **name, int *version)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    def_workflow *def = NULL;
+    int rc;
+    if (get_def(t, file, &def, &err)) return cli_fail(&err);
+    rc = rs_def_register(k->r, def->name, def->version,
+                         json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
+    *name = strdup(def->name);
+    *version = def->version;
+    def_unref(def);
+    return rc ? cli_fail(&err) : EXIT_OK;
+}
+
+/* Types some live daemon serves (seen in the last 15 s), as a JSON array. */
+static json_object *served_types(rtp *k)
+{
+    weft_error err = {0};
+    json_object *all = NULL, *served = json_object_new_array(), *parsed = json_object_new_array();
+    char *text = NULL;
+    int64_t now = wu_now_ms();
+    if (rs_daemons(k->r, &text, &err) || wu_parse_json("daemons", text, &all, &err)) {
+        free(text);
+        json_object_put(parsed);
+        return served;
+    }
+    free(text);
+    json_object_object_foreach(all, id, info)
+    {
+        json_object *types, *seen;
+        size_t i;
+        (void)id;
+        if (json_object_is_type(info, json_type_string)) {
+            /* stored as text: parse, and keep it until we are done */
+            info = json_tokener_parse(json_object_get_string(info));
+            if (!info) continue;
+            json_object_array_add(parsed, info);
+        }
+        if (!json_object_object_get_ex(info, "seen", &seen) ||
+            now - json_object_get_int64(seen) > 15000 ||
+            !json_object_object_get_ex(info, "types", &types))
+            continue;
+        for (i = 0; i < json_object_array_length(types); i++)
+            json_object_array_add(served, json_object_get(json_object_array_get_idx(types, i)));
+    }
+    json_object_put(all);
+    json_object_put(parsed);
+    return served;
+}
+
+static int type_served(json_object *served, const char *type)
+{
+    size_t i;
+    for (i = 0; i < json_object_array_length(served); i++) {
+        json_object *v = json_object_array_get_idx(served, i);
+        if (json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), type))
+            return 1;
+    }
+    return 0;
+}
+
+/* Conductor's Workflow JSON, with a reason on each queued task no live
+ * daemon serves, and those types in unservedTaskTypes. */
+static int r_status(cli_tp *t, const char *id, json_object **doc)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    xc_exec *x = NULL;
+    json_object *j, *served, *unserved, *tasks;
+    size_t i;
+    if (op_load(&k->op, id, &x, NULL, &err)) return cli_fail(&err);
+    j = xc_to_json(x);
+    served = served_types(k);
+    unserved = json_object_new_array();
+    json_object_object_get_ex(j, "tasks", &tasks);
+    for (i = 0; i < x->tasks.len; i++) {
+        xc_task *tk = x->tasks.items[i];
+        char why[256];
+        if (xc_task_terminal(tk->status) || tk->def->type->map || !tk->queued ||
+            type_served(served, tk->def->type_name))
+            continue;
+        snprintf(why, sizeof why, "waiting: no running weftd serves task type %s",
+                 tk->def->type_name);
+        json_object_object_add(json_object_array_get_idx(tasks, i), "reasonForIncompletion",
+                               json_object_new_string(why));
+        if (!type_served(unserved, tk->def->type_name))
+            json_object_array_add(unserved, json_object_new_string(tk->def->type_name));
+    }
+    if (json_object_array_length(unserved))
+        json_object_object_add(j, "unservedTaskTypes", unserved);
+    else
+        json_object_put(unserved);
+    json_object_put(served);
+    xc_free(x);
+    *doc = j;
+    return EXIT_OK;
+}
+
+static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    rs_exec e = {0};
+    json_object *doc = NULL, *v = NULL, *ref = NULL;
+    memset(w, 0, sizeof *w);
+    if (rs_exec_load(k->r, id, 0, &e, &err)) {
+        if (err.code == WEFT_EIO && !final) return TP_AGAIN; /* Redis restarting: keep waiting */
+        return cli_fail(&err);
+    }
+    if (!e.status || xc_wf_status_parse(e.status, &w->status) || !xc_wf_terminal(w->status)) {
+        rs_exec_clear(&e);
+        return EXIT_OK;
+    }
+    w->terminal = 1;
+    if (wu_parse_json("workflow", e.doc, &doc, &err) == 0) {
+        if (!json_object_object_get_ex(doc, "outputRef", &ref) &&
+            json_object_object_get_ex(doc, "output", &v))
+            w->output = json_object_get(v);
+        if (json_object_object_get_ex(doc, "reason", &v))
+            w->reason = strdup(json_object_get_string(v));
+    }
+    /* a large output kept outside (codec.c) */
+    if (ref && ps_load(k->op.ps, id, json_object_get_string(ref), &w->output, &err))
+        fprintf(stderr, "weft: %s\n", err.msg);
+    json_object_put(doc);
+    rs_exec_clear(&e);
+    return EXIT_OK;
+}
+
+static int on_event(void *ud, const char *id, const char *json)
+{
+    (void)ud;
+    (void)id;
+    return cli_event(json);
+}
+
+static int r_watch(cli_tp *t, const char *id)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    char last[RS_EVENT_ID_MAX] = "0";
+    rs_exec e = {0};
+    if (rs_exec_load(k->r, id, 0, &e, &err)) return cli_fail(&err);
+    rs_exec_clear(&e);
+    for (;;) {
+        char before[RS_EVENT_ID_MAX];
+        int n;
+        snprintf(before, sizeof before, "%s", last);
+        n = rs_events(k->r, id, last, last, 1000, on_event, NULL, &err);
+        if (n < 0) {
+            if (err.code == WEFT_EIO) {
+                cli_sleep_ms(500);
+                continue;
+            }
+            return cli_fail(&err);
+        }
+        if (n > 0 && strcmp(before, last)) {
+            /* did the last one end the workflow? on_event stopped early if so */
+            rs_exec s = {0};
+            weft_wf_status st;
+            if (rs_exec_load(k->r, id, 0, &s, &err) == 0 && s.status &&
+                xc_wf_status_parse(s.status, &st) == 0 && xc_wf_terminal(st)) {
+                /* drain what is left, then stop */
+                rs_events(k->r, id, last, last, 0, on_event, NULL, &err);
+                rs_exec_clear(&s);
+                return EXIT_OK;
+            }
+            rs_exec_clear(&s);
+        }
+    }
+}
+
+static int r_update(rtp *k, const char *id, op_fn fn, void *ud)
+{
+    weft_error err = {0};
+    if (op_update(&k->op, id, fn, ud, &err)) return cli_fail(&err);
+    return EXIT_OK;
+}
+
+/* terminate, pause, resume: recorded first, so a busy workflow cannot outrun
+ * them; --timeout caps the wait for one to land. */
+static int r_command(cli_tp *t, const char *id, op_cmd cmd, const char *reason)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    const char *timeout = t->c->timeout;
+    if (timeout) {
+        char *end;
+        double s = strtod(timeout, &end);
+        if (end == timeout || *end || !(s > 0) || s > 86400)
+            return die(EXIT_USAGE,
+                       "--timeout: expected seconds, above 0 and at most 86400 (got %s)", timeout);
+        k->op.command_wait_ms = (int64_t)(s * 1000);
+    }
+    if (op_command(&k->op, id, cmd, reason, &err)) {
+        if (err.code != WEFT_ETIMEOUT) return cli_fail(&err);
+        fprintf(stderr, "weft: %s\n", err.msg);
+        return EXIT_TIMEOUT;
+    }
+    return EXIT_OK;
+}
+
+static int r_act(cli_tp *t, const char *id, tp_act act, const char *reason)
+{
+    switch (act) {
+    case TP_TERMINATE:
+        return r_command(t, id, OP_TERMINATE, reason ? reason : "terminated by an operator");
+    case TP_PAUSE:
+        return r_command(t, id, OP_PAUSE, NULL);
+    case TP_RESUME:
+        return r_command(t, id, OP_RESUME, NULL);
+    case TP_RETRY:
+        return r_update(t->impl, id, op_fn_retry, NULL);
+    default:
+        return r_update(t->impl, id, op_fn_restart, NULL);
+    }
+}
+
+static int r_signal(cli_tp *t, const char *id, const char *ref, int failed, const char *reason,
+                    json_object *output)
+{
+    op_complete c = {0};
+    c.ref = ref;
+    c.status = failed ? WEFT_TASK_FAILED : WEFT_TASK_COMPLETED;
+    c.reason = failed ? reason : NULL;
+    c.output = output;
+    return r_update(t->impl, id, op_fn_complete, &c);
+}
+
+static void r_close(cli_tp *t)
+{
+    rtp *k = t->impl;
+    rs_free(k->r);
+    pl_free(k->plugins);
+    ps_close(k->op.ps);
+    free(k);
+}
+
+rs *tp_store(cli_tp *t)
+{
+    return ((rtp *)t->impl)->r;
+}
+
+static const tp_ops ops = {
+    .start = r_start,
+    .reg = r_reg,
+    .status = r_status,
+    .poll = r_poll,
+    .watch = r_watch,
+    .act = r_act,
+    .signal = r_signal,
+    .close = r_close,
+};
+
+int tp_open_redis(cli_tp *t, const cli *c, int plugins)
+{
+    weft_error err = {0};
+    rs_opts o = {0};
+    const char *path = c->plugin_path ? c->plugin_path : getenv("WEFT_PLUGIN_PATH");
+    char *dflt = NULL;
+    rtp *k = calloc(1, sizeof *k);
+    if (!k) return die(EXIT_USAGE, "out of memory%s", "");
+    o.url = c->redis;
+    o.prefix = c->prefix;
+    if (rs_open(&o, &k->r, &err)) {
+        if (!k->r || err.code != WEFT_EIO) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            rs_free(k->r);
+            free(k);
+            return EXIT_USAGE;
+        }
+        /* unreachable for now: each command says so, and wait/watch keep trying */
+    }
+    /* plugins validate definitions from files; types served elsewhere are
+     * fine. Other commands read stored definitions and need none. */
+    k->plugins = pl_new(host_table());
+    if (plugins) {
+        if (!path || !*path) path = dflt = pl_default_path();
+        if (k->plugins && path) pl_load_path(k->plugins, path);
+        free(dflt);
+    }
+    k->defs.find_type = find_type;
+    k->defs.ud = k->plugins;
+    k->defs.searched = k->plugins ? pl_searched(k->plugins) : "";
+    k->defs.host = host_table();
+    k->defs.allow_unknown = 1;
+    if (cf_env_limits(&k->limits, &err)) {
+        fprintf(stderr, "weft: %s\n", err.msg);
+        rs_free(k->r);
+        pl_free(k->plugins);
+        free(k);
+        return EXIT_USAGE;
+    }
+    k->defs.limits = &k->limits;
+    k->dec.defs = &k->defs;
+    k->dec.now = wu_now_ms;
+    k->op.r = k->r;
+    k->op.defs = &k->defs;
+    k->op.dec = &k->dec;
+    k->op.sweep_ms = 30000;
+    k->op.client = 1;
+    if (ps_open_env(&k->op.ps, &err))
+        fprintf(stderr, "weft: %s (large payloads stay inline)\n", err.msg);
+    memset(t, 0, sizeof *t);
+    t->c = c;
+    t->impl = k;
+    t->ops = &ops;
+    return EXIT_OK;
+}
