@@ -149,7 +149,7 @@ int cli_signal(const cli *c, cli_tp *t)
 
 /* secret set NAME (its value on stdin): one trailing newline is what `echo`
  * adds, not part of the secret. */
-static int secret_set(rs *r, const char *name)
+static int secret_set(st_store *r, const char *name)
 {
     weft_error err = {0};
     wu_buf b = {0};
@@ -160,7 +160,7 @@ static int secret_set(rs *r, const char *name)
         wu_buf_add(&b, chunk, n);
     if (b.len && b.data[b.len - 1] == '\n') b.data[--b.len] = 0;
     if (b.len && b.data[b.len - 1] == '\r') b.data[--b.len] = 0;
-    rc = rs_secret_set(r, name, b.data ? b.data : "", &err);
+    rc = ST(r, secret_set, name, b.data ? b.data : "", &err);
     if (b.data) memset(b.data, 0, b.len);
     wu_buf_free(&b);
     return rc ? cli_fail(&err) : EXIT_OK;
@@ -171,11 +171,11 @@ int cli_secret(const cli *c, cli_tp *t)
 {
     weft_error err = {0};
     const char *what = c->args[0], *name = c->nargs > 1 ? c->args[1] : NULL;
-    rs *r = tp_store(t);
+    st_store *r = tp_store(t);
     if (!strcmp(what, "list")) {
         char **names;
         size_t n, i;
-        if (rs_secret_names(r, &names, &n, &err)) return cli_fail(&err);
+        if (ST(r, secret_names, &names, &n, &err)) return cli_fail(&err);
         for (i = 0; i < n; i++) {
             printf("%s\n", names[i]);
             free(names[i]);
@@ -185,7 +185,7 @@ int cli_secret(const cli *c, cli_tp *t)
     }
     if (!name)
         return die(EXIT_USAGE, "usage: weft secret set NAME < value | list | delete NAME%s", "");
-    if (!strcmp(what, "delete")) return rs_secret_delete(r, name, &err) ? cli_fail(&err) : EXIT_OK;
+    if (!strcmp(what, "delete")) return ST(r, secret_delete, name, &err) ? cli_fail(&err) : EXIT_OK;
     if (!strcmp(what, "set")) return secret_set(r, name);
     return die(EXIT_USAGE, "unknown secret command '%s' (set, list or delete)", what);
 }

@@ -8,7 +8,7 @@
 #define WEFT_CLI_TRANSPORT_H
 
 #include "cli/cli.h"
-#include "store/redis/redis.h"
+#include "store/store.h"
 
 /* What wait sees of a workflow. */
 typedef struct tp_wf {
@@ -61,7 +61,7 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins);
 /* Open t over the REST API at url. Returns an exit code. */
 int tp_open_http(cli_tp *t, const cli *c, const char *url);
 /* The Redis store under t (opened by tp_open_redis), for Redis-only commands. */
-rs *tp_store(cli_tp *t);
+st_store *tp_store(cli_tp *t);
 void tp_wf_clear(tp_wf *w);
 
 #endif

@@ -14,9 +14,11 @@
 #include "lua/dsl.h"
 #include "plugin/host.h"
 #include "plugin/loader.h"
+#include "store/redis/backend.h"
 
 typedef struct rtp {
-    rs *r;
+    st_store *st;
+    ps_store *ps; /* large outputs kept outside, read back by wait */
     pl_registry *plugins;
     def_env defs;
     def_limits limits;
@@ -42,7 +44,7 @@ static int get_def(cli_tp *t, const char *what, def_workflow **out, weft_error *
         json_object_put(json);
         return rc;
     }
-    rc = rs_def_get(k->r, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, err);
+    rc = ST(k->st, def_get, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, err);
     if (rc) return rc;
     rc = op_def(&k->op, text, what, out, err);
     free(text);
@@ -76,7 +78,7 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     def_workflow *def = NULL;
     int rc;
     if (get_def(t, file, &def, &err)) return cli_fail(&err);
-    rc = rs_def_register(k->r, def->name, def->version,
+    rc = ST(k->st, def_register, def->name, def->version,
                          json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);
     *version = def->version;
@@ -91,7 +93,7 @@ static json_object *served_types(rtp *k)
     json_object *all = NULL, *served = json_object_new_array(), *parsed = json_object_new_array();
     char *text = NULL;
     int64_t now = wu_now_ms();
-    if (rs_daemons(k->r, &text, &err) || wu_parse_json("daemons", text, &all, &err)) {
+    if (ST(k->st, daemons, &text, &err) || wu_parse_json("daemons", text, &all, &err)) {
         free(text);
         json_object_put(parsed);
         return served;
@@ -172,15 +174,15 @@ static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
 {
     rtp *k = t->impl;
     weft_error err = {0};
-    rs_exec e = {0};
+    st_doc e = {0};
     json_object *doc = NULL, *v = NULL, *ref = NULL;
     memset(w, 0, sizeof *w);
-    if (rs_exec_load(k->r, id, 0, &e, &err)) {
+    if (ST(k->st, exec_read, id, &e, &err)) {
         if (err.code == WEFT_EIO && !final) return TP_AGAIN; /* Redis restarting: keep waiting */
         return cli_fail(&err);
     }
     if (!e.status || xc_wf_status_parse(e.status, &w->status) || !xc_wf_terminal(w->status)) {
-        rs_exec_clear(&e);
+        st_doc_clear(&e);
         return EXIT_OK;
     }
     w->terminal = 1;
@@ -192,10 +194,10 @@ static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
             w->reason = strdup(json_object_get_string(v));
     }
     /* a large output kept outside (codec.c) */
-    if (ref && ps_load(k->op.ps, id, json_object_get_string(ref), &w->output, &err))
+    if (ref && ps_load(k->ps, id, json_object_get_string(ref), &w->output, &err))
         fprintf(stderr, "weft: %s\n", err.msg);
     json_object_put(doc);
-    rs_exec_clear(&e);
+    st_doc_clear(&e);
     return EXIT_OK;
 }
 
@@ -210,15 +212,15 @@ static int r_watch(cli_tp *t, const char *id)
 {
     rtp *k = t->impl;
     weft_error err = {0};
-    char last[RS_EVENT_ID_MAX] = "0";
-    rs_exec e = {0};
-    if (rs_exec_load(k->r, id, 0, &e, &err)) return cli_fail(&err);
-    rs_exec_clear(&e);
+    char last[ST_EVENT_ID_MAX] = "0";
+    st_doc e = {0};
+    if (ST(k->st, exec_read, id, &e, &err)) return cli_fail(&err);
+    st_doc_clear(&e);
     for (;;) {
-        char before[RS_EVENT_ID_MAX];
+        char before[ST_EVENT_ID_MAX];
         int n;
         snprintf(before, sizeof before, "%s", last);
-        n = rs_events(k->r, id, last, last, 1000, on_event, NULL, &err);
+        n = ST(k->st, events, id, last, last, 1000, on_event, NULL, &err);
         if (n < 0) {
             if (err.code == WEFT_EIO) {
                 cli_sleep_ms(500);
@@ -228,16 +230,16 @@ static int r_watch(cli_tp *t, const char *id)
         }
         if (n > 0 && strcmp(before, last)) {
             /* did the last one end the workflow? on_event stopped early if so */
-            rs_exec s = {0};
+            st_doc s = {0};
             weft_wf_status st;
-            if (rs_exec_load(k->r, id, 0, &s, &err) == 0 && s.status &&
+            if (ST(k->st, exec_read, id, &s, &err) == 0 && s.status &&
                 xc_wf_status_parse(s.status, &st) == 0 && xc_wf_terminal(st)) {
                 /* drain what is left, then stop */
-                rs_events(k->r, id, last, last, 0, on_event, NULL, &err);
-                rs_exec_clear(&s);
+                ST(k->st, events, id, last, last, 0, on_event, NULL, &err);
+                st_doc_clear(&s);
                 return EXIT_OK;
             }
-            rs_exec_clear(&s);
+            st_doc_clear(&s);
         }
     }
 }
@@ -302,15 +304,15 @@ static int r_signal(cli_tp *t, const char *id, const char *ref, int failed, cons
 static void r_close(cli_tp *t)
 {
     rtp *k = t->impl;
-    rs_free(k->r);
+    st_free(k->st);
     pl_free(k->plugins);
-    ps_close(k->op.ps);
+    ps_close(k->ps);
     free(k);
 }
 
-rs *tp_store(cli_tp *t)
+st_store *tp_store(cli_tp *t)
 {
-    return ((rtp *)t->impl)->r;
+    return ((rtp *)t->impl)->st;
 }
 
 static const tp_ops ops = {
@@ -327,22 +329,11 @@ static const tp_ops ops = {
 int tp_open_redis(cli_tp *t, const cli *c, int plugins)
 {
     weft_error err = {0};
-    rs_opts o = {0};
+    st_redis_opts o = {0};
     const char *path = c->plugin_path ? c->plugin_path : getenv("WEFT_PLUGIN_PATH");
     char *dflt = NULL;
     rtp *k = calloc(1, sizeof *k);
     if (!k) return die(EXIT_USAGE, "out of memory%s", "");
-    o.url = c->redis;
-    o.prefix = c->prefix;
-    if (rs_open(&o, &k->r, &err)) {
-        if (!k->r || err.code != WEFT_EIO) {
-            fprintf(stderr, "weft: %s\n", err.msg);
-            rs_free(k->r);
-            free(k);
-            return EXIT_USAGE;
-        }
-        /* unreachable for now: each command says so, and wait/watch keep trying */
-    }
     /* plugins validate definitions from files; types served elsewhere are
      * fine. Other commands read stored definitions and need none. */
     k->plugins = pl_new(host_table());
@@ -358,21 +349,35 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     k->defs.allow_unknown = 1;
     if (cf_env_limits(&k->limits, &err)) {
         fprintf(stderr, "weft: %s\n", err.msg);
-        rs_free(k->r);
         pl_free(k->plugins);
         free(k);
         return EXIT_USAGE;
     }
     k->defs.limits = &k->limits;
+    if (ps_open_env(&k->ps, &err))
+        fprintf(stderr, "weft: %s (large payloads stay inline)\n", err.msg);
+    o.rs.url = c->redis;
+    o.rs.prefix = c->prefix;
+    o.defs = &k->defs;
+    o.ps = k->ps;
+    if (st_redis_open(&o, &k->st, &err)) {
+        if (!k->st || err.code != WEFT_EIO) {
+            fprintf(stderr, "weft: %s\n", err.msg);
+            st_free(k->st);
+            pl_free(k->plugins);
+            ps_close(k->ps);
+            free(k);
+            return EXIT_USAGE;
+        }
+        /* unreachable for now: each command says so, and wait/watch keep trying */
+    }
     k->dec.defs = &k->defs;
     k->dec.now = wu_now_ms;
-    k->op.r = k->r;
+    k->op.st = k->st;
     k->op.defs = &k->defs;
     k->op.dec = &k->dec;
     k->op.sweep_ms = 30000;
     k->op.client = 1;
-    if (ps_open_env(&k->op.ps, &err))
-        fprintf(stderr, "weft: %s (large payloads stay inline)\n", err.msg);
     memset(t, 0, sizeof *t);
     t->c = c;
     t->impl = k;

@@ -120,8 +120,8 @@ static void env_init(op_env *e, st_store *s)
     e->sweep_ms = 60000;
 }
 
-/* A store over the test server, with the fixture's cache. */
-static st_store *open_rs(void)
+/* A store over the test server, with cache (NULL: none). */
+static st_store *open_store_with(dc_cache *cache)
 {
     st_redis_opts o = {0};
     st_store *s = NULL;
@@ -129,12 +129,18 @@ static st_store *open_rs(void)
     o.rs.url = srv.url;
     o.rs.prefix = PREFIX;
     o.defs = &DEFS;
-    o.cache = F.cache;
+    o.cache = cache;
     if (st_redis_open(&o, &s, &err)) {
         st_free(s);
         return NULL;
     }
     return s;
+}
+
+/* A store over the test server, with the fixture's cache. */
+static st_store *open_rs(void)
+{
+    return open_store_with(F.cache);
 }
 
 /* The fixture's connection, for what the tests check directly in Redis. */
@@ -269,13 +275,14 @@ static void test_load_without_cache(void **state)
     xc_exec *x = NULL;
     weft_error err = {0};
     start(NULL, NULL, id);
-    env_init(&e, F.env.st);
+    env_init(&e, open_store_with(NULL)); /* the definition cache is the store's */
     e.cache = NULL;
     assert_int_equal(op_load(&e, id, &x, NULL, &err), 0);
     assert_ptr_not_equal(x->def, F.def);
     assert_string_equal(x->def->name, "ops_w");
     assert_non_null(wu_map_get(x->def->by_ref, "b"));
     xc_free(x);
+    st_free(e.st);
 }
 
 /* The execution op_load returns carries the stored fence (DESIGN 2: the

@@ -43,7 +43,7 @@ static int open_memory(const char *url, st_store **out, weft_error *err)
 static def_env ENV; /* compiles the definitions a store reads back */
 
 /* A redis store on the test's redis-server, emptied (FLUSHALL). */
-static __attribute__((unused)) int open_redis(const char *url, st_store **out, weft_error *err)
+static int open_redis(const char *url, st_store **out, weft_error *err)
 {
     st_redis_opts o = {0};
     int rc;
@@ -53,9 +53,10 @@ static __attribute__((unused)) int open_redis(const char *url, st_store **out, w
     return rs_command(st_redis_conn(*out), err, "FLUSHALL");
 }
 
-/* A row per backend; redis's: {"redis", open_redis, 1}. */
+/* A row per backend: every case runs against each. */
 static const backend BACKENDS[] = {
     {"memory", open_memory, 0},
+    {"redis", open_redis, 1},
 };
 
 static const backend *cur;

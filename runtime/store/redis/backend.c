@@ -420,8 +420,7 @@ static int rb_wake(st_store *s, const char *id, int64_t at, int only_earlier, we
 }
 static int rb_forget(st_store *s, const char *id, weft_error *err)
 {
-    rs *r = rb_of(s)->r;
-    return rs_command(r, err, "ZREM %s{dq}:due %s", rs_prefix(r), id);
+    return rs_forget(rb_of(s)->r, id, err);
 }
 static int rb_def_register(st_store *s, const char *name, int version, const char *json,
                            weft_error *err)

@@ -187,3 +187,19 @@ int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err
     rs_replies_free(&x, 1);
     return 0;
 }
+
+int rs_forget(rs *r, const char *id, weft_error *err)
+{
+    char dq[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    if ((rc = rs_check_id(id, err)) != 0) return rc;
+    rs_k_dq(r, dq);
+    rs_cmd_add(&c, "ZREM");
+    rs_cmd_add(&c, dq);
+    rs_cmd_add(&c, id);
+    if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
+    rs_replies_free(&x, 1);
+    return 0;
+}
