@@ -42,6 +42,7 @@
 #include "plugin/host.h"
 #include "core/ops.h"
 #include "plugin/loader.h"
+#include "base/redis_url.h"
 #include "store/redis/backend.h"
 #include "base/util.h"
 
@@ -587,50 +588,6 @@ out:
 
 /* ---- Redis: the server ---- */
 
-typedef struct rurl {
-    char host[256];
-    int port;
-    char path[512]; /* unix socket */
-    char user[128], pass[256];
-    int db;
-} rurl;
-
-static int parse_url(const char *url, rurl *u)
-{
-    const char *p, *at, *slash, *colon;
-    memset(u, 0, sizeof *u);
-    u->port = 6379;
-    if (!strncmp(url, "unix://", 7)) {
-        snprintf(u->path, sizeof u->path, "%s", url + 7);
-        return u->path[0] ? 0 : -1;
-    }
-    if (strncmp(url, "redis://", 8)) return -1;
-    p = url + 8;
-    slash = strchr(p, '/');
-    at = strchr(p, '@');
-    if (at && (!slash || at < slash)) {
-        const char *c = memchr(p, ':', (size_t)(at - p));
-        if (c) {
-            snprintf(u->user, sizeof u->user, "%.*s", (int)(c - p), p);
-            snprintf(u->pass, sizeof u->pass, "%.*s", (int)(at - c - 1), c + 1);
-        } else {
-            snprintf(u->pass, sizeof u->pass, "%.*s", (int)(at - p), p);
-        }
-        p = at + 1;
-    }
-    slash = strchr(p, '/');
-    colon = memchr(p, ':', slash ? (size_t)(slash - p) : strlen(p));
-    if (colon) {
-        snprintf(u->host, sizeof u->host, "%.*s", (int)(colon - p), p);
-        u->port = atoi(colon + 1);
-    } else {
-        snprintf(u->host, sizeof u->host, "%.*s", slash ? (int)(slash - p) : (int)strlen(p), p);
-    }
-    if (!u->host[0]) snprintf(u->host, sizeof u->host, "127.0.0.1");
-    if (slash && slash[1]) u->db = atoi(slash + 1);
-    return u->port > 0 ? 0 : -1;
-}
-
 static redisReply *cmd(redisContext *c, const char *fmt, ...)
 {
     va_list ap;
@@ -646,20 +603,20 @@ static redisReply *cmd(redisContext *c, const char *fmt, ...)
     return x;
 }
 
-static redisContext *r_connect(const rurl *u, const char *url)
+static redisContext *r_connect(const ru_url *u, const char *url)
 {
     struct timeval tv = {5, 0};
-    redisContext *c = u->path[0] ? redisConnectUnixWithTimeout(u->path, tv)
-                                 : redisConnectWithTimeout(u->host, u->port, tv);
+    redisContext *c = u->path ? redisConnectUnixWithTimeout(u->path, tv)
+                              : redisConnectWithTimeout(u->host, u->port, tv);
     redisReply *x = NULL;
     if (!c || c->err) {
         fprintf(stderr, "weft-bench: %s: %s\n", url, c ? c->errstr : "out of memory");
         if (c) redisFree(c);
         return NULL;
     }
-    if (u->pass[0])
-        x = u->user[0] ? cmd(c, "AUTH %s %s", u->user, u->pass) : cmd(c, "AUTH %s", u->pass);
-    if (u->pass[0] && !x) goto fail;
+    if (u->password)
+        x = u->user ? cmd(c, "AUTH %s %s", u->user, u->password) : cmd(c, "AUTH %s", u->password);
+    if (u->password && !x) goto fail;
     if (x) freeReplyObject(x);
     if (u->db && !(x = cmd(c, "SELECT %d", u->db))) goto fail;
     if (u->db) freeReplyObject(x);
@@ -753,19 +710,19 @@ static void print_cmd_stats(const rstats *a, const rstats *b, double tasks)
 }
 
 /* redis-benchmark -t set -c 50 -n N -q against the server: requests/s, or 0. */
-static double set_baseline(const rurl *u, long n)
+static double set_baseline(const ru_url *u, long n)
 {
     char command[1024], line[512], *p;
     FILE *f;
     double rps = 0;
     int len;
-    if (u->path[0])
+    if (u->path)
         len = snprintf(command, sizeof command, "redis-benchmark -s '%s'", u->path);
     else
         len = snprintf(command, sizeof command, "redis-benchmark -h '%s' -p %d", u->host, u->port);
-    if (u->pass[0])
-        len += snprintf(command + len, sizeof command - (size_t)len, " -a '%s'%s%s%s", u->pass,
-                        u->user[0] ? " --user '" : "", u->user, u->user[0] ? "'" : "");
+    if (u->password)
+        len += snprintf(command + len, sizeof command - (size_t)len, " -a '%s'%s%s%s", u->password,
+                        u->user ? " --user '" : "", u->user ? u->user : "", u->user ? "'" : "");
     snprintf(command + len, sizeof command - (size_t)len,
              " --dbnum %d -t set -c 50 -n %ld -q 2>/dev/null", u->db, n);
     if (system("command -v redis-benchmark >/dev/null 2>&1")) {
@@ -1119,7 +1076,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
 
 static int run_redis(const opts *o)
 {
-    rurl u;
+    ru_url u = {0};
     redisContext *ctl = NULL;
     st_store *r = NULL;
     st_redis_opts ro = {0};
@@ -1141,11 +1098,9 @@ static int run_redis(const opts *o)
     int listening = 0, rc = 1;
     long i, bad, done;
 
-    if (parse_url(o->redis_url, &u)) {
-        fprintf(stderr,
-                "weft-bench: --redis: '%s' is not redis://[[user]:password@]host[:port][/db] "
-                "or unix:///path\n",
-                o->redis_url);
+    if (ru_parse(o->redis_url, &u, &err)) {
+        fprintf(stderr, "weft-bench: --redis: %s\n", err.msg);
+        ru_clear(&u);
         return 2;
     }
     if (run_init(&R, o)) {
@@ -1325,6 +1280,7 @@ out:
     st_free(r);
     pl_free(plugins);
     run_free(&R);
+    ru_clear(&u);
     return rc;
 }
 
