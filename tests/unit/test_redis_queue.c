@@ -1,0 +1,306 @@
+/*
+ * The Redis store's queues (store/redis/queue.c, due.c): claiming, renewing,
+ * acknowledging and reaping task leases, and the decider queue's due times,
+ * holds and wakes, polled together with the task queues. Runs against a
+ * real redis-server the test starts itself (redis_store_fixture.h); exits 77
+ * when redis-server is not installed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+
+#include "redis_store_fixture.h"
+
+/* ---- work queues ---- */
+
+static void test_claim_renew_ack(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"HTTP"};
+    rs_lease c[4], stale;
+    long long ready, leased, exp;
+    int64_t now = wu_now_ms();
+
+    create("wf1", 0);
+    push("wf1", "HTTP", "t1", 0);
+    push("wf1", "HTTP", "t2", now + 60000); /* not visible yet */
+    assert_int_equal(rs_claim(r, types, 1, 4, 30000, c, &err), 1);
+    assert_string_equal(c[0].workflow_id, "wf1");
+    assert_string_equal(c[0].task_id, "t1");
+    assert_string_equal(c[0].type, "HTTP");
+    assert_true(strlen(c[0].lease) > 10);
+    exp = qint("ZSCORE weft:{q:HTTP}:leases wf1|t1");
+    assert_true(exp >= now + 30000 && exp < now + 40000);
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(ready, 1);
+    assert_int_equal(leased, 1);
+    /* nothing else visible */
+    assert_int_equal(rs_claim(r, types, 1, 4, 30000, c + 1, &err), 0);
+
+    assert_int_equal(rs_check_lease(r, &c[0], &err), 0);
+    assert_int_equal(rs_renew(r, &c[0], 90000, &err), 0);
+    assert_true(qint("ZSCORE weft:{q:HTTP}:leases wf1|t1") >= now + 90000);
+
+    stale = c[0];
+    stale.lease[0] = stale.lease[0] == 'x' ? 'y' : 'x';
+    assert_int_equal(rs_check_lease(r, &stale, &err), WEFT_ESTATE);
+    assert_has(err.msg, "stale lease for wf1|t1");
+    assert_int_equal(rs_renew(r, &stale, 1000, &err), WEFT_ESTATE);
+    assert_int_equal(rs_ack(r, &stale, &err), WEFT_ESTATE);
+    assert_string_equal(err.msg, "stale lease for wf1|t1: result discarded");
+    assert_int_equal(qint("ZCARD weft:{q:HTTP}:leases"), 1);
+
+    assert_int_equal(rs_ack(r, &c[0], &err), 0);
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(leased, 0);
+    assert_int_equal(qint("HLEN weft:{q:HTTP}:lease"), 0);
+    /* acked twice: the second is stale */
+    assert_int_equal(rs_ack(r, &c[0], &err), WEFT_ESTATE);
+    assert_int_equal(rs_renew(r, &c[0], 1000, &err), WEFT_ESTATE);
+    assert_int_equal(rs_check_lease(r, &c[0], &err), WEFT_ESTATE);
+
+    /* bad arguments */
+    assert_int_equal(rs_claim(r, types, 1, 0, 1000, c, &err), 0);
+    assert_int_equal(rs_claim(r, types, 1, 1, 0, c, &err), WEFT_EINVAL);
+    stale.type[0] = 0;
+    assert_int_equal(rs_ack(r, &stale, &err), WEFT_EINVAL);
+}
+
+static void test_claim_many_types(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"A", "B", "C"};
+    rs_lease c[8];
+    long long ready, leased, total_ready = 0, total_leased = 0;
+    int i, n;
+    create("wf1", 0);
+    for (i = 0; i < 3; i++) {
+        char task[8];
+        snprintf(task, sizeof task, "t%d", i);
+        push("wf1", types[i], task, 0);
+        snprintf(task, sizeof task, "u%d", i);
+        push("wf1", types[i], task, 0);
+    }
+    /* 6 visible over 3 types, room for 4: four claimed, two given back */
+    n = rs_claim(r, types, 3, 4, 30000, c, &err);
+    assert_int_equal(n, 4);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(rs_queue_sizes(r, types[i], &ready, &leased, &err), 0);
+        total_ready += ready;
+        total_leased += leased;
+    }
+    assert_int_equal(total_ready, 2);
+    assert_int_equal(total_leased, 4);
+    for (i = 0; i < n; i++)
+        assert_int_equal(rs_check_lease(r, &c[i], &err), 0);
+    /* the rest */
+    assert_int_equal(rs_claim(r, types, 3, 8, 30000, c + 4, &err), 2);
+    for (i = 0; i < 6; i++)
+        assert_int_equal(rs_ack(r, &c[i], &err), 0);
+    assert_int_equal(rs_claim(r, types, 3, 8, 30000, c, &err), 0);
+}
+
+static void test_reap(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"HTTP"};
+    rs_lease c, c2;
+    char **ex = NULL;
+    size_t nex = 99;
+    int i;
+
+    create("wf1", 0);
+    push("wf1", "HTTP", "t1", 0);
+    /* nothing expired */
+    assert_int_equal(rs_claim(r, types, 1, 1, 60000, &c, &err), 1);
+    assert_int_equal(rs_reap(r, "HTTP", 2, &ex, &nex, &err), 0);
+    assert_int_equal(nex, 0);
+    assert_null(ex);
+    assert_int_equal(rs_ack(r, &c, &err), 0);
+
+    push("wf1", "HTTP", "t2", 0);
+    /* max_reaps 2: put back twice, reported exhausted the third time */
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(rs_claim(r, types, 1, 1, 1, &c, &err), 1);
+        rf_sleep_ms(5);
+        assert_int_equal(rs_reap(r, "HTTP", 2, &ex, &nex, &err), 1);
+        assert_int_equal(nex, 0);
+        assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "t2", &err), 1);
+        assert_int_equal(qint("HGET weft:{q:HTTP}:reaped wf1|t2"), i + 1);
+        /* the reaped claim's result is discarded */
+        assert_int_equal(rs_ack(r, &c, &err), WEFT_ESTATE);
+    }
+    assert_int_equal(rs_claim(r, types, 1, 1, 1, &c2, &err), 1);
+    assert_string_not_equal(c2.lease, c.lease);
+    rf_sleep_ms(5);
+    assert_int_equal(rs_reap(r, "HTTP", 2, &ex, &nex, &err), 0);
+    assert_int_equal(nex, 1);
+    assert_string_equal(ex[0], "wf1|t2");
+    free(ex[0]);
+    free(ex);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "t2", &err), 0);
+    assert_int_equal(qint("HEXISTS weft:{q:HTTP}:reaped wf1|t2"), 0);
+
+    /* an ack clears the count */
+    push("wf1", "HTTP", "t3", 0);
+    assert_int_equal(rs_claim(r, types, 1, 1, 1, &c, &err), 1);
+    rf_sleep_ms(5);
+    assert_int_equal(rs_reap(r, "HTTP", 5, &ex, &nex, &err), 1);
+    assert_int_equal(rs_claim(r, types, 1, 1, 60000, &c, &err), 1);
+    assert_int_equal(rs_ack(r, &c, &err), 0);
+    assert_int_equal(qint("HEXISTS weft:{q:HTTP}:reaped wf1|t3"), 0);
+
+    assert_int_equal(rs_reap(r, "HTTP", -1, &ex, &nex, &err), WEFT_EINVAL);
+}
+
+/* Work made visible during a waiting poll's wait is what it takes. */
+static void *late_pusher(void *arg)
+{
+    rs *x = open_rs(NULL, 0);
+    rs_step st[] = {{RS_PUSH, "HTTP", "t5", 0, NULL, 0, NULL}};
+    weft_error err = {0};
+    rf_sleep_ms(200);
+    st[0].at = wu_now_ms();
+    if (rs_exec_save(x, "wf3", 1, DOC, "RUNNING", 0, st, 1, NULL, 0, NULL, &err) != 0)
+        fprintf(stderr, "late push: %s\n", err.msg);
+    rs_free(x);
+    return arg;
+}
+
+/* The decider queue and the task queues polled in one call. */
+static void test_due_claim(void **state)
+{
+    weft_error err = {0};
+    const char *types[] = {"HTTP", "LAMBDA"};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0, NULL}};
+    rs_lease c[4];
+    char ids[4][64];
+    int nd = -1;
+    create("wf1", 0);
+    create("wf2", LATE);
+    save("wf2", 1, st, 2);
+    assert_int_equal(rs_due_claim(r, 0, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 2);
+    assert_int_equal(nd, 1);
+    assert_string_equal(ids[0], "wf1");
+    assert_string_equal(c[0].workflow_id, "wf2");
+    assert_string_equal(c[1].workflow_id, "wf2");
+    /* either part alone */
+    assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
+    assert_int_equal(rs_due_claim(r, 0, 4, 1000, ids, &nd, types, 2, 0, 60000, c, &err), 0);
+    assert_int_equal(nd, 1);
+    assert_int_equal(rs_due_claim(r, 0, 0, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+    assert_int_equal(nd, 0);
+    /* bad arguments */
+    assert_int_equal(rs_due_claim(r, 0, 4, -1, ids, &nd, NULL, 0, 0, 0, NULL, &err), WEFT_EINVAL);
+    assert_int_equal(rs_due_claim(r, 0, 0, 0, NULL, &nd, types, 2, 4, 0, c, &err), WEFT_EINVAL);
+    /* an idle worker's poll: it waits for a token, then polls ... */
+    {
+        int64_t t0;
+        freeReplyObject(qc("DEL weft:wake"));
+        t0 = wu_now_ms();
+        assert_int_equal(rs_due_claim(r, 300, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+        assert_int_equal(nd, 0);
+        assert_true(wu_now_ms() - t0 >= 250);
+        /* ... which a save making work visible pushes: no wait then */
+        save("wf2", 1 + 1, st, 1); /* HTTP t1 again, ready now: a token */
+        assert_true(qint("LLEN weft:wake") >= 1);
+        t0 = wu_now_ms();
+        assert_int_equal(rs_due_claim(r, 3000, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 1);
+        assert_true(wu_now_ms() - t0 < 1000);
+        assert_string_equal(c[0].task_id, "t1");
+        /* work that comes during the wait, visible only after the poll was sent */
+        {
+            pthread_t th;
+            create("wf3", LATE);
+            freeReplyObject(qc("DEL weft:wake"));
+            pthread_create(&th, NULL, late_pusher, NULL);
+            t0 = wu_now_ms();
+            assert_int_equal(rs_due_claim(r, 3000, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err),
+                             1);
+            assert_true(wu_now_ms() - t0 < 2000);
+            assert_string_equal(c[0].task_id, "t5");
+            pthread_join(th, NULL);
+        }
+        /* a wait longer than the command timeout does not time the connection out */
+        {
+            rs *sh = open_rs(NULL, 200);
+            t0 = wu_now_ms();
+            assert_int_equal(rs_due_claim(sh, 400, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+            assert_true(wu_now_ms() - t0 >= 350);
+            rs_free(sh);
+        }
+    }
+    /* a broken queue: nothing is taken, the due execution comes due again */
+    assert_int_equal(rs_wake(r, "wf1", 0, 0, &err), 0);
+    save("wf2", 3, st, 1);
+    freeReplyObject(qc("SET weft:{q:LAMBDA}:ready x"));
+    assert_true(rs_due_claim(r, 0, 4, 300, ids, &nd, types, 2, 4, 60000, c, &err) < 0);
+    assert_int_equal(nd, 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf2", "t1", &err), 1);
+}
+
+/* ---- decider queue ---- */
+
+static void test_due_hold(void **state)
+{
+    weft_error err = {0};
+    char ids[4][64];
+    int64_t now = wu_now_ms();
+    create("wf1", now - 10);
+    create("wf2", now + 60000);
+    assert_int_equal(rs_due(r, 4, 300, ids, &err), 1);
+    assert_string_equal(ids[0], "wf1");
+    assert_true(qint("ZSCORE weft:{dq}:due wf1") >= now + 300);
+    /* held: other deciders skip it */
+    assert_int_equal(rs_due(r, 4, 300, ids, &err), 0);
+    rf_sleep_ms(400);
+    assert_int_equal(rs_due(r, 4, 300, ids, &err), 1);
+    assert_string_equal(ids[0], "wf1");
+    /* max */
+    assert_int_equal(rs_wake(r, "wf2", now - 5, 0, &err), 0);
+    assert_int_equal(rs_wake(r, "wf1", now - 5, 0, &err), 0);
+    assert_int_equal(rs_due(r, 1, 1000, ids, &err), 1);
+    assert_int_equal(rs_due(r, 1, 1000, ids, &err), 1);
+    assert_int_equal(rs_due(r, 1, 1000, ids, &err), 0);
+    assert_int_equal(rs_due(r, 0, 1000, ids, &err), 0);
+}
+
+static void test_wake(void **state)
+{
+    weft_error err = {0};
+    assert_int_equal(rs_wake(r, "wf1", 5000, 0, &err), 0);
+    assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), 5000);
+    /* only_earlier keeps an earlier time ... */
+    assert_int_equal(rs_wake(r, "wf1", 9000, 1, &err), 0);
+    assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), 5000);
+    /* ... takes an earlier one ... */
+    assert_int_equal(rs_wake(r, "wf1", 3000, 1, &err), 0);
+    assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), 3000);
+    /* ... and adds a missing id */
+    assert_int_equal(rs_wake(r, "wf9", 9000, 1, &err), 0);
+    assert_int_equal(qint("ZSCORE weft:{dq}:due wf9"), 9000);
+    /* without it, the time is set as given */
+    assert_int_equal(rs_wake(r, "wf1", 8000, 0, &err), 0);
+    assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), 8000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
+    };
+    int rc = rsf_start();
+    if (rc != 0) return rc;
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+    rsf_stop();
+    return rc;
+}
