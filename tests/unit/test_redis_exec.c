@@ -417,8 +417,8 @@ static void test_save_many(void **state)
     const rs_lease *c1, *c2;
     int64_t until = wu_now_ms() + 60000;
     rs_step stale_steps[] = {{RS_PUSH, "HTTP", "s1", 0, NULL, 0, NULL},
-                             {RS_PUSH, "HTTP", "s2", 0, "tok-s2", 0}};
-    rs_step ok_steps[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0},
+                             {RS_PUSH, "HTTP", "s2", 0, "tok-s2", 0, NULL}};
+    rs_step ok_steps[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL},
                           {RS_PUSH, "LAMBDA", "t3", 7, NULL, 0, NULL}};
     rs_step unknown_steps[] = {{RS_PUSH, "HTTP", "u1", 0, NULL, 0, NULL}};
     rs_save s[3];
@@ -553,7 +553,7 @@ static void test_save_many_lease_leftover(void **state)
 {
     weft_error err = {0};
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok-1", 0}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok-1", 0, NULL}};
     rs_save s;
     redisReply *x;
     st[0].lease_until = until;
@@ -590,7 +590,7 @@ static void test_save_many_applies_leftovers(void **state)
 {
     weft_error err = {0};
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
     rs_save s;
     st[0].lease_until = until;
     create("wf1", 0);
@@ -610,7 +610,7 @@ static void test_early_steps(void **state)
     weft_error err = {0};
     rs *e = NULL;
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
     rs_save s;
     st[1].lease_until = until;
     e = open_early();
@@ -810,7 +810,7 @@ static void test_many_unreachable(void **state)
 {
     weft_error err = {0};
     char url[64];
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok", 1}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok", 1, NULL}};
     rs_step bad[] = {{RS_PUSH, "HT|TP", "t1", 0, NULL, 0, NULL}};
     rs_save s[3];
     rs_exec out[2];
