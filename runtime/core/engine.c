@@ -278,14 +278,15 @@ static void hook_ended(void *ud, const xc_exec *x)
 /* ---- deciding and applying ---- */
 
 /* Save x with the steps of o's actions (claim, when given, done with it),
- * then run what follows the save (effects.h). */
-static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim)
+ * then run what follows the save (effects.h). looked: x came due on the
+ * decider queue (and is held there until this save says when next). */
+static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int looked)
 {
     st_save sv = {0};
     st_step *steps = NULL;
     weft_error err = {0};
     size_t n = 0, i;
-    int looked = 0;
+    int next = 0;
     if (fx_steps(&e->op, &e->dec, x, o, 0, &steps, &n, NULL, NULL, NULL)) {
         fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
@@ -298,9 +299,9 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim)
     sv.nacks = claim != NULL;
     if (ST(e->st, exec_save_many, &sv, 1, &err) || sv.rc)
         fprintf(stderr, "weft: workflow %s: %s\n", x->id, sv.rc ? sv.why : err.msg);
-    for (i = 0; i < n; i++)
-        looked |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
-    if (!looked) /* it waits on its tasks: off the decider queue until they say */
+    for (i = 0; looked && i < n; i++)
+        next |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
+    if (looked && !next) /* it waits on its tasks: off the decider queue until they say */
         ST(e->st, forget, x->id, &err);
     free(steps);
     fx_after(&e->op, x, o);
@@ -318,7 +319,7 @@ static void look(eng *e, const char *id)
         return;
     rc = sw_look(&e->op, &e->dec, x, &o, NULL, &err);
     if (rc == 0)
-        commit(e, x, &o, NULL);
+        commit(e, x, &o, NULL, 1);
     else if (rc == OP_NOCHANGE)
         ST(e->st, forget, id, &err);
     dec_out_free(&o);
@@ -345,7 +346,7 @@ static void run(eng *e, const st_lease *l)
     dec_apply(&e->dec, x, t, rc, &r, &o);
     host_result_clear(&r);
     dec_decide(&e->dec, x, &o);
-    commit(e, x, &o, l);
+    commit(e, x, &o, l, 0);
     dec_out_free(&o);
 }
 
@@ -437,7 +438,7 @@ int eng_complete_task(eng *e, const char *workflow_id, const char *task_ref,
     json_object_put(output);
     if (rc == 0) {
         dec_decide(&e->dec, x, &o);
-        commit(e, x, &o, NULL);
+        commit(e, x, &o, NULL, 0);
     }
     dec_out_free(&o);
     xc_free(x);
