@@ -627,8 +627,8 @@ static int mem_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms,
     if (nd && hold_ms < 0)
         return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
     if (!nd && !ntypes) return 0;
-    for (i = 0; i < ntypes; i++) /* a type with a queue was checked when it got one */
-        if (!mq_find(m->queues, types[i]) && (rc = check_type(types[i], err)) != 0) return rc;
+    for (i = 0; i < ntypes; i++)
+        if ((rc = check_type(types[i], err)) != 0) return rc;
     if (wait_ms > 0) {
         /* nothing else runs on this store meanwhile: sleep until the first
          * thing comes due (or the wait ends), not until a wake token */

@@ -26,7 +26,8 @@ typedef struct mq_member {
     char wf[MQ_ID_MAX], task[MQ_ID_MAX];
 } mq_member;
 
-#define MQ_RECENT 8
+/* Up to this many queues, a queue is found by scanning their names. */
+#define MQ_SCAN 16
 
 typedef struct mq_queue {
     char type[MQ_TYPE_MAX];
@@ -40,7 +41,6 @@ struct mq {
     uint64_t seq, tokens;
     wu_map *queues; /* borrowing: type -> mq_queue */
     wu_vec all_queues;
-    mq_queue *recent[MQ_RECENT]; /* queues asked for lately (queue_of) */
     mq_member *pool; /* free members */
     wu_vec chunks;
 };
@@ -186,19 +186,18 @@ static uint32_t member_hash(const char *wf, const char *task)
 
 static mq_queue *queue_of(mq *w, const char *type, int create)
 {
-    mq_queue *q;
+    mq_queue *q = NULL;
     size_t i;
-    /* a few types are asked for over and over (a claim round asks for each
-     * served type): the recent ones first, without hashing the name */
-    for (i = 0; i < MQ_RECENT && w->recent[i]; i++)
-        if (!strcmp(w->recent[i]->type, type)) return w->recent[i];
-    if ((q = wu_map_get(w->queues, type)) != NULL || !create) {
-        if (q) {
-            memmove(w->recent + 1, w->recent, (MQ_RECENT - 1) * sizeof *w->recent);
-            w->recent[0] = q;
-        }
-        return q;
+    /* a claim round asks for each served type, most of them without a
+     * queue: while the queues are few, a scan of their names is cheaper
+     * than hashing the name */
+    if (w->all_queues.len <= MQ_SCAN) {
+        for (i = 0; i < w->all_queues.len && !q; i++)
+            if (!strcmp(((mq_queue *)w->all_queues.items[i])->type, type)) q = w->all_queues.items[i];
+    } else {
+        q = wu_map_get(w->queues, type);
     }
+    if (q || !create) return q;
     if (!(q = calloc(1, sizeof *q))) return NULL;
     snprintf(q->type, sizeof q->type, "%s", type);
     q->ready.seq_off = offsetof(mq_member, ready_seq);
@@ -215,8 +214,6 @@ static mq_queue *queue_of(mq *w, const char *type, int create)
         free(q);
         return NULL;
     }
-    memmove(w->recent + 1, w->recent, (MQ_RECENT - 1) * sizeof *w->recent);
-    w->recent[0] = q;
     return q;
 }
 
@@ -585,9 +582,4 @@ int64_t mq_next(mq *w, const char *type)
     mq_queue *q = queue_of(w, type, 0);
     const mq_item *it = q ? mq_order_peek(&q->ready) : NULL;
     return it ? it->at : INT64_MAX;
-}
-
-int mq_find(mq *w, const char *type)
-{
-    return queue_of(w, type, 0) != NULL;
 }

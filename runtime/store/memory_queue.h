@@ -62,8 +62,6 @@ int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *
 void mq_unqueue(mq *w, const char *type, const char *wf, const char *task);
 /* Lease up to max members visible at now for lease_ms into out (with the
  * execution and task objects): the count, or WEFT_ENOMEM. */
-/* 1 when type has a queue (a name that was checked when it got one). */
-int mq_find(mq *w, const char *type);
 int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out);
 /* Move c's lease to expiry if it is current: 1, 0 (stale), WEFT_ENOMEM. */
 int mq_renew(mq *w, const st_lease *c, int64_t expiry);
