@@ -80,6 +80,8 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
                 snprintf(got[ng].task_id, sizeof got[ng].task_id, "%s", a->task->id);
                 snprintf(got[ng].type, sizeof got[ng].type, "%s", st.type);
                 got[ng].never_reaped = 1;
+                got[ng].x = x;
+                got[ng].t = a->task;
                 st.lease = got[ng].lease;
                 st.lease_until = wu_now_ms() + env->lease_ms;
                 ng++;

@@ -54,6 +54,10 @@ struct eng {
     int64_t t0;
     eng_ended_fn on_ended; /* set during eng_run_all */
     void *on_ended_ud;
+    /* Tasks a save made runnable now and leased to the engine at once
+     * (eager dispatch, as weftd's workers do): run before the next claim. */
+    st_lease *pend;
+    size_t npend, hpend, cappend;
 };
 
 /* ---- tracing ---- */
@@ -277,6 +281,31 @@ static void hook_ended(void *ud, const xc_exec *x)
 
 /* ---- deciding and applying ---- */
 
+/* Tasks leased to the engine by a save (copied): run next. */
+static void pend_add(eng *e, const st_lease *l, size_t n)
+{
+    if (!n)
+        return;
+    if (e->hpend == e->npend)
+        e->hpend = e->npend = 0;
+    if (e->npend + n > e->cappend) {
+        size_t cap = (e->npend + n) * 2;
+        st_lease *p = realloc(e->pend, cap * sizeof *p);
+        if (!p)
+            return; /* their leases expire: the claims find them again */
+        e->pend = p;
+        e->cappend = cap;
+    }
+    memcpy(e->pend + e->npend, l, n * sizeof *l);
+    e->npend += n;
+}
+
+/* Whether a task made runnable now is run by the engine at once. */
+static int eager_run(void *ud, const xc_task *t)
+{
+    return t->def->type->execute != NULL && !t->def->type->map;
+}
+
 /* Save x with the steps of o's actions (claim, when given, done with it),
  * then run what follows the save (effects.h). looked: x came due on the
  * decider queue (and is held there until this save says when next). */
@@ -284,10 +313,11 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
 {
     st_save sv = {0};
     st_step *steps = NULL;
+    st_lease *eager = NULL;
     weft_error err = {0};
-    size_t n = 0, i;
+    size_t n = 0, i, neager = 0, room = ENG_BATCH;
     int next = 0;
-    if (fx_steps(&e->op, &e->dec, x, o, 0, &steps, &n, NULL, NULL, NULL)) {
+    if (fx_steps(&e->op, &e->dec, x, o, 0, &steps, &n, &room, &eager, &neager)) {
         fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
     }
@@ -299,6 +329,9 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
     sv.nacks = claim != NULL;
     if (ST(e->st, exec_save_many, &sv, 1, &err) || sv.rc)
         fprintf(stderr, "weft: workflow %s: %s\n", x->id, sv.rc ? sv.why : err.msg);
+    else
+        pend_add(e, eager, neager);
+    free(eager);
     for (i = 0; looked && i < n; i++)
         next |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
     if (looked && !next) /* it waits on its tasks: off the decider queue until they say */
@@ -397,6 +430,11 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
             look(e, due[i]);
         for (i = 0; i < got; i++)
             run(e, &claims[i]);
+        while (e->hpend < e->npend) {
+            st_lease l = e->pend[e->hpend++];
+            run(e, &l);
+            got++;
+        }
         if (got == 0 && ndue == 0) {
             int64_t next = st_memory_next(e->st, e->types, e->ntypes), wait;
             struct timespec ts;
@@ -529,6 +567,9 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->op.sweep_ms = ENG_SWEEP_MS;
     e->op.cascade = 1;
     e->op.hooks = &e->hooks;
+    e->op.eager = eager_run;
+    e->op.eager_ud = e;
+    e->op.lease_ms = ENG_LEASE_MS;
     *out = e;
     return 0;
 }
@@ -554,6 +595,7 @@ void eng_free(eng *e)
     sbx_free(e->sandbox);
     pl_free(e->plugins);
     free(e->types);
+    free(e->pend);
     free(e->def_path);
     free(e->searched);
     free(e);
