@@ -84,8 +84,9 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
     int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
     int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
-    s = calloc(o->n + 1, sizeof *s);
-    if (s && room && *room && !(got = calloc(o->n + 1, sizeof *got))) {
+    /* filled entry by entry below: nothing to zero */
+    s = malloc((o->n + 1) * sizeof *s);
+    if (s && room && *room && !(got = malloc((o->n + 1) * sizeof *got))) {
         free(s);
         return WEFT_ENOMEM;
     }
@@ -124,8 +125,10 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
      * within sweep_ms (every save and due.lua keep it so): a save that wants
      * it looked at no sooner than that needs no wake */
     if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
-        s[k].kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
-        s[k++].at = due;
+        st_step st = {0};
+        st.kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
+        st.at = due;
+        s[k++] = st;
     }
     *out = s;
     *n = k;

@@ -1,6 +1,7 @@
 #include "core/engine.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -311,7 +312,7 @@ static int eager_run(void *ud, const xc_task *t)
  * decider queue (and is held there until this save says when next). */
 static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int looked)
 {
-    st_save sv = {0};
+    st_save sv; /* its fields set one by one: why[] need not be zeroed */
     st_step *steps = NULL;
     st_lease *eager = NULL;
     weft_error err = {0};
@@ -321,6 +322,8 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
         fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
     }
+    memset(&sv, 0, offsetof(st_save, why));
+    sv.why[0] = 0;
     sv.x = x;
     sv.fence = sv.loaded_fence = x->fence;
     sv.steps = steps;

@@ -140,6 +140,13 @@ static mem_exec *exec_of(mem *m, const xc_exec *x)
     return ex;
 }
 
+/* Whether x is a stored object itself (cached by exec_of): no lookup. */
+static int exec_known(mem *m, const xc_exec *x)
+{
+    const mem_exec *ex = m->by_obj[((uintptr_t)x >> 6) & 8191];
+    return ex && ex->x == x;
+}
+
 /* id's entry, made when missing; NULL when out of memory. */
 static mem_exec *exec_entry(mem *m, const char *id)
 {
@@ -365,7 +372,8 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     size_t i;
     int rc;
     if (!sv->x) return wu_err(err, WEFT_EINVAL, "save: no execution");
-    if ((rc = check_id(sv->x->id, err)) != 0 ||
+    /* the stored object's id was checked when it was created */
+    if ((!exec_known(m, sv->x) && (rc = check_id(sv->x->id, err)) != 0) ||
         (rc = check_write(sv->x->id, sv->steps, sv->nsteps, sv->events, sv->nevents, sv->acks,
                           sv->nacks, err)) != 0)
         return rc;
