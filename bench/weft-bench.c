@@ -235,9 +235,24 @@ static int parse_long(const char *flag, const char *s, long lo, long hi, long *o
     return 0;
 }
 
-enum { OPT_SERIAL = 256, OPT_BURST, OPT_EMBEDDED, OPT_KEEP, OPT_STATS, OPT_VERSION, OPT_WORKLOAD,
-       OPT_N, OPT_REDIS, OPT_DAEMONS, OPT_WORKERS, OPT_WEFTD, OPT_PLUGIN_PATH, OPT_SET,
-       OPT_BASELINE_N, OPT_TIMEOUT };
+enum {
+    OPT_SERIAL = 256,
+    OPT_BURST,
+    OPT_EMBEDDED,
+    OPT_KEEP,
+    OPT_STATS,
+    OPT_VERSION,
+    OPT_WORKLOAD,
+    OPT_N,
+    OPT_REDIS,
+    OPT_DAEMONS,
+    OPT_WORKERS,
+    OPT_WEFTD,
+    OPT_PLUGIN_PATH,
+    OPT_SET,
+    OPT_BASELINE_N,
+    OPT_TIMEOUT
+};
 
 static const struct option longopts[] = {
     {"help", no_argument, NULL, 'h'},

@@ -16,8 +16,7 @@ int main(void)
     do {
         if (len + 4096 > cap) {
             char *b = realloc(buf, cap = (cap + 4096) * 2);
-            if (!b)
-                return 2;
+            if (!b) return 2;
             buf = b;
         }
         n = fread(buf + len, 1, cap - len - 1, stdin);
@@ -36,8 +35,7 @@ int main(void)
         json_object *a = json_object_array_get_idx(tasks, i), *ra, *sa;
         json_object_object_get_ex(a, "referenceTaskName", &ra);
         json_object_object_get_ex(a, "status", &sa);
-        if (strcmp(json_object_get_string(sa), "COMPLETED"))
-            continue;
+        if (strcmp(json_object_get_string(sa), "COMPLETED")) continue;
         for (j = i + 1; j < n; j++) {
             json_object *b = json_object_array_get_idx(tasks, j), *rb, *sb;
             json_object_object_get_ex(b, "referenceTaskName", &rb);

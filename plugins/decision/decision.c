@@ -58,15 +58,14 @@ static void case_name(json_object *v, char *buf, size_t size)
     if (json_object_is_type(v, json_type_string))
         snprintf(buf, size, "%s", json_object_get_string(v));
     else
-        snprintf(buf, size, "%s", v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN)
-                                    : "null");
+        snprintf(buf, size, "%s",
+                 v ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN) : "null");
 }
 
 static json_object *param(json_object *input, const char *name)
 {
     json_object *v = NULL;
-    if (name)
-        json_object_object_get_ex(input, name, &v);
+    if (name) json_object_object_get_ex(input, name, &v);
     return v;
 }
 
@@ -98,8 +97,7 @@ static int decide(weft_ctx *ctx, json_object *def, json_object *out, weft_result
         value = param(t->input, vparam);
     }
     case_name(value, name, sizeof name);
-    if (owned)
-        json_object_put(value);
+    if (owned) json_object_put(value);
 
     if (!json_object_object_get_ex(def, "decisionCases", &cases) ||
         !json_object_object_get_ex(cases, name, &list))

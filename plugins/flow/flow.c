@@ -57,8 +57,7 @@ static int sub_execute(weft_ctx *ctx, weft_result *r)
         return 0;
     }
     json_object_object_get_ex(p, "workflowDefinition", &inl);
-    if (json_object_object_get_ex(p, "version", &v))
-        version = json_object_get_int(v);
+    if (json_object_object_get_ex(p, "version", &v)) version = json_object_get_int(v);
     if (H->start_child(ctx, inl, weft_json_str(p, "name"), version, t->input, id, sizeof id, &err))
         return weft_fail(r, "cannot start sub-workflow: %s", err.msg);
     r->output = json_object_new_object();
@@ -93,8 +92,8 @@ static json_object *loop_state(weft_ctx *ctx, json_object *body, int n)
         const char *ref = weft_json_str(json_object_array_get_idx(body, i), "taskReferenceName");
         const weft_task_view *v = ref ? H->lookup(ctx, ref) : NULL;
         if (v)
-            json_object_object_add(o, ref, v->output ? json_object_get(v->output)
-                                                     : json_object_new_object());
+            json_object_object_add(
+                o, ref, v->output ? json_object_get(v->output) : json_object_new_object());
     }
     json_object_object_add(o, "iteration", json_object_new_int(n));
     return o;
@@ -121,8 +120,8 @@ static int loop_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
     state = loop_state(ctx, body, n);
     input = json_object_new_object();
     json_object_object_foreach(t->input, k, v) json_object_object_add(input, k, json_object_get(v));
-    json_object_object_foreach(state, k2, v2) json_object_object_add(input, k2,
-                                                                     json_object_get(v2));
+    json_object_object_foreach(state, k2, v2)
+        json_object_object_add(input, k2, json_object_get(v2));
     snprintf(chunk, sizeof chunk, "do_while '%s' condition", t->def_ref);
     if (H->lua_eval(ctx, chunk, weft_json_str(def, "loopCondition"), input, &go, &err)) {
         json_object_put(input);
@@ -153,8 +152,7 @@ static int loop_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
 static int setvar_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
 {
     weft_error err = {0};
-    if (H->set_variables(ctx, H->task(ctx)->input, &err))
-        return weft_fail(r, "%s", err.msg);
+    if (H->set_variables(ctx, H->task(ctx)->input, &err)) return weft_fail(r, "%s", err.msg);
     r->output = json_object_new_object();
     r->status = WEFT_TASK_COMPLETED;
     return 0;
@@ -202,8 +200,7 @@ static int term_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
     r->end_output = output && json_object_is_type(output, json_type_object)
                         ? json_object_get(output)
                         : json_object_new_object();
-    if (reason)
-        snprintf(r->reason, sizeof r->reason, "%s", reason);
+    if (reason) snprintf(r->reason, sizeof r->reason, "%s", reason);
     return 0;
 }
 
@@ -233,8 +230,7 @@ static int wait_execute(weft_ctx *ctx, weft_result *r)
         r->callback_after_ms = -1;
         return 0;
     }
-    if (H->parse_duration(d, &ms, &err))
-        return weft_fail(r, "duration: %s", err.msg);
+    if (H->parse_duration(d, &ms, &err)) return weft_fail(r, "duration: %s", err.msg);
     elapsed = H->now_ms() - t->started_ms;
     if (elapsed >= ms) {
         r->output = json_object_new_object();

@@ -63,8 +63,7 @@ static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft
     json_object *t = json_object_new_object(), *in = NULL, *extra, *v;
     const char *ref = weft_json_str(e, "taskReferenceName");
     int short_form = !ref;
-    if (short_form)
-        ref = weft_json_str(e, "ref");
+    if (short_form) ref = weft_json_str(e, "ref");
     if (!ref || !*ref) {
         json_object_put(t);
         weft_fail(r, "dynamic task %zu has no ref", i + 1);
@@ -77,8 +76,7 @@ static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft
         json_object_object_add(t, k, json_object_get(val));
     }
     json_object_object_add(t, "taskReferenceName", json_object_new_string(ref));
-    if (!weft_json_str(t, "name"))
-        json_object_object_add(t, "name", json_object_new_string(ref));
+    if (!weft_json_str(t, "name")) json_object_object_add(t, "name", json_object_new_string(ref));
     if (!weft_json_str(t, "type"))
         json_object_object_add(t, "type", json_object_new_string("SIMPLE"));
     /* a fresh inputParameters object: the entry's own, short-form input, per-ref inputs */
@@ -91,8 +89,8 @@ static json_object *dyn_task(json_object *e, json_object *inputs, size_t i, weft
         json_object_object_add(in, "scriptExpression", json_object_get(v));
     if (inputs && json_object_object_get_ex(inputs, ref, &extra) &&
         json_object_is_type(extra, json_type_object)) {
-        json_object_object_foreach(extra, k3, v3) json_object_object_add(in, k3,
-                                                                         json_object_get(v3));
+        json_object_object_foreach(extra, k3, v3)
+            json_object_object_add(in, k3, json_object_get(v3));
     }
     json_object_object_add(t, "inputParameters", in);
     return t;
@@ -107,14 +105,13 @@ static int dyn_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resul
     size_t i, j, n;
 
     json_object_object_get_ex(t->input, pname, &list);
-    if (iname)
-        json_object_object_get_ex(t->input, iname, &inputs);
+    if (iname) json_object_object_get_ex(t->input, iname, &inputs);
     /* an empty Lua table arrives as {}: that is an empty list too */
     if (json_object_is_type(list, json_type_object) && json_object_object_length(list) == 0)
         n = 0;
     else if (!json_object_is_type(list, json_type_array))
         return weft_fail(r, "input parameter '%s' must be a list of tasks (got %s)", pname,
-                        list ? json_object_to_json_string(list) : "null");
+                         list ? json_object_to_json_string(list) : "null");
     else
         n = json_object_array_length(list);
     refs = json_object_new_array();
@@ -149,8 +146,7 @@ static int join_validate(const weft_host *host, json_object *def, weft_error *er
 {
     json_object *on;
     size_t i;
-    if (!json_object_object_get_ex(def, "joinOn", &on))
-        return 0;
+    if (!json_object_object_get_ex(def, "joinOn", &on)) return 0;
     if (!json_object_is_type(on, json_type_array))
         return host->error(err, WEFT_EINVAL, "joinOn must be a list of task refs");
     for (i = 0; i < json_object_array_length(on); i++)
@@ -168,8 +164,7 @@ static int join_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
         /* after a dynamic fork: wait on what it forked */
         const weft_task_view *prev = H->previous(ctx);
         on = NULL;
-        if (prev && prev->output)
-            json_object_object_get_ex(prev->output, "forkedTasks", &on);
+        if (prev && prev->output) json_object_object_get_ex(prev->output, "forkedTasks", &on);
         if (!on && prev && prev->status < WEFT_TASK_COMPLETED) {
             r->status = WEFT_TASK_IN_PROGRESS;
             r->callback_after_ms = -1;
@@ -178,7 +173,8 @@ static int join_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
     }
     n = on ? json_object_array_length(on) : 0;
     for (i = 0; i < n; i++) {
-        const weft_task_view *v = H->lookup(ctx, json_object_get_string(json_object_array_get_idx(on, i)));
+        const weft_task_view *v =
+            H->lookup(ctx, json_object_get_string(json_object_array_get_idx(on, i)));
         if (!v || v->status < WEFT_TASK_COMPLETED) {
             r->status = WEFT_TASK_IN_PROGRESS;
             r->callback_after_ms = -1;

@@ -211,8 +211,7 @@ static int parse_config(json_object *config, char ***allow, size_t *nallow, size
     int rc;
     *allow = NULL;
     *nallow = 0;
-    if ((rc = H->config_fill(options_table, config, &o, "http plugin config", err)) != 0)
-        return rc;
+    if ((rc = H->config_fill(options_table, config, &o, "http plugin config", err)) != 0) return rc;
     *max_body = (size_t)o.max_response_bytes;
     if (!(list = o.allow)) return 0;
     if (!json_object_is_type(list, json_type_array))

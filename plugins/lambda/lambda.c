@@ -26,8 +26,7 @@ static json_object *input_take(void)
 {
     json_object *o = NULL;
     pthread_mutex_lock(&pool_lock);
-    if (npool > 0)
-        o = pool[--npool];
+    if (npool > 0) o = pool[--npool];
     pthread_mutex_unlock(&pool_lock);
     return o ? o : json_object_new_object();
 }
@@ -76,12 +75,10 @@ static void chunk_name(char *buf, size_t size, const char *ref)
     static const char pre[] = "lambda '";
     size_t n = sizeof pre - 1, len = strlen(ref);
     memcpy(buf, pre, n);
-    if (len > size - 1 - n)
-        len = size - 1 - n;
+    if (len > size - 1 - n) len = size - 1 - n;
     memcpy(buf + n, ref, len);
     n += len;
-    if (n < size - 1)
-        buf[n++] = '\'';
+    if (n < size - 1) buf[n++] = '\'';
     buf[n] = 0;
 }
 
@@ -93,8 +90,7 @@ static int lambda_execute(weft_ctx *ctx, weft_result *r)
     weft_error err = {0};
     int rc;
 
-    if (!input)
-        return WEFT_ENOMEM;
+    if (!input) return WEFT_ENOMEM;
     /* t->input outlives the run: its keys can be borrowed */
     json_object_object_foreach(t->input, k, v)
     {
@@ -107,8 +103,7 @@ static int lambda_execute(weft_ctx *ctx, weft_result *r)
     chunk_name(chunk, sizeof chunk, t->def_ref);
     rc = H->lua_eval(ctx, chunk, script_of(t->def), input, &value, &err);
     input_give(input);
-    if (rc)
-        return weft_fail(r, "%s", err.msg);
+    if (rc) return weft_fail(r, "%s", err.msg);
     r->output = json_object_new_object();
     json_object_object_add(r->output, "result", value);
     r->status = WEFT_TASK_COMPLETED;
@@ -123,7 +118,8 @@ static void lambda_fini(void)
     pthread_mutex_unlock(&pool_lock);
 }
 
-static const weft_task_type lambda_type = WEFT_TASK_TYPE(
-    .name = "LAMBDA", .validate = lambda_validate, .execute = lambda_execute, .fini = lambda_fini);
+static const weft_task_type lambda_type =
+    WEFT_TASK_TYPE(.name = "LAMBDA", .validate = lambda_validate, .execute = lambda_execute,
+                   .fini = lambda_fini);
 
 WEFT_PLUGIN(lambda, .types = &lambda_type, .ntypes = 1, .host = &H)

@@ -41,7 +41,7 @@ typedef struct ap_config {
     const weft_lock_provider *lock; /* used only when fencing is off */
     void *lock_handle;
     int64_t lock_ttl_ms, lock_wait_ms;
-    int64_t command_wait_ms;  /* terminate/pause/resume: op_env.command_wait_ms */
+    int64_t command_wait_ms; /* terminate/pause/resume: op_env.command_wait_ms */
     int64_t sweep_ms;
     int fencing;
     int max_reaps;            /* lease expiries before an external worker's task fails */

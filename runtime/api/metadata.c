@@ -21,7 +21,7 @@ static int register_def(ap_server *s, tls *t, json_object *j, weft_error *err)
         source = json_object_get_string(v);
     if ((rc = def_compile(s->cfg.defs, j, source, NULL, &d, err))) return rc;
     rc = ST(t->st, def_register, d->name, d->version,
-                         json_object_to_json_string_ext(d->json, JSON_C_TO_STRING_PLAIN), err);
+            json_object_to_json_string_ext(d->json, JSON_C_TO_STRING_PLAIN), err);
     def_unref(d);
     return rc;
 }
@@ -131,7 +131,7 @@ static int put_taskdef(ap_server *s, tls *t, json_object *td, weft_error *err)
     json_object *v;
     json_object_object_get_ex(td, "name", &v);
     return ST(t->st, taskdef_put, json_object_get_string(v),
-                          json_object_to_json_string_ext(td, JSON_C_TO_STRING_PLAIN), err);
+              json_object_to_json_string_ext(td, JSON_C_TO_STRING_PLAIN), err);
 }
 
 /* POST /api/metadata/taskdefs: a list of TaskDef (PUT: one). */

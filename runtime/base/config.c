@@ -121,7 +121,8 @@ static const cf_field fields[] = {
     {"payload_sweep", CF_DURATION, F(payload_sweep_ms), 0, "10m", 0, NULL, NULL,
      "how often this daemon removes payload files of executions that no longer exist (0 = never)"},
     {"payload_grace", CF_DURATION, F(payload_grace_ms), 0, "1h", 1000, NULL, NULL,
-     "payload files younger than this are never removed (a start writes them before it creates the execution)"},
+     "payload files younger than this are never removed (a start writes them before it creates the "
+     "execution)"},
     /* recursion and size limits (def_limits; weft run reads the same variables) */
     {"max_tasks", CF_INT, F(max_tasks), 0, "1000", 1, NULL, "WEFT_MAX_TASKS",
      "tasks in one definition, nested ones counted (more fails the definition)"},
@@ -157,8 +158,7 @@ int cf_env_limits(def_limits *out, weft_error *err)
     int rc;
     cf_defaults(&c);
     rc = cf_apply_env(&c, err);
-    if (rc == 0)
-        cf_limits(&c, out);
+    if (rc == 0) cf_limits(&c, out);
     cf_free(&c);
     return rc;
 }

@@ -27,39 +27,39 @@
 #define CF_API_LISTEN_DEFAULT "127.0.0.1:8080"
 
 typedef struct cf_config {
-    char *redis_url;      /* redis_url: "redis://127.0.0.1:6379" */
-    char *key_prefix;     /* key_prefix: "weft:" */
-    char *plugin_path;    /* plugin_path: NULL = default */
-    char *daemon_id;      /* daemon_id: NULL = "<host>-<pid>" */
-    int workers;          /* workers: threads that claim and decide (4) */
-    char *lock;           /* lock: "none" | "local" | "redis" ("redis") */
-    int64_t lock_ttl_ms;  /* lock_ttl: "10s" */
-    int64_t lock_wait_ms; /* lock_wait: "2s" */
+    char *redis_url;         /* redis_url: "redis://127.0.0.1:6379" */
+    char *key_prefix;        /* key_prefix: "weft:" */
+    char *plugin_path;       /* plugin_path: NULL = default */
+    char *daemon_id;         /* daemon_id: NULL = "<host>-<pid>" */
+    int workers;             /* workers: threads that claim and decide (4) */
+    char *lock;              /* lock: "none" | "local" | "redis" ("redis") */
+    int64_t lock_ttl_ms;     /* lock_ttl: "10s" */
+    int64_t lock_wait_ms;    /* lock_wait: "2s" */
     int64_t command_wait_ms; /* command_wait: "10s" (terminate/pause/resume landing) */
-    int fencing;          /* fencing: true */
-    int64_t retention_ms; /* retention: "7d" */
-    int64_t lease_ms;     /* lease: "30s" (renewed while a task runs) */
-    int64_t sweep_ms;     /* sweep_interval: "30s" (longest a running workflow goes unchecked) */
-    int64_t grace_ms;     /* grace: "10s" (SIGTERM: time for in-flight tasks) */
-    int64_t poll_ms;      /* poll_interval: "50ms" (longest idle wait between polls) */
-    int max_reaps;        /* max_reaps: 3 (lease expiries before a task fails) */
-    char *log_level;      /* log_level: "info" (error|warn|info|debug) */
-    char **types;         /* types: task types to serve; NULL = every queued type loaded */
+    int fencing;             /* fencing: true */
+    int64_t retention_ms;    /* retention: "7d" */
+    int64_t lease_ms;        /* lease: "30s" (renewed while a task runs) */
+    int64_t sweep_ms;        /* sweep_interval: "30s" (longest a running workflow goes unchecked) */
+    int64_t grace_ms;        /* grace: "10s" (SIGTERM: time for in-flight tasks) */
+    int64_t poll_ms;         /* poll_interval: "50ms" (longest idle wait between polls) */
+    int max_reaps;           /* max_reaps: 3 (lease expiries before a task fails) */
+    char *log_level;         /* log_level: "info" (error|warn|info|debug) */
+    char **types;            /* types: task types to serve; NULL = every queued type loaded */
     size_t ntypes;
-    json_object *plugins;   /* plugins: { <plugin or lock name> = { ... } }, owned */
-    int api;                /* api: true (serve the REST API) */
-    char *api_listen;       /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
-    char *api_token;        /* api_token: NULL = no auth; else Bearer token for /api/ */
-    int64_t api_body_limit; /* api_body_limit: "8MiB" (bytes) */
-    char *payload_dir;      /* payload_dir: NULL = $TMPDIR/weft-payloads */
-    int64_t payload_soft;   /* payload_soft: "128KiB" */
-    int64_t payload_hard;   /* payload_hard: "16MiB" */
-    int64_t lua_memory;     /* lua_memory: "32MiB" (per script evaluation) */
-    int lua_instructions;   /* lua_instructions: 10000000 */
-    int64_t lua_time_ms;    /* lua_time: "5s" */
-    int64_t lua_result;     /* lua_result: "16MiB" (a result as JSON) */
-    int64_t payload_sweep_ms; /* payload_sweep: "10m" (0 = never) */
-    int64_t payload_grace_ms; /* payload_grace: "1h" (files younger are never removed) */
+    json_object *plugins;       /* plugins: { <plugin or lock name> = { ... } }, owned */
+    int api;                    /* api: true (serve the REST API) */
+    char *api_listen;           /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
+    char *api_token;            /* api_token: NULL = no auth; else Bearer token for /api/ */
+    int64_t api_body_limit;     /* api_body_limit: "8MiB" (bytes) */
+    char *payload_dir;          /* payload_dir: NULL = $TMPDIR/weft-payloads */
+    int64_t payload_soft;       /* payload_soft: "128KiB" */
+    int64_t payload_hard;       /* payload_hard: "16MiB" */
+    int64_t lua_memory;         /* lua_memory: "32MiB" (per script evaluation) */
+    int lua_instructions;       /* lua_instructions: 10000000 */
+    int64_t lua_time_ms;        /* lua_time: "5s" */
+    int64_t lua_result;         /* lua_result: "16MiB" (a result as JSON) */
+    int64_t payload_sweep_ms;   /* payload_sweep: "10m" (0 = never) */
+    int64_t payload_grace_ms;   /* payload_grace: "1h" (files younger are never removed) */
     int max_tasks;              /* max_tasks: 1000 (tasks in one definition) */
     int max_retry_count;        /* max_retry_count: 100 */
     int max_fork_width;         /* max_fork_width: 1000 */

@@ -153,8 +153,7 @@ int ru_parse(const char *url, ru_url *u, weft_error *err)
                         u->shown);
         if (!(u->path = strndup(rest, q ? (size_t)(q - rest) : strlen(rest)))) return oom(err);
         if (q && (strncmp(q, "?db=", 4) || parse_db(q + 4, &u->db)))
-            return fail(err, WEFT_EINVAL, "Redis URL %s: only ?db=N may follow the path",
-                        u->shown);
+            return fail(err, WEFT_EINVAL, "Redis URL %s: only ?db=N may follow the path", u->shown);
         return 0;
     }
     if ((rc = parse_host(u, rest, auth_end, err)) != 0) return rc;

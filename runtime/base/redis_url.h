@@ -22,7 +22,7 @@ typedef struct ru_url {
     char *user;     /* NULL: AUTH with the password alone */
     char *password; /* NULL: no AUTH */
     int db;
-    char *shown;    /* the URL with any password masked (":***@"): the form for messages */
+    char *shown; /* the URL with any password masked (":***@"): the form for messages */
 } ru_url;
 
 /*

@@ -53,14 +53,12 @@ void sh_sha256_hex(const void *data, size_t len, char out[65])
         block(h, p + i);
     /* the last partial block, the 0x80 marker and the length in bits */
     memset(tail, 0, sizeof tail);
-    if (rest)
-        memcpy(tail, p + len - rest, rest);
+    if (rest) memcpy(tail, p + len - rest, rest);
     tail[rest] = 0x80;
     for (i = 0; i < 8; i++)
         tail[ntail - 1 - i] = (unsigned char)(bits >> (8 * i));
     block(h, tail);
-    if (ntail == 128)
-        block(h, tail + 64);
+    if (ntail == 128) block(h, tail + 64);
     for (i = 0; i < 32; i++) {
         unsigned char byte = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
         out[2 * i] = hex[byte >> 4];

@@ -34,11 +34,9 @@ int wu_err(weft_error *err, int code, const char *fmt, ...)
 void wu_join_tail(char *buf, size_t size, const char *head, const char *tail)
 {
     size_t h, len, room;
-    if (!size)
-        return;
+    if (!size) return;
     h = (size_t)snprintf(buf, size, "%s", head);
-    if (!tail || h + 8 >= size)
-        return;
+    if (!tail || h + 8 >= size) return;
     len = strlen(tail);
     room = size - h - 1;
     if (len > room) {
@@ -56,8 +54,7 @@ int wu_err_prefix(weft_error *err, const char *fmt, ...)
     char old[WEFT_ERROR_MAX];
     size_t n, m;
     va_list ap;
-    if (!err)
-        return WEFT_EINVAL;
+    if (!err) return WEFT_EINVAL;
     memcpy(old, err->msg, sizeof old);
     old[sizeof old - 1] = 0;
     va_start(ap, fmt);
@@ -65,8 +62,7 @@ int wu_err_prefix(weft_error *err, const char *fmt, ...)
     va_end(ap);
     n = strlen(err->msg);
     m = strlen(old);
-    if (m > sizeof err->msg - 1 - n)
-        m = sizeof err->msg - 1 - n;
+    if (m > sizeof err->msg - 1 - n) m = sizeof err->msg - 1 - n;
     memcpy(err->msg + n, old, m);
     err->msg[n + m] = 0;
     return err->code;
@@ -92,13 +88,11 @@ static uint64_t random_u64(void)
     if (state == 0) {
         int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
         if (fd >= 0) {
-            if (read(fd, &state, sizeof state) != (ssize_t)sizeof state)
-                state = 0;
+            if (read(fd, &state, sizeof state) != (ssize_t)sizeof state) state = 0;
             close(fd);
         }
         state ^= (uint64_t)wu_mono_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
-        if (state == 0)
-            state = 0x2545F4914F6CDD1Dull;
+        if (state == 0) state = 0x2545F4914F6CDD1Dull;
     }
     /* xorshift64*: ids need to be unique, not unpredictable */
     state ^= state >> 12;
@@ -124,7 +118,7 @@ void wu_uuid(char buf[37])
                                          26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
     /* 8 random bytes per step, the digits straight from them: ids are made
      * per task, so this is a hot path */
-    put_hex(buf, at, (random_u64() & ~0xf000ull) | 0x4000ull); /* version 4 */
+    put_hex(buf, at, (random_u64() & ~0xf000ull) | 0x4000ull);                  /* version 4 */
     put_hex(buf, at + 16, (random_u64() & ~(0xc0ull << 56)) | (0x80ull << 56)); /* variant 10 */
     buf[8] = buf[13] = buf[18] = buf[23] = '-';
     buf[36] = 0;
@@ -134,12 +128,10 @@ int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
 {
     char *end;
     double v, mult;
-    if (!s || !*s)
-        return wu_err(err, WEFT_EINVAL, "empty duration");
+    if (!s || !*s) return wu_err(err, WEFT_EINVAL, "empty duration");
     errno = 0;
     v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < 0)
-        goto bad;
+    if (end == s || errno || !isfinite(v) || v < 0) goto bad;
     while (*end == ' ')
         end++;
     if (!*end || !strcmp(end, "s"))
@@ -154,8 +146,7 @@ int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
         mult = 86400000;
     else
         goto bad;
-    if (v * mult > 9.0e15)
-        goto bad;
+    if (v * mult > 9.0e15) goto bad;
     *ms = (int64_t)llround(v * mult);
     return 0;
 bad:
@@ -210,8 +201,7 @@ int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err)
     fclose(f);
     b[n] = 0;
     *buf = b;
-    if (len)
-        *len = n;
+    if (len) *len = n;
     return 0;
 }
 
@@ -221,8 +211,7 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
     json_object *obj;
     enum json_tokener_error jerr;
     size_t len = strlen(text), off, line = 1, i;
-    if (!tok)
-        return wu_err(err, WEFT_ENOMEM, "%s: out of memory", what);
+    if (!tok) return wu_err(err, WEFT_ENOMEM, "%s: out of memory", what);
     /* strict: no trailing commas, single quotes or other leniencies */
     json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
     /* len + 1: the NUL ends a bare top-level number ("42") */
@@ -232,8 +221,7 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
     if (jerr == json_tokener_success && off < len) {
         /* trailing garbage after a complete value is an error too, unless blank */
         for (i = off; i < len; i++)
-            if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r')
-                break;
+            if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') break;
         if (i < len) {
             json_object_put(obj);
             obj = NULL;
@@ -246,8 +234,7 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
     json_tokener_free(tok);
     if (jerr != json_tokener_success) {
         for (i = 0; i < off && i < len; i++)
-            if (text[i] == '\n')
-                line++;
+            if (text[i] == '\n') line++;
         return wu_err(err, WEFT_EINVAL, "%s: invalid JSON at line %zu: %s", what, line,
                       json_tokener_error_desc(jerr));
     }
@@ -260,7 +247,7 @@ struct wu_map {
         char *key;
         void *val;
         uint32_t hash;
-    } *slots;
+    } * slots;
     size_t cap, count;
     int borrowing; /* keys are the caller's, not copies */
 };
@@ -276,8 +263,7 @@ static uint32_t hash_str(const char *s)
 wu_map *wu_map_new(void)
 {
     wu_map *m = calloc(1, sizeof *m);
-    if (!m)
-        return NULL;
+    if (!m) return NULL;
     m->cap = 8; /* small: every execution has two (exec.h) */
     m->slots = calloc(m->cap, sizeof *m->slots);
     if (!m->slots) {
@@ -290,16 +276,14 @@ wu_map *wu_map_new(void)
 wu_map *wu_map_new_borrowing(void)
 {
     wu_map *m = wu_map_new();
-    if (m)
-        m->borrowing = 1;
+    if (m) m->borrowing = 1;
     return m;
 }
 
 void wu_map_free(wu_map *m)
 {
     size_t i;
-    if (!m)
-        return;
+    if (!m) return;
     for (i = 0; i < m->cap && !m->borrowing; i++)
         free(m->slots[i].key);
     free(m->slots);
@@ -318,14 +302,12 @@ int wu_map_reserve(wu_map *m, size_t n)
 {
     wu_map grown = {0};
     size_t j;
-    if ((m->count + n) * 4 <= m->cap * 3)
-        return 0;
+    if ((m->count + n) * 4 <= m->cap * 3) return 0;
     grown.cap = m->cap * 2;
     while ((m->count + n) * 4 > grown.cap * 3)
         grown.cap *= 2;
     grown.slots = calloc(grown.cap, sizeof *grown.slots);
-    if (!grown.slots)
-        return WEFT_ENOMEM;
+    if (!grown.slots) return WEFT_ENOMEM;
     for (j = 0; j < m->cap; j++)
         if (m->slots[j].key)
             grown.slots[map_find(&grown, m->slots[j].key, m->slots[j].hash)] = m->slots[j];
@@ -339,13 +321,11 @@ int wu_map_put(wu_map *m, const char *key, void *val)
 {
     uint32_t h = hash_str(key);
     size_t i;
-    if (wu_map_reserve(m, 1))
-        return WEFT_ENOMEM;
+    if (wu_map_reserve(m, 1)) return WEFT_ENOMEM;
     i = map_find(m, key, h);
     if (!m->slots[i].key) {
         m->slots[i].key = m->borrowing ? (char *)key : strdup(key);
-        if (!m->slots[i].key)
-            return WEFT_ENOMEM;
+        if (!m->slots[i].key) return WEFT_ENOMEM;
         m->slots[i].hash = h;
         m->count++;
     }
@@ -356,8 +336,7 @@ int wu_map_put(wu_map *m, const char *key, void *val)
 void *wu_map_get(const wu_map *m, const char *key)
 {
     size_t i;
-    if (!m || !key)
-        return NULL;
+    if (!m || !key) return NULL;
     i = map_find(m, key, hash_str(key));
     return m->slots[i].key ? m->slots[i].val : NULL;
 }
@@ -372,8 +351,7 @@ int wu_vec_push(wu_vec *v, void *item)
     if (v->len == v->cap) {
         size_t cap = v->cap ? v->cap * 2 : 8;
         void **items = realloc(v->items, cap * sizeof *items);
-        if (!items)
-            return WEFT_ENOMEM;
+        if (!items) return WEFT_ENOMEM;
         v->items = items;
         v->cap = cap;
     }
@@ -393,8 +371,7 @@ int wu_buf_add(wu_buf *b, const char *s, size_t n)
     if (b->len + n + 1 > b->cap) {
         size_t cap = (b->len + n + 1) * 2;
         char *d = realloc(b->data, cap);
-        if (!d)
-            return WEFT_ENOMEM;
+        if (!d) return WEFT_ENOMEM;
         b->data = d;
         b->cap = cap;
     }
@@ -418,17 +395,30 @@ int wu_buf_add_json_strn(wu_buf *b, const char *s, size_t len)
         unsigned char c = (unsigned char)*s;
         char esc[7] = "\\";
         size_t n = 2;
-        if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
-            continue;
+        if (c >= 0x20 && c != '"' && c != '\\' && c != '/') continue;
         rc = wu_buf_add(b, run, (size_t)(s - run));
         run = s + 1;
         switch (c) {
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '"': case '\\': case '/': esc[1] = (char)c; break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '"':
+        case '\\':
+        case '/':
+            esc[1] = (char)c;
+            break;
         default:
             memcpy(esc + 1, "u00", 3);
             esc[4] = hex[c >> 4];

@@ -79,7 +79,7 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     int rc;
     if (get_def(t, file, &def, &err)) return cli_fail(&err);
     rc = ST(k->st, def_register, def->name, def->version,
-                         json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
+            json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);
     *version = def->version;
     def_unref(def);

@@ -19,8 +19,7 @@ static json_object *get_payload(json_object *o, const char *k, const char *kref,
         *ref = strdup(json_object_get_string(v));
         return NULL;
     }
-    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null))
-        return NULL;
+    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null)) return NULL;
     return json_object_get(v);
 }
 
@@ -39,20 +38,17 @@ typedef struct jw {
 
 static void jw_raw(jw *w, const char *s, size_t n)
 {
-    if (!w->rc)
-        w->rc = wu_buf_add(w->b, s, n);
+    if (!w->rc) w->rc = wu_buf_add(w->b, s, n);
 }
 
 static void jw_str(jw *w, const char *s)
 {
-    if (!w->rc)
-        w->rc = wu_buf_add_json_str(w->b, s);
+    if (!w->rc) w->rc = wu_buf_add_json_str(w->b, s);
 }
 
 static void jw_key(jw *w, const char *k)
 {
-    if (!w->first)
-        jw_raw(w, ",", 1);
+    if (!w->first) jw_raw(w, ",", 1);
     w->first = 0;
     jw_raw(w, "\"", 1);
     jw_raw(w, k, strlen(k));
@@ -66,8 +62,7 @@ static void jw_int(jw *w, int64_t v)
     do
         *--p = (char)('0' + u % 10);
     while (u /= 10);
-    if (v < 0)
-        *--p = '-';
+    if (v < 0) *--p = '-';
     jw_raw(w, p, (size_t)(buf + sizeof buf - p));
 }
 
@@ -135,8 +130,7 @@ static void w_json(jw *w, json_object *v)
         jw_raw(w, "{", 1);
         json_object_object_foreach(v, key, val)
         {
-            if (!first)
-                jw_raw(w, ",", 1);
+            if (!first) jw_raw(w, ",", 1);
             first = 0;
             jw_str(w, key);
             jw_raw(w, ":", 1);
@@ -148,8 +142,7 @@ static void w_json(jw *w, json_object *v)
     case json_type_array:
         jw_raw(w, "[", 1);
         for (i = 0; i < json_object_array_length(v); i++) {
-            if (i)
-                jw_raw(w, ",", 1);
+            if (i) jw_raw(w, ",", 1);
             w_json(w, json_object_array_get_idx(v, i));
         }
         jw_raw(w, "]", 1);
@@ -188,8 +181,7 @@ static void w_task(jw *w, const xc_task *t)
     jw_open(w, '{');
     w_str(w, "id", t->id);
     w_str(w, "ref", t->ref);
-    if (strcmp(t->def->ref, t->ref))
-        w_str(w, "def", t->def->ref); /* else the same as ref */
+    if (strcmp(t->def->ref, t->ref)) w_str(w, "def", t->def->ref); /* else the same as ref */
     if (t->dyn_json) {
         w_obj(w, "dyn", t->dyn_json);
         w_str(w, "owner", t->def->list->owner->ref);
@@ -240,8 +232,7 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     jw_open(&w, '[');
     for (i = 1; i < x->scopes.len; i++) {
         xc_scope *s = x->scopes.items[i];
-        if (i > 1)
-            jw_raw(&w, ",", 1);
+        if (i > 1) jw_raw(&w, ",", 1);
         jw_raw(&w, "[", 1);
         jw_int(&w, s->parent);
         jw_raw(&w, ",", 1);
@@ -252,16 +243,14 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     jw_key(&w, "ended");
     jw_open(&w, '[');
     for (i = x->ended_head; i < x->ended.len; i++) {
-        if (i > x->ended_head)
-            jw_raw(&w, ",", 1);
+        if (i > x->ended_head) jw_raw(&w, ",", 1);
         jw_int(&w, ((xc_task *)x->ended.items[i])->seq - 1);
     }
     jw_close(&w, ']');
     jw_key(&w, "tasks");
     jw_open(&w, '[');
     for (i = 0; i < x->tasks.len; i++) {
-        if (i > 0)
-            jw_raw(&w, ",", 1);
+        if (i > 0) jw_raw(&w, ",", 1);
         w_task(&w, x->tasks.items[i]);
     }
     jw_close(&w, ']');
@@ -283,8 +272,7 @@ int cd_event_text(const xc_exec *x, const xc_task *t, wu_buf *b)
     } else {
         w_str(&w, "status", weft_wf_status_name(x->status));
         w_str(&w, "reason", x->reason);
-        if (xc_wf_terminal(x->status))
-            w_obj(&w, "output", x->output);
+        if (xc_wf_terminal(x->status)) w_obj(&w, "output", x->output);
     }
     jw_close(&w, '}');
     return w.rc;
@@ -336,15 +324,13 @@ static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **
     json_object *dyn;
     def_task *owner = NULL;
     size_t i;
-    if (!ref)
-        return wu_err(err, WEFT_EINVAL, "task without a definition ref");
+    if (!ref) return wu_err(err, WEFT_EINVAL, "task without a definition ref");
     if (!json_object_object_get_ex(td, "dyn", &dyn)) {
         *out = wu_map_get(x->def->by_ref, ref);
         /* or a node nested in a dynamic task (a dynamic loop's body) */
         for (i = x->dyn.tasks.len; !*out && i > 0; i--) {
             def_task *d = x->dyn.tasks.items[i - 1];
-            if (!strcmp(d->ref, ref))
-                *out = d;
+            if (!strcmp(d->ref, ref)) *out = d;
         }
         return *out ? 0 : wu_err(err, WEFT_EINVAL, "task '%s' is not in the definition", ref);
     }
@@ -353,8 +339,7 @@ static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **
     /* the same dynamic node may have run before (a retry): reuse its def */
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
-        if (t->dyn_json && !strcmp(t->def->ref, ref) &&
-            json_object_equal(t->dyn_json, dyn)) {
+        if (t->dyn_json && !strcmp(t->def->ref, ref) && json_object_equal(t->dyn_json, dyn)) {
             *out = t->def;
             return 0;
         }
@@ -363,8 +348,7 @@ static int task_def(json_object *td, xc_exec *x, const def_env *env, def_task **
     if (owner_ref && !(owner = wu_map_get(x->def->by_ref, owner_ref)))
         for (i = 0; i < x->dyn.tasks.len && !owner; i++) {
             def_task *d = x->dyn.tasks.items[i];
-            if (!strcmp(d->ref, owner_ref))
-                owner = d;
+            if (!strcmp(d->ref, owner_ref)) owner = d;
         }
     if (!owner)
         return wu_err(err, WEFT_EINVAL, "dynamic task '%s' has no owner '%s'", ref,
@@ -390,23 +374,19 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     const char *id = get_str(td, "id"), *ref = get_str(td, "ref");
     int rc;
 
-    if (!id || !ref)
-        return wu_err(err, WEFT_EINVAL, "task %zu has no id or ref", x->tasks.len + 1);
-    if ((rc = task_def(td, x, env, &d, err)))
-        return rc;
+    if (!id || !ref) return wu_err(err, WEFT_EINVAL, "task %zu has no id or ref", x->tasks.len + 1);
+    if ((rc = task_def(td, x, env, &d, err))) return rc;
     if (task_status_parse(get_str(td, "status"), &st))
         return wu_err(err, WEFT_EINVAL, "task '%s' has a bad status", ref);
     if (scope < 0 || (size_t)scope >= x->scopes.len)
         return wu_err(err, WEFT_EINVAL, "task '%s' has a bad scope", ref);
     t = xc_add_task(x, d, (int)scope, (int)get_int(td, "iteration"));
-    if (!t)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!t) return wu_err(err, WEFT_ENOMEM, "out of memory");
     /* xc_add_task made a fresh id and ref: take the stored ones */
     snprintf(t->id, sizeof t->id, "%s", id);
     if (strcmp(t->ref, ref)) {
         char *r = strdup(ref);
-        if (!r)
-            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        if (!r) return wu_err(err, WEFT_ENOMEM, "out of memory");
         free(t->ref);
         t->ref = r;
         wu_map_put(x->by_ref, t->ref, t);
@@ -414,8 +394,7 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     if (json_object_object_get_ex(td, "dyn", NULL))
         t->dyn_json = json_object_get(d->json); /* a dynamic def is its own node */
     t->status = st;
-    if (xc_task_terminal(st))
-        x->active--;
+    if (xc_task_terminal(st)) x->active--;
     t->input = get_payload(td, "input", "inputRef", &t->input_ref);
     t->output = get_payload(td, "output", "outputRef", &t->output_ref);
     t->reason = dup_or_null(get_str(td, "reason"));
@@ -435,10 +414,8 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->fresh = (flags & 16) != 0;
     t->sized = (flags & 32) != 0;
     t->no_response = (flags & 64) != 0;
-    if (t->fresh)
-        x->fresh++;
-    if (!t->input && !t->input_ref)
-        t->input = json_object_new_object();
+    if (t->fresh) x->fresh++;
+    if (!t->input && !t->input_ref) t->input = json_object_new_object();
     return 0;
 }
 
@@ -452,18 +429,15 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     int rc;
 
     *out = NULL;
-    if (!id)
-        return wu_err(err, WEFT_EINVAL, "stored workflow has no id");
-    if ((rc = xc_new(def, NULL, id, &x, err)))
-        return rc;
+    if (!id) return wu_err(err, WEFT_EINVAL, "stored workflow has no id");
+    if ((rc = xc_new(def, NULL, id, &x, err))) return rc;
     if (xc_wf_status_parse(get_str(doc, "status") ? get_str(doc, "status") : "", &x->status)) {
         rc = wu_err(err, WEFT_EINVAL, "bad status");
         goto fail;
     }
     json_object_put(x->input);
     x->input = get_payload(doc, "input", "inputRef", &x->input_ref);
-    if (!x->input && !x->input_ref)
-        x->input = json_object_new_object();
+    if (!x->input && !x->input_ref) x->input = json_object_new_object();
     x->output = get_payload(doc, "output", "outputRef", &x->output_ref);
     if ((v = get_obj(doc, "variables"))) {
         json_object_put(x->variables);
@@ -484,10 +458,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         n = json_object_array_length(arr);
         for (i = 0; i < n; i++) {
             json_object *pair = json_object_array_get_idx(arr, i);
-            int parent = json_object_is_type(pair, json_type_array) &&
-                                 json_object_array_length(pair) == 2
-                             ? json_object_get_int(json_object_array_get_idx(pair, 0))
-                             : -1;
+            int parent =
+                json_object_is_type(pair, json_type_array) && json_object_array_length(pair) == 2
+                    ? json_object_get_int(json_object_array_get_idx(pair, 0))
+                    : -1;
             if (parent < 0 || (size_t)parent >= x->scopes.len ||
                 xc_new_scope(x, parent, json_object_get_int(json_object_array_get_idx(pair, 1))) <
                     0) {
@@ -500,8 +474,7 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         json_object_is_type(arr, json_type_array)) {
         n = json_object_array_length(arr);
         for (i = 0; i < n; i++)
-            if ((rc = restore_task(json_object_array_get_idx(arr, i), x, env, err)))
-                goto fail;
+            if ((rc = restore_task(json_object_array_get_idx(arr, i), x, env, err))) goto fail;
     }
     if (json_object_object_get_ex(doc, "ended", &arr) &&
         json_object_is_type(arr, json_type_array)) {

@@ -21,9 +21,9 @@ int cd_doc_text(const xc_exec *x, wu_buf *b);
 /*
  * Rebuild an execution from its document and compiled definition (a
  * reference is taken). Payloads kept outside come back as input_ref /
- * output_ref with the value NULL: the caller loads them (ops.c). Dynamic tasks are compiled again with env. A
- * document that does not fit its definition (unknown refs, bad fields)
- * gives WEFT_EINVAL naming the workflow id and what is wrong.
+ * output_ref with the value NULL: the caller loads them (ops.c). Dynamic tasks are compiled again
+ * with env. A document that does not fit its definition (unknown refs, bad fields) gives
+ * WEFT_EINVAL naming the workflow id and what is wrong.
  */
 int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec **out,
                 weft_error *err);

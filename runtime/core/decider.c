@@ -38,30 +38,18 @@ static json_object *lookup_workflow(lk *l, const char *field)
         json_object_object_add(o, "variables", json_object_get(x->variables));
         return keep(l, o);
     }
-    if (!strcmp(field, "input"))
-        return x->input;
-    if (!strcmp(field, "variables"))
-        return x->variables;
-    if (!strcmp(field, "output"))
-        return x->output;
-    if (!strcmp(field, "workflowId"))
-        return x->j_id;
-    if (!strcmp(field, "correlationId"))
-        return str_or_null(l, x->correlation_id);
-    if (!strcmp(field, "status"))
-        return str_or_null(l, weft_wf_status_name(x->status));
-    if (!strcmp(field, "workflowType"))
-        return str_or_null(l, x->def->name);
-    if (!strcmp(field, "version"))
-        return keep(l, json_object_new_int(x->def->version));
-    if (!strcmp(field, "parentWorkflowId"))
-        return str_or_null(l, x->parent_id);
-    if (!strcmp(field, "parentWorkflowTaskId"))
-        return str_or_null(l, x->parent_task_id);
-    if (!strcmp(field, "createTime"))
-        return keep(l, json_object_new_int64(x->created_ms));
-    if (!strcmp(field, "reasonForIncompletion"))
-        return str_or_null(l, x->reason);
+    if (!strcmp(field, "input")) return x->input;
+    if (!strcmp(field, "variables")) return x->variables;
+    if (!strcmp(field, "output")) return x->output;
+    if (!strcmp(field, "workflowId")) return x->j_id;
+    if (!strcmp(field, "correlationId")) return str_or_null(l, x->correlation_id);
+    if (!strcmp(field, "status")) return str_or_null(l, weft_wf_status_name(x->status));
+    if (!strcmp(field, "workflowType")) return str_or_null(l, x->def->name);
+    if (!strcmp(field, "version")) return keep(l, json_object_new_int(x->def->version));
+    if (!strcmp(field, "parentWorkflowId")) return str_or_null(l, x->parent_id);
+    if (!strcmp(field, "parentWorkflowTaskId")) return str_or_null(l, x->parent_task_id);
+    if (!strcmp(field, "createTime")) return keep(l, json_object_new_int64(x->created_ms));
+    if (!strcmp(field, "reasonForIncompletion")) return str_or_null(l, x->reason);
     return NULL;
 }
 
@@ -75,30 +63,18 @@ static json_object *lookup_task(lk *l, const xc_task *t, const char *field)
                                json_object_new_string(weft_task_status_name(t->status)));
         return keep(l, o);
     }
-    if (!strcmp(field, "output"))
-        return t->output;
-    if (!strcmp(field, "input"))
-        return t->input;
-    if (!strcmp(field, "status"))
-        return str_or_null(l, weft_task_status_name(t->status));
-    if (!strcmp(field, "taskId"))
-        return str_or_null(l, t->id);
-    if (!strcmp(field, "referenceTaskName"))
-        return str_or_null(l, t->ref);
-    if (!strcmp(field, "taskType"))
-        return str_or_null(l, t->def->type_name);
-    if (!strcmp(field, "reasonForIncompletion"))
-        return str_or_null(l, t->reason);
-    if (!strcmp(field, "retryCount"))
-        return keep(l, json_object_new_int(t->retry_count));
-    if (!strcmp(field, "iteration"))
-        return keep(l, json_object_new_int(t->iteration));
-    if (!strcmp(field, "scheduledTime"))
-        return keep(l, json_object_new_int64(t->scheduled_ms));
-    if (!strcmp(field, "startTime"))
-        return keep(l, json_object_new_int64(t->started_ms));
-    if (!strcmp(field, "endTime"))
-        return keep(l, json_object_new_int64(t->ended_ms));
+    if (!strcmp(field, "output")) return t->output;
+    if (!strcmp(field, "input")) return t->input;
+    if (!strcmp(field, "status")) return str_or_null(l, weft_task_status_name(t->status));
+    if (!strcmp(field, "taskId")) return str_or_null(l, t->id);
+    if (!strcmp(field, "referenceTaskName")) return str_or_null(l, t->ref);
+    if (!strcmp(field, "taskType")) return str_or_null(l, t->def->type_name);
+    if (!strcmp(field, "reasonForIncompletion")) return str_or_null(l, t->reason);
+    if (!strcmp(field, "retryCount")) return keep(l, json_object_new_int(t->retry_count));
+    if (!strcmp(field, "iteration")) return keep(l, json_object_new_int(t->iteration));
+    if (!strcmp(field, "scheduledTime")) return keep(l, json_object_new_int64(t->scheduled_ms));
+    if (!strcmp(field, "startTime")) return keep(l, json_object_new_int64(t->started_ms));
+    if (!strcmp(field, "endTime")) return keep(l, json_object_new_int64(t->ended_ms));
     return NULL;
 }
 
@@ -106,8 +82,7 @@ static json_object *lookup(void *ud, const char *root, const char *field)
 {
     lk *l = ud;
     const xc_task *t;
-    if (!strcmp(root, "workflow"))
-        return lookup_workflow(l, field);
+    if (!strcmp(root, "workflow")) return lookup_workflow(l, field);
     if (!strcmp(root, "secrets")) {
         /* Secrets are filled in only when a task executes (host_ctx_secrets):
          * what is resolved and stored here is the placeholder itself. */
@@ -126,8 +101,7 @@ int dec_resolve_checked(const xc_exec *x, const ex_tmpl *t, json_object **out)
     size_t i;
     int rc;
     *out = NULL;
-    if (!t)
-        return 0;
+    if (!t) return 0;
     rc = ex_eval_checked(t, lookup, &l, out);
     for (i = 0; i < l.scratch.len; i++)
         json_object_put(l.scratch.items[i]);
@@ -155,8 +129,7 @@ static void push(dec_out *o, dec_kind kind, xc_task *t, int64_t at)
     if (o->n == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 16;
         dec_action *a = realloc(o->a, cap * sizeof *a);
-        if (!a)
-            return; /* the sweeper finds what an action lost */
+        if (!a) return; /* the sweeper finds what an action lost */
         o->a = a;
         o->cap = cap;
     }
@@ -175,8 +148,7 @@ void dec_out_free(dec_out *o)
 
 static void changed(const dec_env *e, const xc_exec *x, const xc_task *t)
 {
-    if (e->on_change)
-        e->on_change(e->ud, x, t);
+    if (e->on_change) e->on_change(e->ud, x, t);
 }
 
 static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_status s)
@@ -186,13 +158,11 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
     t->status = s;
     t->sized = 0; /* its output may have changed: check the payload limits again */
     t->updated_ms = now;
-    if (s == WEFT_TASK_IN_PROGRESS && !t->started_ms)
-        t->started_ms = now;
+    if (s == WEFT_TASK_IN_PROGRESS && !t->started_ms) t->started_ms = now;
     if (xc_task_terminal(s)) {
         t->ended_ms = now;
         t->queued = 0;
-        if (was_active)
-            x->active--;
+        if (was_active) x->active--;
         if (!t->followed && wu_vec_push(&x->ended, t))
             t->followed = 1; /* out of memory: dec_end below fails the workflow */
     }
@@ -203,20 +173,16 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
 /* A task was canceled (or timed out): what that asks of the world. */
 static void cancel(dec_out *o, xc_task *t)
 {
-    if (!t->def->type->map || t->child_id)
-        push(o, DEC_CANCEL, t, 0);
-    if (t->child_id)
-        push(o, DEC_TERMINATE_CHILD, t, 0);
+    if (!t->def->type->map || t->child_id) push(o, DEC_CANCEL, t, 0);
+    if (t->child_id) push(o, DEC_TERMINATE_CHILD, t, 0);
 }
 
 void dec_end(const dec_env *e, xc_exec *x, weft_wf_status status, const char *reason, dec_out *o)
 {
     size_t i;
-    if (xc_wf_terminal(x->status))
-        return;
+    if (xc_wf_terminal(x->status)) return;
     x->status = status;
-    if (reason)
-        xc_set_reason(&x->reason, "%s", reason);
+    if (reason) xc_set_reason(&x->reason, "%s", reason);
     x->ended_ms = x->updated_ms = e->now();
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
@@ -226,11 +192,9 @@ void dec_end(const dec_env *e, xc_exec *x, weft_wf_status status, const char *re
             cancel(o, t);
         }
     }
-    if (!x->output)
-        x->output = json_object_new_object();
+    if (!x->output) x->output = json_object_new_object();
     changed(e, x, NULL);
-    if (x->parent_id && x->parent_task_id)
-        push(o, DEC_NOTIFY_PARENT, NULL, 0);
+    if (x->parent_id && x->parent_task_id) push(o, DEC_NOTIFY_PARENT, NULL, 0);
     if ((status == WEFT_WF_FAILED || status == WEFT_WF_TIMED_OUT) && x->def->failure_workflow)
         push(o, DEC_START_FAILURE, NULL, 0);
     push(o, DEC_WF_ENDED, NULL, 0);
@@ -256,8 +220,7 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
         return NULL;
     }
     t->retry_count = retry_count;
-    if (dyn)
-        t->dyn_json = json_object_get(dyn);
+    if (dyn) t->dyn_json = json_object_get(dyn);
     if (dec_resolve_checked(x, d->input, &t->input)) {
         /* never run with a null where a value should be: failed, followed
          * (retried, or the workflow fails) like any failed task */
@@ -302,16 +265,14 @@ static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, j
                          int retry_count, int64_t delay, dec_out *o)
 {
     xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
-    if (t && !xc_task_terminal(t->status))
-        dispatch(e, x, t, delay, o);
+    if (t && !xc_task_terminal(t->status)) dispatch(e, x, t, delay, o);
     return t;
 }
 
 /* Take a result's workflow ending (TERMINATE). */
 static void take_end(const dec_env *e, xc_exec *x, weft_result *r, dec_out *o)
 {
-    if (r->end_workflow == WEFT_WF_RUNNING)
-        return;
+    if (r->end_workflow == WEFT_WF_RUNNING) return;
     if (r->end_output) {
         json_object_put(x->output);
         x->output = r->end_output;
@@ -353,8 +314,7 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     int rc, child_scope = t->scope;
     size_t i, n;
 
-    if (xc_task_terminal(t->status) || xc_wf_terminal(x->status))
-        return;
+    if (xc_task_terminal(t->status) || xc_wf_terminal(x->status)) return;
     out_tasks = json_object_new_array();
     if (!out_tasks) {
         fail_oom(e, x, o);
@@ -368,11 +328,9 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     if (rc == 0 && r.status != WEFT_TASK_IN_PROGRESS && r.status != WEFT_TASK_COMPLETED &&
         r.status != WEFT_TASK_FAILED && r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR) {
         rc = WEFT_EINVAL;
-        snprintf(r.reason, sizeof r.reason, "%s map reported no valid status",
-                 t->def->type_name);
+        snprintf(r.reason, sizeof r.reason, "%s map reported no valid status", t->def->type_name);
     }
-    if (rc == 0)
-        rc = check_map(e, t, &r, json_object_array_length(out_tasks));
+    if (rc == 0) rc = check_map(e, t, &r, json_object_array_length(out_tasks));
     if (rc == 0 && r.iteration > 0) {
         child_scope = xc_new_scope(x, t->scope, r.iteration);
         if (child_scope < 0) {
@@ -404,8 +362,7 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     for (i = 0; i < n; i++) {
         json_object *node = json_object_array_get_idx(out_tasks, i);
         def_task *d = def_of_json(node);
-        if (d)
-            continue;
+        if (d) continue;
         if ((rc = def_compile_dynamic(e->defs, x->def, t->def, node, &x->dyn, &d, &err))) {
             xc_set_reason(&t->reason, "%s", err.msg);
             set_status(e, x, t, WEFT_TASK_FAILED);
@@ -415,8 +372,7 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     }
     if (r.status == WEFT_TASK_FAILED || r.status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR)
         xc_set_reason(&t->reason, "%s", r.reason[0] ? r.reason : "failed");
-    if (t->status != r.status)
-        set_status(e, x, t, r.status);
+    if (t->status != r.status) set_status(e, x, t, r.status);
     if (xc_task_terminal(t->status) && !xc_task_ok(t->status))
         n = 0; /* a failed map schedules nothing */
     for (i = 0; i < n && !xc_wf_terminal(x->status); i++) {
@@ -444,16 +400,14 @@ void dec_enqueue(const dec_env *e, xc_exec *x, xc_task *t, int64_t at, dec_out *
 
 void dec_unqueue(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
 {
-    if (!t->def->type->map && !t->child_id)
-        push(o, DEC_UNQUEUE, t, 0);
+    if (!t->def->type->map && !t->child_id) push(o, DEC_UNQUEUE, t, 0);
 }
 
 void dec_start(const dec_env *e, xc_exec *x, xc_task *t)
 {
     t->poll_count++;
     t->queued = 0;
-    if (t->status != WEFT_TASK_IN_PROGRESS)
-        set_status(e, x, t, WEFT_TASK_IN_PROGRESS);
+    if (t->status != WEFT_TASK_IN_PROGRESS) set_status(e, x, t, WEFT_TASK_IN_PROGRESS);
 }
 
 void dec_remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
@@ -466,8 +420,7 @@ static void reach(const dec_env *e, xc_exec *x, def_task *d, int scope, dec_out 
 {
     xc_task *ex = xc_latest(x, d);
     if (ex && ex->scope == scope) {
-        if (!xc_task_terminal(ex->status) && d->type->map)
-            remap(e, x, ex, o);
+        if (!xc_task_terminal(ex->status) && d->type->map) remap(e, x, ex, o);
         return;
     }
     schedule(e, x, d, scope, NULL, 0, 0, o);
@@ -489,15 +442,12 @@ static void next_after(const dec_env *e, xc_exec *x, def_task *d, int scope, dec
             return;
         }
         oi = xc_latest(x, owner);
-        if (!oi)
-            return;
+        if (!oi) return;
         if (!xc_task_terminal(oi->status)) {
-            if (owner->type->map)
-                remap(e, x, oi, o); /* a loop: next iteration or done */
+            if (owner->type->map) remap(e, x, oi, o); /* a loop: next iteration or done */
             return;
         }
-        if (!xc_task_ok(oi->status))
-            return;
+        if (!xc_task_ok(oi->status)) return;
         d = owner;
         scope = oi->scope;
     }
@@ -510,8 +460,7 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     case WEFT_TASK_COMPLETED:
     case WEFT_TASK_COMPLETED_WITH_ERRORS:
     case WEFT_TASK_SKIPPED:
-        if (!t->spawned)
-            next_after(e, x, t->def, t->scope, o);
+        if (!t->spawned) next_after(e, x, t->def, t->scope, o);
         return;
     case WEFT_TASK_FAILED:
     case WEFT_TASK_TIMED_OUT:
@@ -537,8 +486,8 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         snprintf(head, sizeof head, "task '%s' (%s) %s: ", t->ref, t->def->type_name,
                  t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed");
         wu_join_tail(reason, sizeof reason, head, t->reason ? t->reason : "no reason given");
-        dec_end(e, x, t->status == WEFT_TASK_TIMED_OUT ? WEFT_WF_TIMED_OUT : WEFT_WF_FAILED,
-                reason, o);
+        dec_end(e, x, t->status == WEFT_TASK_TIMED_OUT ? WEFT_WF_TIMED_OUT : WEFT_WF_FAILED, reason,
+                o);
         return;
     default:
         return;
@@ -552,7 +501,8 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
         if (dec_resolve_checked(x, x->def->output, &out)) {
             dec_end(e, x, WEFT_WF_FAILED,
                     "the workflow's output could not be built: out of memory while resolving "
-                    "its expressions", o);
+                    "its expressions",
+                    o);
             return;
         }
     } else {
@@ -563,8 +513,7 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
     if (!json_object_is_type(out, json_type_object)) {
         /* the output of a workflow is an object: wrap anything else */
         json_object *w = json_object_new_object();
-        if (out)
-            json_object_object_add(w, "result", out);
+        if (out) json_object_object_add(w, "result", out);
         out = w;
     }
     json_object_put(x->output);
@@ -575,29 +524,23 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
 int dec_decide(const dec_env *e, xc_exec *x, dec_out *o)
 {
     size_t i;
-    if (x->status != WEFT_WF_RUNNING)
-        return 0;
-    if (x->tasks.len == 0)
-        schedule(e, x, x->def->root.tasks[0], 0, NULL, 0, 0, o);
+    if (x->status != WEFT_WF_RUNNING) return 0;
+    if (x->tasks.len == 0) schedule(e, x, x->def->root.tasks[0], 0, NULL, 0, 0, o);
     /* instances made where no plugins run (a client's retry) go out now */
     for (i = 0; x->fresh > 0 && i < x->tasks.len && x->status == WEFT_WF_RUNNING; i++) {
         xc_task *t = x->tasks.items[i];
-        if (t->fresh && !xc_task_terminal(t->status))
-            dispatch(e, x, t, 0, o);
+        if (t->fresh && !xc_task_terminal(t->status)) dispatch(e, x, t, 0, o);
     }
     /* follow each task that ended, in the order they ended; following one
      * may end others (inline tasks), which join the queue */
     while (x->status == WEFT_WF_RUNNING && x->ended_head < x->ended.len) {
         xc_task *t = x->ended.items[x->ended_head++];
-        if (t->followed || !xc_task_terminal(t->status))
-            continue;
+        if (t->followed || !xc_task_terminal(t->status)) continue;
         t->followed = 1;
         follow(e, x, t, o);
     }
-    if (x->ended_head == x->ended.len)
-        x->ended.len = x->ended_head = 0;
-    if (x->status == WEFT_WF_RUNNING && x->root_done && x->active == 0)
-        complete_workflow(e, x, o);
+    if (x->ended_head == x->ended.len) x->ended.len = x->ended_head = 0;
+    if (x->status == WEFT_WF_RUNNING && x->root_done && x->active == 0) complete_workflow(e, x, o);
     return 0;
 }
 
@@ -610,8 +553,7 @@ void dec_apply(const dec_env *e, xc_exec *x, xc_task *t, int rc, weft_result *r,
         t->output = r->output;
         r->output = NULL;
     }
-    if (rc != 0 && r->status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR)
-        r->status = WEFT_TASK_FAILED;
+    if (rc != 0 && r->status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR) r->status = WEFT_TASK_FAILED;
     switch (r->status) {
     case WEFT_TASK_COMPLETED:
     case WEFT_TASK_COMPLETED_WITH_ERRORS:
@@ -623,8 +565,7 @@ void dec_apply(const dec_env *e, xc_exec *x, xc_task *t, int rc, weft_result *r,
         set_status(e, x, t, r->status);
         break;
     case WEFT_TASK_IN_PROGRESS:
-        if (t->status != WEFT_TASK_IN_PROGRESS)
-            set_status(e, x, t, WEFT_TASK_IN_PROGRESS);
+        if (t->status != WEFT_TASK_IN_PROGRESS) set_status(e, x, t, WEFT_TASK_IN_PROGRESS);
         if (r->callback_after_ms >= 0) {
             t->callback_ms = e->now() + r->callback_after_ms;
             t->queued = 1;
@@ -652,8 +593,7 @@ int dec_complete(const dec_env *e, xc_exec *x, xc_task *t, weft_task_status stat
     r.status = status;
     r.output = output ? json_object_get(output) : NULL;
     r.callback_after_ms = -1;
-    if (reason)
-        snprintf(r.reason, sizeof r.reason, "%s", reason);
+    if (reason) snprintf(r.reason, sizeof r.reason, "%s", reason);
     dec_apply(e, x, t, 0, &r, o);
     host_result_clear(&r);
     return 0;
@@ -665,8 +605,7 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
     int64_t soonest = 0;
 #define SOONER(d) (soonest = (!soonest || (d) < soonest) ? (d) : soonest)
     *next = 0;
-    if (x->status != WEFT_WF_RUNNING)
-        return;
+    if (x->status != WEFT_WF_RUNNING) return;
     if (x->def->timeout_ms > 0 && x->def->timeout_fails) {
         int64_t d = x->created_ms + x->def->timeout_ms;
         if (now >= d) {
@@ -701,10 +640,10 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
             else
                 SOONER(d);
         }
-        if (!why)
-            continue;
+        if (!why) continue;
         if (!strcmp(why, "timeout")) {
-            xc_set_reason(&t->reason, "task timed out after %.3gs", (double)dt->timeout_ms / 1000.0);
+            xc_set_reason(&t->reason, "task timed out after %.3gs",
+                          (double)dt->timeout_ms / 1000.0);
         } else {
             xc_set_reason(&t->reason, "no response from the worker for %.3gs (responseTimeout)",
                           (double)dt->response_timeout_ms / 1000.0);
@@ -725,8 +664,7 @@ static int wf_state(weft_error *err, const xc_exec *x, const char *what, const c
 
 int dec_pause(const dec_env *e, xc_exec *x, weft_error *err)
 {
-    if (x->status != WEFT_WF_RUNNING)
-        return wf_state(err, x, "paused", "RUNNING");
+    if (x->status != WEFT_WF_RUNNING) return wf_state(err, x, "paused", "RUNNING");
     x->status = WEFT_WF_PAUSED;
     x->updated_ms = e->now();
     changed(e, x, NULL);
@@ -735,8 +673,7 @@ int dec_pause(const dec_env *e, xc_exec *x, weft_error *err)
 
 int dec_resume(const dec_env *e, xc_exec *x, weft_error *err)
 {
-    if (x->status != WEFT_WF_PAUSED)
-        return wf_state(err, x, "resumed", "PAUSED");
+    if (x->status != WEFT_WF_PAUSED) return wf_state(err, x, "resumed", "PAUSED");
     x->status = WEFT_WF_RUNNING;
     x->updated_ms = e->now();
     changed(e, x, NULL);
@@ -785,8 +722,7 @@ int dec_retry(const dec_env *e, xc_exec *x, dec_out *o, weft_error *err)
         again++;
     }
     changed(e, x, NULL);
-    if (!again)
-        return wu_err(err, WEFT_ESTATE, "workflow %s has no failed task to retry", x->id);
+    if (!again) return wu_err(err, WEFT_ESTATE, "workflow %s has no failed task to retry", x->id);
     return 0;
 }
 
@@ -797,8 +733,7 @@ int dec_restart(const dec_env *e, xc_exec *x, weft_error *err)
     if (!x->def->restartable)
         return wu_err(err, WEFT_ESTATE, "workflow %s: definition '%s' is not restartable", x->id,
                       x->def->name);
-    if (xc_reset(x))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (xc_reset(x)) return wu_err(err, WEFT_ENOMEM, "out of memory");
     reopen(e, x);
     changed(e, x, NULL);
     return 0;

@@ -42,8 +42,8 @@ typedef struct dec_out {
 } dec_out;
 
 typedef struct dec_env {
-    const def_env *defs;       /* to compile dynamic tasks */
-    const host_services *svc;  /* for map callbacks (Lua sandbox) */
+    const def_env *defs;      /* to compile dynamic tasks */
+    const host_services *svc; /* for map callbacks (Lua sandbox) */
     int64_t (*now)(void);
     /* Called on every task or workflow status change (t NULL = workflow). */
     void (*on_change)(void *ud, const xc_exec *x, const xc_task *t);

@@ -64,8 +64,7 @@ static int task_line(cctx *c, const char *ref)
 static int task_err(cctx *c, const char *ref, int line, weft_error *err)
 {
     const char *src = c->wf->source ? c->wf->source : c->wf->name;
-    if (line > 0)
-        return wu_err_prefix(err, "%s:%d: task '%s': ", src, line, ref);
+    if (line > 0) return wu_err_prefix(err, "%s:%d: task '%s': ", src, line, ref);
     return wu_err_prefix(err, "%s: task '%s': ", src, ref);
 }
 
@@ -81,12 +80,10 @@ static int is_task_array(json_object *v)
 {
     size_t i, n;
     int tasks = 0;
-    if (!json_object_is_type(v, json_type_array) || !(n = json_object_array_length(v)))
-        return 0;
+    if (!json_object_is_type(v, json_type_array) || !(n = json_object_array_length(v))) return 0;
     for (i = 0; i < n; i++) {
         json_object *e = json_object_array_get_idx(v, i);
-        if (!json_object_is_type(e, json_type_object))
-            return 0;
+        if (!json_object_is_type(e, json_type_object)) return 0;
         tasks |= is_task_obj(e);
     }
     return tasks;
@@ -104,8 +101,7 @@ static int add_list(cctx *c, def_task *owner, json_object *arr, weft_error *err)
     def_list *l = calloc(1, sizeof *l), **children;
     size_t i, n = json_object_array_length(arr);
     int rc;
-    if (!l)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!l) return wu_err(err, WEFT_ENOMEM, "out of memory");
     children = realloc(owner->children, (owner->nchildren + 1) * sizeof *children);
     if (!children) {
         free(l);
@@ -115,12 +111,10 @@ static int add_list(cctx *c, def_task *owner, json_object *arr, weft_error *err)
     owner->children[owner->nchildren++] = l;
     l->owner = owner;
     l->tasks = calloc(n ? n : 1, sizeof *l->tasks);
-    if (!l->tasks)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!l->tasks) return wu_err(err, WEFT_ENOMEM, "out of memory");
     for (i = 0; i < n; i++) {
         rc = compile_task(c, json_object_array_get_idx(arr, i), l, i, err);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         l->n++;
     }
     return 0;
@@ -137,21 +131,18 @@ static int find_children(cctx *c, def_task *t, weft_error *err)
             !strcmp(key, "subWorkflowParam"))
             continue;
         if (is_task_array(val)) {
-            if ((rc = add_list(c, t, val, err)))
-                return rc;
+            if ((rc = add_list(c, t, val, err))) return rc;
         } else if (json_object_is_type(val, json_type_array)) {
             n = json_object_array_length(val);
             for (i = 0; i < n; i++) {
                 json_object *e = json_object_array_get_idx(val, i);
-                if (is_task_array(e) && (rc = add_list(c, t, e, err)))
-                    return rc;
+                if (is_task_array(e) && (rc = add_list(c, t, e, err))) return rc;
             }
         } else if (json_object_is_type(val, json_type_object) && !is_task_obj(val)) {
             json_object_object_foreach(val, k2, v2)
             {
                 (void)k2;
-                if (is_task_array(v2) && (rc = add_list(c, t, v2, err)))
-                    return rc;
+                if (is_task_array(v2) && (rc = add_list(c, t, v2, err))) return rc;
             }
         }
     }
@@ -163,8 +154,7 @@ static int get_seconds_ms(json_object *o, const char *key, int64_t *ms, weft_err
     json_object *v;
     if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
         return 0;
-    if (wu_parse_duration(v, ms, err))
-        return wu_err_prefix(err, "%s: ", key);
+    if (wu_parse_duration(v, ms, err)) return wu_err_prefix(err, "%s: ", key);
     return 0;
 }
 
@@ -176,8 +166,7 @@ static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
     t->retry_delay_ms = 1000;
     if (json_object_object_get_ex(t->json, "optional", &v))
         t->optional = json_object_get_boolean(v);
-    if (!json_object_object_get_ex(t->json, "taskDefinition", &td))
-        td = NULL;
+    if (!json_object_object_get_ex(t->json, "taskDefinition", &td)) td = NULL;
     if (td && !json_object_is_type(td, json_type_object))
         return wu_err(err, WEFT_EINVAL, "taskDefinition must be an object");
     /* retryCount on the task overrides the task definition's, as in Conductor */
@@ -187,8 +176,9 @@ static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
             return wu_err(err, WEFT_EINVAL, "retryCount must be a whole number >= 0");
         t->retry_count = json_object_get_int(v);
         if (t->retry_count > lim->max_retry_count)
-            return wu_err(err, WEFT_EINVAL, "retryCount %d is over the limit of %d (max_retry_count)",
-                          t->retry_count, lim->max_retry_count);
+            return wu_err(err, WEFT_EINVAL,
+                          "retryCount %d is over the limit of %d (max_retry_count)", t->retry_count,
+                          lim->max_retry_count);
     }
     if (td && json_object_object_get_ex(td, "retryLogic", &v)) {
         const char *s = str_or(v, "FIXED");
@@ -270,8 +260,7 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
         wu_err(err, WEFT_EINVAL, "taskReferenceName may not contain '.', '$' or spaces");
         return task_err(c, ref, t->line, err);
     }
-    if (wu_map_put(c->refs, ref, t))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (wu_map_put(c->refs, ref, t)) return wu_err(err, WEFT_ENOMEM, "out of memory");
 
     t->type_name = "SIMPLE"; /* Conductor's default type */
     if (json_object_object_get_ex(j, "type", &v)) {
@@ -285,8 +274,7 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
     if (json_object_object_get_ex(j, "name", &v) && json_object_is_type(v, json_type_string))
         t->name = json_object_get_string(v);
     t->type = c->env->find_type ? c->env->find_type(c->env->ud, t->type_name) : NULL;
-    if (!t->type && c->env->allow_unknown)
-        t->type = &def_remote_type;
+    if (!t->type && c->env->allow_unknown) t->type = &def_remote_type;
     if (!t->type) {
         wu_err(err, WEFT_EINVAL, "unknown task type %s (no plugin provides it; searched: %s)",
                t->type_name, c->env->searched ? c->env->searched : "nothing");
@@ -303,35 +291,55 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
         return task_err(c, ref, t->line, err);
     }
     t->uses_secrets = ex_foreach_ref(t->input, secret_ref, NULL);
-    if ((rc = read_policy(lim, t, err)))
-        return task_err(c, ref, t->line, err);
+    if ((rc = read_policy(lim, t, err))) return task_err(c, ref, t->line, err);
     if (t->type->validate && (rc = t->type->validate(c->env->host, j, err)))
         return task_err(c, ref, t->line, err);
-    if ((rc = find_children(c, t, err)))
-        return rc;
+    if ((rc = find_children(c, t, err))) return rc;
     if (t->nchildren > (size_t)lim->max_fork_width) {
-        wu_err(err, WEFT_EINVAL, "%zu branches (nested task lists) is over the limit of %d "
-               "(max_fork_width)", t->nchildren, lim->max_fork_width);
+        wu_err(err, WEFT_EINVAL,
+               "%zu branches (nested task lists) is over the limit of %d "
+               "(max_fork_width)",
+               t->nchildren, lim->max_fork_width);
         return task_err(c, ref, t->line, err);
     }
     return 0;
 }
 
 static const char *const wf_fields[] = {
-    "input",   "output",  "variables", "workflowId", "correlationId", "status",
-    "workflowType", "version", "parentWorkflowId", "parentWorkflowTaskId", "createTime",
-    "reasonForIncompletion", NULL,
+    "input",
+    "output",
+    "variables",
+    "workflowId",
+    "correlationId",
+    "status",
+    "workflowType",
+    "version",
+    "parentWorkflowId",
+    "parentWorkflowTaskId",
+    "createTime",
+    "reasonForIncompletion",
+    NULL,
 };
 static const char *const task_fields[] = {
-    "input", "output", "status", "taskId", "referenceTaskName", "retryCount", "taskType",
-    "reasonForIncompletion", "iteration", "scheduledTime", "startTime", "endTime", NULL,
+    "input",
+    "output",
+    "status",
+    "taskId",
+    "referenceTaskName",
+    "retryCount",
+    "taskType",
+    "reasonForIncompletion",
+    "iteration",
+    "scheduledTime",
+    "startTime",
+    "endTime",
+    NULL,
 };
 
 static int in_list(const char *s, const char *const *list)
 {
     for (; *list; list++)
-        if (!strcmp(s, *list))
-            return 1;
+        if (!strcmp(s, *list)) return 1;
     return 0;
 }
 
@@ -351,8 +359,7 @@ static int is_iteration_ref(const def_workflow *wf, const char *root)
             if (q > p + 2 && (!*q || (q[0] == '_' && q[1] == '_'))) {
                 memcpy(base, root, n);
                 base[n] = 0;
-                if (wu_map_get(wf->by_ref, base))
-                    return 1;
+                if (wu_map_get(wf->by_ref, base)) return 1;
             }
         }
         p = strstr(p + 2, "__");
@@ -375,16 +382,16 @@ static int check_ref(void *ud, const char *root, const char *field)
         return 0;
     }
     if (!strcmp(root, "secrets")) {
-        if (!field)
-            return wu_err(rc->err, WEFT_EINVAL, "${secrets} needs a name: ${secrets.NAME}");
+        if (!field) return wu_err(rc->err, WEFT_EINVAL, "${secrets} needs a name: ${secrets.NAME}");
         return 0;
     }
     if (!wu_map_get(rc->wf->by_ref, root) && !is_iteration_ref(rc->wf, root))
         return wu_err(rc->err, WEFT_EINVAL, "refers to unknown task '%s' in ${%s%s%s}", root, root,
                       field ? "." : "", field ? field : "");
     if (field && !in_list(field, task_fields))
-        return wu_err(rc->err, WEFT_EINVAL, "unknown task field '%s' in ${%s.%s} (use input or output)",
-                      field, root, field);
+        return wu_err(rc->err, WEFT_EINVAL,
+                      "unknown task field '%s' in ${%s.%s} (use input or output)", field, root,
+                      field);
     return 0;
 }
 
@@ -423,8 +430,7 @@ static void free_task(def_task *t)
 static void wf_free(def_workflow *wf)
 {
     size_t i;
-    if (!wf)
-        return;
+    if (!wf) return;
     for (i = 0; i < wf->all.len; i++)
         free_task(wf->all.items[i]);
     wu_vec_free(&wf->all);
@@ -453,8 +459,7 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
         !*json_object_get_string(v))
         return wu_err(err, WEFT_EINVAL, "%s: the workflow has no name", src);
     wf = calloc(1, sizeof *wf);
-    if (!wf)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!wf) return wu_err(err, WEFT_ENOMEM, "out of memory");
     wf->refs = 1;
     /* A private copy: nodes carry userdata pointing at their def_task. */
     wf->json = json_object_new_null();
@@ -600,28 +605,25 @@ void def_dynamic_free(def_dyn *dyn)
 
 def_workflow *def_ref(def_workflow *wf)
 {
-    if (wf)
-        __atomic_add_fetch(&wf->refs, 1, __ATOMIC_RELAXED);
+    if (wf) __atomic_add_fetch(&wf->refs, 1, __ATOMIC_RELAXED);
     return wf;
 }
 
 void def_unref(def_workflow *wf)
 {
-    if (wf && __atomic_sub_fetch(&wf->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        wf_free(wf);
+    if (wf && __atomic_sub_fetch(&wf->refs, 1, __ATOMIC_ACQ_REL) == 0) wf_free(wf);
 }
 
 def_task *def_of_json(json_object *node)
 {
     return node && json_object_is_type(node, json_type_object) ? json_object_get_userdata(node)
-                                                                 : NULL;
+                                                               : NULL;
 }
 
 int64_t def_retry_delay(const def_task *t, int retry)
 {
     double d = (double)t->retry_delay_ms;
-    if (retry < 1)
-        retry = 1;
+    if (retry < 1) retry = 1;
     switch (t->retry_logic) {
     case DEF_RETRY_FIXED:
         break;
@@ -636,7 +638,6 @@ int64_t def_retry_delay(const def_task *t, int retry)
         d = (double)t->max_retry_delay_ms;
     if (d > 1e15) /* about 30 years: keeps the cast below defined */
         d = 1e15;
-    if (t->jitter_ms > 0)
-        d += (double)(rand() % (t->jitter_ms + 1));
+    if (t->jitter_ms > 0) d += (double)(rand() % (t->jitter_ms + 1));
     return (int64_t)d;
 }

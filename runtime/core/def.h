@@ -38,10 +38,10 @@ struct def_task {
     const char *type_name;
     const weft_task_type *type;
     const char *queue; /* the work queue: the type's name, or the task's name (external types) */
-    ex_tmpl *input; /* compiled inputParameters */
-    int uses_secrets; /* they refer to ${secrets.NAME} */
-    def_list *list; /* the list it stands in */
-    size_t index;   /* its position there */
+    ex_tmpl *input;    /* compiled inputParameters */
+    int uses_secrets;  /* they refer to ${secrets.NAME} */
+    def_list *list;    /* the list it stands in */
+    size_t index;      /* its position there */
     def_list **children;
     size_t nchildren;
     int optional;
@@ -51,7 +51,7 @@ struct def_task {
     double backoff_scale;
     int64_t timeout_ms, response_timeout_ms; /* 0 = none */
     enum def_timeout_policy timeout_policy;
-    int line;          /* source line (Lua definitions), 0 if unknown */
+    int line; /* source line (Lua definitions), 0 if unknown */
 };
 
 struct def_workflow {
@@ -60,13 +60,13 @@ struct def_workflow {
     int version;
     char *source; /* file name for messages, may be NULL */
     def_list root;
-    wu_map *by_ref;   /* taskReferenceName -> def_task */
-    ex_tmpl *output;  /* outputParameters; NULL = the last task's output */
+    wu_map *by_ref;  /* taskReferenceName -> def_task */
+    ex_tmpl *output; /* outputParameters; NULL = the last task's output */
     int64_t timeout_ms;
     int timeout_fails; /* timeoutPolicy TIME_OUT_WF */
     int restartable;
     json_object *failure_workflow; /* name string or NULL */
-    wu_vec all;       /* every def_task, for freeing */
+    wu_vec all;                    /* every def_task, for freeing */
     int refs;
 };
 
@@ -94,7 +94,7 @@ typedef const weft_task_type *(*def_type_fn)(void *ud, const char *name);
 typedef struct def_env {
     def_type_fn find_type;
     void *ud;
-    const char *searched; /* plugin path, for "unknown task type" messages */
+    const char *searched;  /* plugin path, for "unknown task type" messages */
     const weft_host *host; /* passed to validate callbacks */
     /* Types no plugin here provides are queued for whoever serves them
      * (daemons, clients) instead of being an error (weft run). */

@@ -15,8 +15,7 @@ struct dc_cache {
 dc_cache *dc_new(void)
 {
     dc_cache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
+    if (!c) return NULL;
     pthread_mutex_init(&c->mu, NULL);
     if (!(c->defs = wu_map_new())) {
         free(c);
@@ -28,8 +27,7 @@ dc_cache *dc_new(void)
 void dc_free(dc_cache *c)
 {
     size_t i;
-    if (!c)
-        return;
+    if (!c) return;
     for (i = 0; i < c->all.len; i++)
         def_unref(c->all.items[i]);
     wu_vec_free(&c->all);
@@ -41,8 +39,7 @@ void dc_free(dc_cache *c)
 def_workflow *dc_get(dc_cache *c, const char *key)
 {
     def_workflow *d;
-    if (!c)
-        return NULL;
+    if (!c) return NULL;
     pthread_mutex_lock(&c->mu);
     d = def_ref(wu_map_get(c->defs, key));
     pthread_mutex_unlock(&c->mu);
@@ -51,12 +48,10 @@ def_workflow *dc_get(dc_cache *c, const char *key)
 
 void dc_put(dc_cache *c, const char *key, def_workflow *d)
 {
-    if (!c)
-        return;
+    if (!c) return;
     pthread_mutex_lock(&c->mu);
     if (!wu_map_get(c->defs, key) && wu_vec_push(&c->all, def_ref(d)) == 0) {
-        if (wu_map_put(c->defs, key, d))
-            c->all.len--, def_unref(d);
+        if (wu_map_put(c->defs, key, d)) c->all.len--, def_unref(d);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -68,13 +63,10 @@ int dc_compile(dc_cache *c, const def_env *defs, const char *json, const char *s
     json_object *j;
     int rc;
     cd_def_key(json, key);
-    if ((*out = dc_get(c, key)))
-        return 0;
-    if ((rc = wu_parse_json(source, json, &j, err)))
-        return rc;
+    if ((*out = dc_get(c, key))) return 0;
+    if ((rc = wu_parse_json(source, json, &j, err))) return rc;
     rc = def_compile(defs, j, source, NULL, out, err);
     json_object_put(j);
-    if (rc == 0)
-        dc_put(c, key, *out);
+    if (rc == 0) dc_put(c, key, *out);
     return rc;
 }

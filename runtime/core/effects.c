@@ -13,13 +13,10 @@ static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o,
 {
     int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
     size_t i;
-    if (follow || x->fresh > 0 || x->ended_head < x->ended.len)
-        return now;
+    if (follow || x->fresh > 0 || x->ended_head < x->ended.len) return now;
     dec_timeouts(dec, x, now, &next, o);
-    if (x->ended_head < x->ended.len)
-        return now; /* something timed out: follow it now */
-    if (next && next < due)
-        due = next;
+    if (x->ended_head < x->ended.len) return now; /* something timed out: follow it now */
+    if (next && next < due) due = next;
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
         if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
@@ -34,16 +31,14 @@ static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o,
 static void copy_str(char *dst, size_t size, const char *src)
 {
     size_t n = strlen(src);
-    if (n >= size)
-        n = size - 1;
+    if (n >= size) n = size - 1;
     memcpy(dst, src, n);
     dst[n] = 0;
 }
 
 /* Eager dispatch: whether task t, made visible now by a save, is leased to
  * the saver instead (room permitting); the token into lease. */
-static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room,
-                      char lease[40])
+static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room, char lease[40])
 {
     if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
         return 0;
@@ -52,8 +47,7 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
         size_t i, j;
         wu_uuid(u);
         for (i = j = 0; u[i] && j < 24; i++)
-            if (u[i] != '-')
-                env->lease_seed[j++] = u[i];
+            if (u[i] != '-') env->lease_seed[j++] = u[i];
         env->lease_seed[j] = 0;
     }
     {
@@ -75,8 +69,8 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
     return 1;
 }
 
-int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
-             st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager)
+int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, st_step **out,
+             size_t *n, size_t *room, st_lease **eager, size_t *neager)
 {
     st_step *s;
     st_lease *got = NULL;
@@ -90,8 +84,7 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
         free(s);
         return WEFT_ENOMEM;
     }
-    if (!s)
-        return WEFT_ENOMEM;
+    if (!s) return WEFT_ENOMEM;
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
         st_step st = {0};
@@ -113,8 +106,7 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
                 ng++;
             }
             s[k++] = st;
-        } else if ((a->kind == DEC_CANCEL && !a->task->def->type->map) ||
-                   a->kind == DEC_UNQUEUE) {
+        } else if ((a->kind == DEC_CANCEL && !a->task->def->type->map) || a->kind == DEC_UNQUEUE) {
             st.kind = ST_UNQUEUE;
             st.type = a->task->def->queue;
             st.task_id = a->task->id;
@@ -153,13 +145,13 @@ typedef enum later_kind { LATER_TERMINATE, LATER_PARENT, LATER_FAILURE } later_k
  * asked for it (which is gone by the time it runs). */
 struct op_later {
     later_kind kind;
-    char *id;            /* TERMINATE: the child; PARENT: the parent; FAILURE: the failed one */
-    char *task_id;       /* PARENT: the parent's task */
-    char *child_id;      /* PARENT: the child that ended */
+    char *id;                /* TERMINATE: the child; PARENT: the parent; FAILURE: the failed one */
+    char *task_id;           /* PARENT: the parent's task */
+    char *child_id;          /* PARENT: the child that ended */
     weft_task_status status; /* PARENT: what the task gets */
-    json_object *data;   /* PARENT: the task's output; FAILURE: the workflow's input */
-    char *text;          /* PARENT: the reason (NULL when completed); FAILURE: the name */
-    int depth;           /* FAILURE: the failed one's depth */
+    json_object *data;       /* PARENT: the task's output; FAILURE: the workflow's input */
+    char *text;              /* PARENT: the reason (NULL when completed); FAILURE: the name */
+    int depth;               /* FAILURE: the failed one's depth */
 };
 
 static void later_clear(struct op_later *l)
@@ -192,8 +184,7 @@ static void warn(op_env *env, const char *fmt, ...)
 {
     char line[WEFT_ERROR_MAX * 2];
     va_list ap;
-    if (!env->hooks || (!env->hooks->warn && !env->hooks->note))
-        return;
+    if (!env->hooks || (!env->hooks->warn && !env->hooks->note)) return;
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
@@ -214,8 +205,8 @@ static void tell_parent(op_env *env, struct op_later *l)
     c.output = l->data;
     c.reason = l->text;
     if (op_update(env, l->id, op_fn_complete, &c, &err) && err.code != WEFT_ESTATE)
-        warn(env, "workflow %s: telling parent %s: %s (the sweeper retries)",
-            l->child_id, l->id, err.msg);
+        warn(env, "workflow %s: telling parent %s: %s (the sweeper retries)", l->child_id, l->id,
+             err.msg);
 }
 
 /* A workflow failed: its failure workflow starts, once (its idempotency
@@ -256,8 +247,7 @@ static void start_failure(op_env *env, struct op_later *l)
 
 void fx_drain(op_env *env)
 {
-    if (env->nest || !env->nlater)
-        return;
+    if (env->nest || !env->nlater) return;
     env->nest++;
     while (env->hlater < env->nlater) {
         struct op_later l = env->later[env->hlater++];
@@ -284,8 +274,7 @@ void fx_drain(op_env *env)
 void fx_terminate_later(op_env *env, const char *id)
 {
     struct op_later l = {.kind = LATER_TERMINATE, .id = strdup(id)};
-    if (l.id)
-        later_push(env, &l);
+    if (l.id) later_push(env, &l);
 }
 
 static char *dup_or_null(const char *s)
@@ -326,8 +315,7 @@ void fx_after(op_env *env, const xc_exec *x, const dec_out *o)
             }
             break;
         case DEC_START_FAILURE:
-            if (!env->cascade)
-                break; /* started by a daemon's decider only */
+            if (!env->cascade) break; /* started by a daemon's decider only */
             l.kind = LATER_FAILURE;
             l.id = strdup(x->id);
             l.text = dup_or_null(json_object_get_string(x->def->failure_workflow));
@@ -339,8 +327,7 @@ void fx_after(op_env *env, const xc_exec *x, const dec_out *o)
                 later_clear(&l);
             break;
         case DEC_WF_ENDED:
-            if (env->hooks && env->hooks->ended)
-                env->hooks->ended(env->hooks->ud, x);
+            if (env->hooks && env->hooks->ended) env->hooks->ended(env->hooks->ud, x);
             break;
         default:
             break; /* queue steps: fx_steps */

@@ -24,8 +24,8 @@
  * NULL when none), which the steps' lease tokens point into. 0 or
  * WEFT_ENOMEM.
  */
-int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
-             st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager);
+int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, st_step **out,
+             size_t *n, size_t *room, st_lease **eager, size_t *neager);
 
 /*
  * After the save of x that o's actions came with: queue its cascades on

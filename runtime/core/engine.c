@@ -41,13 +41,13 @@ struct eng {
     sbx *sandbox;
     host_services svc;
     dec_env dec;
-    st_store *st;        /* the memory store: executions, queues, the decider queue */
-    op_env op;           /* what effects and cascades run with */
+    st_store *st; /* the memory store: executions, queues, the decider queue */
+    op_env op;    /* what effects and cascades run with */
     op_hooks hooks;
-    const char **types;  /* the task types run here (every queued one of a plugin) */
+    const char **types; /* the task types run here (every queued one of a plugin) */
     size_t ntypes;
-    wu_vec all_execs;    /* the caller's references (eng_start: valid until eng_free) */
-    wu_map *named;       /* "name" -> def_workflow (sub-workflows by name) */
+    wu_vec all_execs; /* the caller's references (eng_start: valid until eng_free) */
+    wu_map *named;    /* "name" -> def_workflow (sub-workflows by name) */
     wu_vec all_defs;
     char *def_path;
     def_limits limits;
@@ -67,8 +67,7 @@ static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
     eng *e = ud;
     double s;
-    if (!e->trace)
-        return;
+    if (!e->trace) return;
     s = (double)(wu_mono_ms() - e->t0) / 1000.0;
     if (t)
         fprintf(e->trace, "[%8.3fs] %s: %s (%s) %s%s%s\n", s, x->def->name, t->ref,
@@ -78,8 +77,7 @@ static void on_change(void *ud, const xc_exec *x, const xc_task *t)
                                                                                    : "");
     else
         fprintf(e->trace, "[%8.3fs] %s: workflow %s %s%s%s\n", s, x->def->name, x->id,
-                weft_wf_status_name(x->status), x->reason ? ": " : "",
-                x->reason ? x->reason : "");
+                weft_wf_status_name(x->status), x->reason ? ": " : "", x->reason ? x->reason : "");
     fflush(e->trace);
 }
 
@@ -101,8 +99,7 @@ int eng_load_file(eng *e, const char *path, def_workflow **out, weft_error *err)
     json_object *json = NULL, *lines = NULL;
     const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     int rc = dsl_load(path, &json, &lines, err);
-    if (rc == 0)
-        rc = def_compile(&e->defs, json, base, lines, out, err);
+    if (rc == 0) rc = def_compile(&e->defs, json, base, lines, out, err);
     json_object_put(json);
     json_object_put(lines);
     return rc;
@@ -116,8 +113,7 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
     int rc = WEFT_ENOTFOUND;
     if (!d && e->def_path) {
         char *dirs = strdup(e->def_path);
-        if (!dirs)
-            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        if (!dirs) return wu_err(err, WEFT_ENOMEM, "out of memory");
         for (dir = strtok_r(dirs, ":", &save); dir && rc == WEFT_ENOTFOUND;
              dir = strtok_r(NULL, ":", &save)) {
             static const char *const exts[] = {".lua", ".json"};
@@ -126,8 +122,7 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
                 size_t n = strlen(dir) + strlen(name) + 8;
                 FILE *f;
                 path = malloc(n);
-                if (!path)
-                    break;
+                if (!path) break;
                 snprintf(path, n, "%s/%s%s", dir, name, exts[i]);
                 if ((f = fopen(path, "r"))) {
                     fclose(f);
@@ -141,8 +136,7 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
             return wu_err(err, WEFT_ENOTFOUND,
                           "workflow '%s' not found (looked for %s.lua and %s.json in %s)", name,
                           name, name, e->def_path);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         if (strcmp(d->name, name)) {
             wu_err(err, WEFT_EINVAL, "%s defines workflow '%s', not '%s'", d->source, d->name,
                    name);
@@ -173,10 +167,8 @@ static int add_exec(eng *e, def_workflow *def, json_object *input,
     st_create c = {0};
     xc_exec *x;
     int rc = xc_new(def, input, NULL, &x, err);
-    if (rc)
-        return rc;
-    if (fill)
-        fill(x, ud);
+    if (rc) return rc;
+    if (fill) fill(x, ud);
     if (wu_vec_push(&e->all_execs, x)) {
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
@@ -184,8 +176,7 @@ static int add_exec(eng *e, def_workflow *def, json_object *input,
     c.x = x;
     if ((rc = ST(e->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
         rc = wu_err(err, c.rc, "%s", c.why);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     *out = x;
     return 0;
 }
@@ -222,8 +213,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     if (defj) {
         char src[256];
         snprintf(src, sizeof src, "%s: sub-workflow '%s'", x->def->source, t->ref);
-        if ((rc = def_compile(&e->defs, defj, src, NULL, &d, err)))
-            return rc;
+        if ((rc = def_compile(&e->defs, defj, src, NULL, &d, err))) return rc;
     } else if (!name || !*name) {
         return wu_err(err, WEFT_EINVAL, "sub-workflow needs a name or a definition");
     } else if ((rc = find_named(e, name, version, &d, err))) {
@@ -233,8 +223,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     }
     rc = add_exec(e, d, input, fill_child, &p, &cx, err);
     def_unref(d);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     free(t->child_id);
     t->child_id = strdup(cx->id);
     snprintf(id_out, id_size, "%s", cx->id);
@@ -263,8 +252,7 @@ static int hook_find_def(void *ud, const char *name, int version, def_workflow *
                          weft_error *err)
 {
     int rc = find_named(ud, name, version, out, err);
-    if (rc == 0)
-        def_ref(*out);
+    if (rc == 0) def_ref(*out);
     return rc;
 }
 
@@ -276,8 +264,7 @@ static void hook_warn(void *ud, const char *msg)
 static void hook_ended(void *ud, const xc_exec *x)
 {
     eng *e = ud;
-    if (e->on_ended)
-        e->on_ended(e->on_ended_ud, x);
+    if (e->on_ended) e->on_ended(e->on_ended_ud, x);
 }
 
 /* ---- deciding and applying ---- */
@@ -285,15 +272,12 @@ static void hook_ended(void *ud, const xc_exec *x)
 /* Tasks leased to the engine by a save (copied): run next. */
 static void pend_add(eng *e, const st_lease *l, size_t n)
 {
-    if (!n)
-        return;
-    if (e->hpend == e->npend)
-        e->hpend = e->npend = 0;
+    if (!n) return;
+    if (e->hpend == e->npend) e->hpend = e->npend = 0;
     if (e->npend + n > e->cappend) {
         size_t cap = (e->npend + n) * 2;
         st_lease *p = realloc(e->pend, cap * sizeof *p);
-        if (!p)
-            return; /* their leases expire: the claims find them again */
+        if (!p) return; /* their leases expire: the claims find them again */
         e->pend = p;
         e->cappend = cap;
     }
@@ -351,8 +335,7 @@ static void look(eng *e, const char *id)
     dec_out o = {0};
     weft_error err = {0};
     int rc;
-    if (ST(e->st, exec_load, id, &x, NULL, &err))
-        return;
+    if (ST(e->st, exec_load, id, &x, NULL, &err)) return;
     rc = sw_look(&e->op, &e->dec, x, &o, NULL, &err);
     if (rc == 0)
         commit(e, x, &o, NULL, 1);
@@ -392,8 +375,7 @@ static void describe_blocked(xc_exec *x, weft_error *err)
     size_t i, used = 0;
     for (i = 0; i < x->tasks.len && used < sizeof buf - 64; i++) {
         xc_task *t = x->tasks.items[i];
-        if (xc_task_terminal(t->status))
-            continue;
+        if (xc_task_terminal(t->status)) continue;
         used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s (%s %s)", used ? ", " : "",
                                  t->ref, t->def->type_name, weft_task_status_name(t->status));
     }
@@ -421,8 +403,7 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
         int got, ndue = 0, i;
         while (first < n && xc_wf_terminal(xs[first]->status))
             first++;
-        if (first == n)
-            break;
+        if (first == n) break;
         got = ST(e->st, due_claim, 0, ENG_BATCH, ENG_SWEEP_MS, due, &ndue, e->types, e->ntypes,
                  ENG_BATCH, ENG_LEASE_MS, claims, err);
         if (got < 0) {
@@ -496,8 +477,7 @@ static int pick_types(eng *e, weft_error *err)
         const pl_plugin *p = pl_get(e->plugins, i);
         for (j = 0; j < p->ntypes; j++) {
             const char **g;
-            if (!p->types[j]->execute || p->types[j]->map)
-                continue;
+            if (!p->types[j]->execute || p->types[j]->map) continue;
             if (!(g = realloc(e->types, (e->ntypes + 1) * sizeof *g)))
                 return wu_err(err, WEFT_ENOMEM, "out of memory");
             e->types = g;
@@ -516,20 +496,17 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     size_t i;
     int rc;
     *out = NULL;
-    if (!e)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!e) return wu_err(err, WEFT_ENOMEM, "out of memory");
     e->t0 = wu_mono_ms();
     e->trace = opts->trace;
     e->named = wu_map_new();
-    if (opts->def_path)
-        e->def_path = strdup(opts->def_path);
+    if (opts->def_path) e->def_path = strdup(opts->def_path);
     e->plugins = pl_new(host_table());
     if (!e->named || !e->plugins) {
         eng_free(e);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
-    if (!path || !*path)
-        path = dflt = pl_default_path();
+    if (!path || !*path) path = dflt = pl_default_path();
     pl_load_path(e->plugins, path ? path : "");
     free(dflt);
     for (i = 0; i < pl_failure_count(e->plugins); i++)
@@ -585,8 +562,7 @@ pl_registry *eng_plugins(eng *e)
 void eng_free(eng *e)
 {
     size_t i;
-    if (!e)
-        return;
+    if (!e) return;
     for (i = 0; i < e->all_execs.len; i++)
         xc_free(e->all_execs.items[i]);
     wu_vec_free(&e->all_execs);

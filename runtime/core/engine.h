@@ -13,9 +13,9 @@
 typedef struct eng eng;
 
 typedef struct eng_opts {
-    const char *plugin_path; /* NULL: $WEFT_PLUGIN_PATH, else the default path */
-    const char *def_path;    /* where sub-workflows are found by name (colon-separated) */
-    FILE *trace;             /* task/workflow transitions go here (NULL = none) */
+    const char *plugin_path;  /* NULL: $WEFT_PLUGIN_PATH, else the default path */
+    const char *def_path;     /* where sub-workflows are found by name (colon-separated) */
+    FILE *trace;              /* task/workflow transitions go here (NULL = none) */
     const def_limits *limits; /* copied; NULL = def_limits_default */
 } eng_opts;
 

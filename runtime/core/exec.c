@@ -12,8 +12,7 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
     xc_exec *x = calloc(1, sizeof *x);
     xc_scope *top;
     *out = NULL;
-    if (!x)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!x) return wu_err(err, WEFT_ENOMEM, "out of memory");
     if (id)
         snprintf(x->id, sizeof x->id, "%s", id);
     else
@@ -29,8 +28,7 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
     top = calloc(1, sizeof *top);
     if (!x->input || !x->variables || !x->by_ref || !x->by_def || !x->j_id || !top ||
         !(top->suffix = strdup("")) || wu_vec_push(&x->scopes, top)) {
-        if (top)
-            free(top->suffix);
+        if (top) free(top->suffix);
         free(top);
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
@@ -56,16 +54,14 @@ static void task_free(xc_task *t)
 
 xc_exec *xc_ref(xc_exec *x)
 {
-    if (x)
-        x->refs++;
+    if (x) x->refs++;
     return x;
 }
 
 void xc_free(xc_exec *x)
 {
     size_t i;
-    if (!x)
-        return;
+    if (!x) return;
     if (x->refs > 0) {
         x->refs--;
         return;
@@ -154,8 +150,7 @@ int xc_new_scope(xc_exec *x, int parent, int iteration)
 {
     xc_scope *s = calloc(1, sizeof *s), *p = x->scopes.items[parent];
     size_t n;
-    if (!s)
-        return -1;
+    if (!s) return -1;
     n = strlen(p->suffix) + 16;
     s->parent = parent;
     s->iteration = iteration;
@@ -174,8 +169,7 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     xc_task *t = calloc(1, sizeof *t);
     xc_scope *s = x->scopes.items[scope];
     size_t n, sn;
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     wu_uuid(t->id);
     t->def = def;
     t->scope = scope;
@@ -203,8 +197,7 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     }
     wu_map_put(x->by_def, def->ref, t);
     x->active++;
-    if (def->timeout_ms || def->response_timeout_ms)
-        x->timed = 1;
+    if (def->timeout_ms || def->response_timeout_ms) x->timed = 1;
     return t;
 }
 
@@ -225,8 +218,7 @@ xc_task *xc_find_id(const xc_exec *x, const char *task_id)
     size_t i;
     for (i = x->tasks.len; i > 0; i--) {
         xc_task *t = x->tasks.items[i - 1];
-        if (!strcmp(t->id, task_id))
-            return t;
+        if (!strcmp(t->id, task_id)) return t;
     }
     return NULL;
 }
@@ -255,8 +247,7 @@ int xc_wf_status_parse(const char *s, weft_wf_status *out)
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
-    if (v)
-        json_object_object_add(o, k, json_object_new_string(v));
+    if (v) json_object_object_add(o, k, json_object_new_string(v));
 }
 
 static void add_time(json_object *o, const char *k, int64_t ms)
@@ -281,8 +272,7 @@ json_object *xc_task_to_json(const xc_exec *x, const xc_task *t)
     json_object_object_add(o, "retryCount", json_object_new_int(t->retry_count));
     json_object_object_add(o, "seq", json_object_new_int(t->seq));
     json_object_object_add(o, "pollCount", json_object_new_int(t->poll_count));
-    if (t->iteration)
-        json_object_object_add(o, "iteration", json_object_new_int(t->iteration));
+    if (t->iteration) json_object_object_add(o, "iteration", json_object_new_int(t->iteration));
     add_str(o, "reasonForIncompletion", t->reason);
     add_str(o, "workflowInstanceId", x->id);
     add_str(o, "workflowType", x->def->name);
@@ -329,8 +319,7 @@ json_object *xc_to_json(const xc_exec *x)
 
 static void copy_members(json_object *to, json_object *from)
 {
-    if (!json_object_is_type(from, json_type_object))
-        return;
+    if (!json_object_is_type(from, json_type_object)) return;
     json_object_object_foreach(from, k, v)
     {
         json_object_object_add(to, k, json_object_get(v));

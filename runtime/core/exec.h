@@ -29,17 +29,17 @@ typedef struct xc_task {
     int iteration; /* loop task: current iteration; body task: its iteration */
     int scope;     /* loop-iteration scope it runs in (0 = top level) */
     int64_t scheduled_ms, started_ms, ended_ms, updated_ms;
-    int64_t callback_ms; /* when IN_PROGRESS with a callback: when it is due */
-    char *child_id;      /* SUB_WORKFLOW: the child execution */
-    char *worker_id;     /* who polled it (external workers) */
+    int64_t callback_ms;          /* when IN_PROGRESS with a callback: when it is due */
+    char *child_id;               /* SUB_WORKFLOW: the child execution */
+    char *worker_id;              /* who polled it (external workers) */
     char *input_ref, *output_ref; /* where a large input/output is kept outside (payload.h) */
-    unsigned followed : 1; /* the decider has acted on its terminal status */
-    unsigned spawned : 1;  /* it scheduled nested tasks; they continue the flow */
-    unsigned retried : 1;  /* a retry instance replaced it */
-    unsigned queued : 1;   /* waits in a work queue */
-    unsigned fresh : 1;    /* created, not yet mapped or queued */
-    unsigned sized : 1;    /* its input/output were checked against the payload limits */
-    unsigned no_response : 1; /* timed out waiting for its worker (responseTimeout) */
+    unsigned followed : 1;        /* the decider has acted on its terminal status */
+    unsigned spawned : 1;         /* it scheduled nested tasks; they continue the flow */
+    unsigned retried : 1;         /* a retry instance replaced it */
+    unsigned queued : 1;          /* waits in a work queue */
+    unsigned fresh : 1;           /* created, not yet mapped or queued */
+    unsigned sized : 1;           /* its input/output were checked against the payload limits */
+    unsigned no_response : 1;     /* timed out waiting for its worker (responseTimeout) */
 } xc_task;
 
 typedef struct xc_scope {
@@ -61,22 +61,22 @@ typedef struct xc_exec {
     char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;
     uint64_t fence;
-    int refs;        /* references besides the first (xc_ref); xc_free drops one */
-    char *cmd;       /* an operator command waiting in the store (ops.c applies it first) */
-    wu_vec tasks;    /* xc_task *, in seq order */
-    wu_map *by_ref;  /* instance ref -> latest xc_task */
-    wu_map *by_def;  /* def ref -> latest xc_task */
-    wu_vec scopes;   /* xc_scope *; index = scope id; 0 = top level */
-    def_dyn dyn;     /* dynamic task nodes */
-    int active;      /* tasks not yet terminal */
-    wu_vec ended;    /* tasks that reached a terminal status, for the decider */
+    int refs;       /* references besides the first (xc_ref); xc_free drops one */
+    char *cmd;      /* an operator command waiting in the store (ops.c applies it first) */
+    wu_vec tasks;   /* xc_task *, in seq order */
+    wu_map *by_ref; /* instance ref -> latest xc_task */
+    wu_map *by_def; /* def ref -> latest xc_task */
+    wu_vec scopes;  /* xc_scope *; index = scope id; 0 = top level */
+    def_dyn dyn;    /* dynamic task nodes */
+    int active;     /* tasks not yet terminal */
+    wu_vec ended;   /* tasks that reached a terminal status, for the decider */
     size_t ended_head;
-    int timed;       /* tasks with a timeout or response timeout were scheduled */
-    int fresh;       /* tasks created but not yet dispatched */
+    int timed;        /* tasks with a timeout or response timeout were scheduled */
+    int fresh;        /* tasks created but not yet dispatched */
     int64_t timer_ms; /* the armed timeout check (engine), 0 = none */
     unsigned root_done : 1;
     unsigned revived : 1; /* made RUNNING again (retry, restart) since it was loaded */
-    json_object *j_id; /* cached JSON strings for expressions */
+    json_object *j_id;    /* cached JSON strings for expressions */
 } xc_exec;
 
 /* A new RUNNING execution of def (a reference is taken). input is borrowed

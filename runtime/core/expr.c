@@ -561,8 +561,7 @@ static json_object *eval_interp(const ex_node *n, ex_lookup_fn lookup, void *ud,
         rc = sb_add(&sb, text, len);
     }
     out = rc == 0 && !*bad && !fault() ? json_object_new_string_len(sb.b, (int)sb.len) : NULL;
-    if (!out)
-        *bad = 1;
+    if (!out) *bad = 1;
     if (sb.b != stack) free(sb.b);
     return out;
 }
@@ -605,8 +604,7 @@ static json_object *eval_node(const ex_node *n, ex_lookup_fn lookup, void *ud, i
     default:
         return NULL;
     }
-    if (!out)
-        *bad = 1;
+    if (!out) *bad = 1;
     return out;
 }
 

@@ -20,8 +20,7 @@
 /* How long op_command waits for its command to land, unless told. */
 #define OP_COMMAND_WAIT_MS 10000
 
-int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
-           weft_error *err)
+int op_def(op_env *env, const char *json, const char *source, def_workflow **out, weft_error *err)
 {
     return dc_compile(env->cache, env->defs, json, source, out, err);
 }
@@ -40,9 +39,9 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
 /* ---- status lane events, collected while a change runs ---- */
 
 typedef struct collect {
-    wu_vec events; /* char * JSON texts */
-    wu_vec notes;  /* log lines for op_hooks.note: the level's digit, then the text */
-    int ended;     /* the workflow's end is noted */
+    wu_vec events;         /* char * JSON texts */
+    wu_vec notes;          /* log lines for op_hooks.note: the level's digit, then the text */
+    int ended;             /* the workflow's end is noted */
     const op_hooks *hooks; /* its change hook hears of every change */
 } collect;
 
@@ -54,8 +53,7 @@ static void note_change(collect *c, const xc_exec *x, const xc_task *t)
     char line[WEFT_ERROR_MAX + 256], *dup;
     int level = WEFT_LOG_WARN;
     if (!t) {
-        if (!xc_wf_terminal(x->status) || c->ended)
-            return;
+        if (!xc_wf_terminal(x->status) || c->ended) return;
         c->ended = 1;
         if (x->status == WEFT_WF_COMPLETED) {
             level = WEFT_LOG_INFO;
@@ -80,18 +78,15 @@ static void note_change(collect *c, const xc_exec *x, const xc_task *t)
     } else {
         return;
     }
-    if ((dup = strdup(line)) && wu_vec_push(&c->notes, dup))
-        free(dup);
+    if ((dup = strdup(line)) && wu_vec_push(&c->notes, dup)) free(dup);
 }
 
 static void on_change(void *ud, const xc_exec *x, const xc_task *t)
 {
     collect *c = ud;
     wu_buf b = {0};
-    if (c->hooks && c->hooks->change)
-        c->hooks->change(c->hooks->ud, x, t);
-    if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data))
-        wu_buf_free(&b);
+    if (c->hooks && c->hooks->change) c->hooks->change(c->hooks->ud, x, t);
+    if (cd_event_text(x, t, &b) || wu_vec_push(&c->events, b.data)) wu_buf_free(&b);
     note_change(c, x, t);
 }
 
@@ -160,8 +155,7 @@ static int prep_write(op_env *env, const dec_env *dec, prep *p, int follow, size
 static int prepare(op_env *env, const dec_env *dec, prep *p, size_t *room, st_lease **eager,
                    size_t *neager, st_save *sv)
 {
-    if (prep_write(env, dec, p, env->client, room, eager, neager))
-        return WEFT_ENOMEM;
+    if (prep_write(env, dec, p, env->client, room, eager, neager)) return WEFT_ENOMEM;
     memset(sv, 0, sizeof *sv);
     sv->x = p->x;
     sv->fence = env->unfenced ? 0 : p->x->fence;
@@ -196,15 +190,13 @@ static int apply_cmd(const dec_env *dec, xc_exec *x, dec_out *o)
     const char *kind, *reason;
     weft_error ignored = {0};
     size_t n, k;
-    if (!x->cmd)
-        return 0;
+    if (!x->cmd) return 0;
     kind = strchr(x->cmd, '|');
     kind = kind ? kind + 1 : "";
     n = strcspn(kind, "|");
     reason = kind[n] ? kind + n + 1 : "";
     for (k = 0; k < sizeof cmd_kinds / sizeof cmd_kinds[0]; k++)
-        if (strlen(cmd_kinds[k]) == n && !strncmp(kind, cmd_kinds[k], n))
-            break;
+        if (strlen(cmd_kinds[k]) == n && !strncmp(kind, cmd_kinds[k], n)) break;
     switch (k) {
     case OP_TERMINATE:
         dec_end(dec, x, WEFT_WF_TERMINATED, *reason ? reason : "terminated", o);
@@ -272,14 +264,11 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
             char why[WEFT_ERROR_MAX];
             snprintf(why, sizeof why, "%s", err->msg);
             rc = ST(env->st, exec_fail, id, fence, why, err);
-            if (rc == WEFT_ESTATE)
-                continue;
-            if (rc == 0)
-                rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
+            if (rc == WEFT_ESTATE) continue;
+            if (rc == 0) rc = wu_err(err, WEFT_EINVAL, "%s (the workflow was failed)", why);
             break;
         }
-        if (rc)
-            break;
+        if (rc) break;
         dec.ud = &p.col;
         p.col.hooks = env->hooks;
         cmd = apply_cmd(&dec, p.x, &p.o);
@@ -303,8 +292,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
                 rc = frc; /* fn's message is still in err: a successful save writes none */
             break;
         }
-        if (rc != WEFT_ESTATE)
-            break;
+        if (rc != WEFT_ESTATE) break;
         if (wu_mono_ms() >= until) {
             wu_err_prefix(err, "gave up after %d attempts in %lld ms: ", attempt + 1,
                           (long long)race_ms);
@@ -313,7 +301,8 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         /* someone saved newer state: load it and redo the change, after a
          * short random pause so two racers fall out of step */
         if (attempt > 2) {
-            struct timespec ts = {0, (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
+            struct timespec ts = {0,
+                                  (long)(rand() % (attempt < 20 ? attempt * 100 : 2000)) * 1000L};
             nanosleep(&ts, NULL);
         }
     }
@@ -340,13 +329,12 @@ static void ack_each(op_env *env, const op_item *it)
 static void one_by_one(op_env *env, op_item *it, xc_exec *x)
 {
     int look = it->look && !(x && x->cmd);
-    it->rc = update_from(env, it->id, x, it->fn, it->ud, look ? OP_LOOK_RACE_MS : OP_RACE_MS,
-                         &it->err);
+    it->rc =
+        update_from(env, it->id, x, it->fn, it->ud, look ? OP_LOOK_RACE_MS : OP_RACE_MS, &it->err);
     it->saved = it->rc == 0;
     if (look && it->rc == WEFT_ESTATE)
         it->rc = 0; /* a newer save than its own was made: not saved, no error */
-    if (it->rc == 0)
-        ack_each(env, it);
+    if (it->rc == 0) ack_each(env, it);
 }
 
 void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
@@ -377,8 +365,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
     }
     /* those not loaded yet: one round trip */
     for (i = 0; i < n; i++)
-        if (!items[i].x)
-            ids[nl++] = items[i].id;
+        if (!items[i].x) ids[nl++] = items[i].id;
     if (nl) {
         size_t k = 0;
         op_load_many(env, ids, nl, xs, rcs, &err);
@@ -402,8 +389,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         dec_env dec = *env->dec;
         int rc;
         it->x = NULL;
-        if (it->rc)
-            continue;
+        if (it->rc) continue;
         if (!pp->x || pp->x->cmd) {
             /* its error (or a failed corrupt workflow); or an operator
              * command to apply first, whatever fn says: alone */
@@ -437,8 +423,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         sv[ns].nacks = it->nacks;
         at[ns++] = i;
     }
-    if (ns)
-        ST(env->st, exec_save_many, sv, ns, &err);
+    if (ns) ST(env->st, exec_save_many, sv, ns, &err);
     for (i = 0; i < ns; i++) {
         op_item *it = &items[at[i]];
         prep *pp = &p[at[i]];
@@ -455,8 +440,7 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
             /* nothing of it was applied: no eager leases were written */
             free(it->eager);
             it->eager = NULL;
-            if (room)
-                *room += it->neager;
+            if (room) *room += it->neager;
             it->neager = 0;
             if (sv[i].rc == WEFT_ESTATE) {
                 /* someone saved since: redo it alone on fresh state */
@@ -484,8 +468,7 @@ out:
 /* What every start does to its new execution before the create. */
 static void start_fill(const op_start_args *a, xc_exec *x)
 {
-    if (a->correlation_id)
-        x->correlation_id = strdup(a->correlation_id);
+    if (a->correlation_id) x->correlation_id = strdup(a->correlation_id);
     if (a->parent_id) {
         x->parent_id = strdup(a->parent_id);
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
@@ -510,15 +493,13 @@ static int start_create(op_env *env, const op_start_args *a, prep *p, st_create 
     dec_env dec;
     memset(c, 0, sizeof *c);
     c->x = p->x;
-    if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map)
-        return 0;
+    if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map) return 0;
     dec = *env->dec;
     dec.on_change = on_change;
     dec.ud = &p->col;
     p->col.hooks = env->hooks;
     dec_decide(&dec, p->x, &p->o);
-    if (prep_write(env, &dec, p, 0, NULL, NULL, NULL))
-        return WEFT_ENOMEM;
+    if (prep_write(env, &dec, p, 0, NULL, NULL, NULL)) return WEFT_ENOMEM;
     c->steps = p->steps;
     c->nsteps = p->nsteps;
     c->events = (const char *const *)p->col.events.items;
@@ -541,8 +522,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
     int rc;
 
     memset(&p, 0, sizeof p);
-    if ((rc = start_new(a, &p.x, err)))
-        return rc;
+    if ((rc = start_new(a, &p.x, err))) return rc;
     if (a->idempotency_key) {
         rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);
         if (rc == WEFT_EEXIST) {
@@ -569,8 +549,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
         rc = wu_err(err, c.rc, "%s", c.why);
     if (rc == WEFT_EEXIST && a->idempotency_key)
         rc = 0; /* created by the earlier start with this key */
-    if (rc == 0)
-        snprintf(id_out, 64, "%s", p.x->id);
+    if (rc == 0) snprintf(id_out, 64, "%s", p.x->id);
     prep_clear(&p);
     return rc;
 }
@@ -600,16 +579,12 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
             else
                 m++;
         }
-        if (rcs[i] && ps[i].x)
-            prep_clear(&ps[i]); /* not created: left out of the batch */
-        if (rcs[i] && !first++)
-            wu_err(err, rcs[i], "%s", e.msg);
+        if (rcs[i] && ps[i].x) prep_clear(&ps[i]); /* not created: left out of the batch */
+        if (rcs[i] && !first++) wu_err(err, rcs[i], "%s", e.msg);
     }
-    if (m)
-        rc = ST(env->st, exec_create_many, c, m, err);
+    if (m) rc = ST(env->st, exec_create_many, c, m, err);
     for (i = 0, m = 0; i < n; i++) {
-        if (!ps[i].x)
-            continue;
+        if (!ps[i].x) continue;
         rcs[i] = rc ? rc : c[m].rc;
         if (rcs[i] == 0)
             snprintf(ids[i], 64, "%s", ps[i].x->id);
@@ -617,8 +592,7 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
             wu_err(err, rcs[i], "%s", c[m].why);
         m++;
     }
-    if (!rc && first)
-        rc = err->code ? err->code : WEFT_EIO;
+    if (!rc && first) rc = err->code ? err->code : WEFT_EIO;
 out:
     for (i = 0; i < n && ps; i++)
         prep_clear(&ps[i]);
@@ -654,8 +628,7 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
 
     wu_uuid(token);
     n = strlen(token) + strlen(cmd_kinds[cmd]) + (reason ? strlen(reason) : 0) + 3;
-    if (!(text = malloc(n)))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!(text = malloc(n))) return wu_err(err, WEFT_ENOMEM, "out of memory");
     snprintf(text, n, "%s|%s|%s", token, cmd_kinds[cmd], reason ? reason : "");
     for (;;) {
         rc = ST(env->st, exec_command, id, text, cmd_kinds[cmd], &pending, status, err);
@@ -669,18 +642,17 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
             break;
         }
         free(pending);
-        if (rc == WEFT_ESTATE)
-            rc = cmd_refused(err, id, cmd, status);
-        if (rc != ST_CMD_OTHER)
-            goto out;
+        if (rc == WEFT_ESTATE) rc = cmd_refused(err, id, cmd, status);
+        if (rc != ST_CMD_OTHER) goto out;
         /* another operator's command waits (a pause before this resume):
          * it lands first, then this one is asked for again */
         rc = op_update(env, id, fn_none, NULL, err);
-        if (rc && rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
-            goto out;
+        if (rc && rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT) goto out;
         if (wu_mono_ms() >= until) {
-            rc = wu_err(err, WEFT_ETIMEOUT, "workflow %s: another operator command waits since "
-                        "more than %lld ms", id, (long long)wait);
+            rc = wu_err(err, WEFT_ETIMEOUT,
+                        "workflow %s: another operator command waits since "
+                        "more than %lld ms",
+                        id, (long long)wait);
             goto out;
         }
     }
@@ -690,14 +662,11 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
         st_doc e = {0};
         int gone;
         rc = op_update(env, id, fn_none, NULL, err);
-        if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT)
-            break;
-        if ((rc = ST(env->st, exec_read, id, &e, err)) != 0)
-            break;
+        if (rc != WEFT_ESTATE && rc != WEFT_ETIMEOUT) break;
+        if ((rc = ST(env->st, exec_read, id, &e, err)) != 0) break;
         gone = !e.cmd || strcmp(e.cmd, mine);
         st_doc_clear(&e);
-        if (gone)
-            break;
+        if (gone) break;
         if (wu_mono_ms() >= until) {
             rc = wu_err(err, WEFT_ETIMEOUT,
                         "workflow %s: the %s is recorded, but no decider applied it within %lld "
@@ -726,20 +695,17 @@ int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
     return 0;
 }
 
-int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                weft_error *err)
+int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err)
 {
     return dec_pause(dec, x, err);
 }
 
-int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                 weft_error *err)
+int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err)
 {
     return dec_resume(dec, x, err);
 }
 
-int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                weft_error *err)
+int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err)
 {
     return dec_retry(dec, x, o, err);
 }
@@ -791,8 +757,7 @@ int op_fn_complete(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
                       weft_wf_status_name(x->status));
     if ((rc = op_complete_reported(env, dec, x, t, c->status, c->output, c->reason, 0, o, err)))
         return rc;
-    if (!env->client)
-        dec_decide(dec, x, o);
+    if (!env->client) dec_decide(dec, x, o);
     return 0;
 }
 

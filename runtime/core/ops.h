@@ -36,8 +36,7 @@ typedef struct op_hooks {
     /* The definition named name (version 0: the latest), a new reference:
      * where this process finds definitions by name (the embedded engine's
      * files). NULL: the store's registered ones. */
-    int (*find_def)(void *ud, const char *name, int version, def_workflow **out,
-                    weft_error *err);
+    int (*find_def)(void *ud, const char *name, int version, def_workflow **out, weft_error *err);
     /* A failure workflow was started, with this id. */
     void (*started)(void *ud, const char *id);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
@@ -50,18 +49,18 @@ typedef struct op_hooks {
 } op_hooks;
 
 struct op_env {
-    st_store *st;         /* this thread's store handle */
-    const def_env *defs;  /* compiling definitions */
-    const dec_env *dec;   /* deciding; its on_change/ud are replaced per update */
-    dc_cache *cache;      /* may be NULL */
+    st_store *st;                   /* this thread's store handle */
+    const def_env *defs;            /* compiling definitions */
+    const dec_env *dec;             /* deciding; its on_change/ud are replaced per update */
+    dc_cache *cache;                /* may be NULL */
     const weft_lock_provider *lock; /* NULL = no lock (fencing alone) */
     void *lock_handle;
     int64_t lock_ttl_ms, lock_wait_ms;
-    int64_t sweep_ms;     /* an unfinished execution is looked at again within this */
-    int client;           /* changes made here are followed by a decider elsewhere: wake it now */
-    int cascade;          /* ends are followed here (a daemon's deciders): the parent told, the
-                           * failure workflow started; else the parent's decider is woken */
-    int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
+    int64_t sweep_ms; /* an unfinished execution is looked at again within this */
+    int client;       /* changes made here are followed by a decider elsewhere: wake it now */
+    int cascade;      /* ends are followed here (a daemon's deciders): the parent told, the
+                       * failure workflow started; else the parent's decider is woken */
+    int unfenced;     /* fencing off: saves overwrite newer state (lock alone protects) */
     int64_t command_wait_ms; /* op_command: how long to wait for a command to land (0 = 10 s) */
     const op_hooks *hooks;
     /* Eager dispatch (op_update_many): a task that a save makes visible now
@@ -107,21 +106,21 @@ int op_update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void 
  */
 typedef struct op_item {
     const char *id;
-    xc_exec *x;              /* in: a loaded copy or NULL (taken); out: see keep */
+    xc_exec *x; /* in: a loaded copy or NULL (taken); out: see keep */
     op_fn fn;
     void *ud;
-    const st_lease *acks;    /* claims this change consumes: dropped with its steps */
+    const st_lease *acks; /* claims this change consumes: dropped with its steps */
     size_t nacks;
-    int keep;                /* in: hand back the execution in x after a batched save
-                              * or NOCHANGE (not when it was redone alone: x NULL) */
-    st_lease *eager;         /* out: tasks leased to the caller (malloc'd, NULL when
-                              * none); with any, x is handed back too */
+    int keep;        /* in: hand back the execution in x after a batched save
+                      * or NOCHANGE (not when it was redone alone: x NULL) */
+    st_lease *eager; /* out: tasks leased to the caller (malloc'd, NULL when
+                      * none); with any, x is handed back too */
     size_t neager;
-    int look;                /* in: a look only (a sweep, no results): a save lost to
-                              * a newer one is redone for OP_LOOK_RACE_MS at most,
-                              * since whoever saved is deciding the workflow */
-    int saved;               /* out: 1 when this call saved it (not NOCHANGE) */
-    int rc;                  /* out: 0, or fn's or the store's error in err */
+    int look;  /* in: a look only (a sweep, no results): a save lost to
+                * a newer one is redone for OP_LOOK_RACE_MS at most,
+                * since whoever saved is deciding the workflow */
+    int saved; /* out: 1 when this call saved it (not NOCHANGE) */
+    int rc;    /* out: 0, or fn's or the store's error in err */
     weft_error err;
 } op_item;
 /* *room: how many tasks in all may be leased eagerly, counted down; NULL:
@@ -136,18 +135,17 @@ int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, i
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
 
 /* A compiled definition from the cache or from a JSON text. */
-int op_def(op_env *env, const char *json, const char *source, def_workflow **out,
-           weft_error *err);
+int op_def(op_env *env, const char *json, const char *source, def_workflow **out, weft_error *err);
 
 typedef struct op_start_args {
     def_workflow *def;
-    json_object *input;          /* borrowed; NULL = {} */
-    const char *correlation_id;  /* may be NULL */
-    const char *idempotency_key; /* may be NULL: the same key returns the same id */
+    json_object *input;                     /* borrowed; NULL = {} */
+    const char *correlation_id;             /* may be NULL */
+    const char *idempotency_key;            /* may be NULL: the same key returns the same id */
     const char *parent_id, *parent_task_id; /* sub-workflows */
-    int depth;                   /* sub-workflows and failure workflows: the
-                                  * depth of the one that started it + 1 */
-    const char *id;              /* NULL = a fresh UUID */
+    int depth;                              /* sub-workflows and failure workflows: the
+                                             * depth of the one that started it + 1 */
+    const char *id;                         /* NULL = a fresh UUID */
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.
@@ -177,12 +175,10 @@ int op_command(op_env *env, const char *id, op_cmd cmd, const char *reason, weft
 /* Ready-made changes (ud as noted). */
 int op_fn_terminate(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *reason,
                     weft_error *err);
-int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                weft_error *err);
+int op_fn_pause(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err);
 int op_fn_resume(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                  weft_error *err);
-int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
-                weft_error *err);
+int op_fn_retry(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err);
 int op_fn_restart(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
                   weft_error *err);
 
@@ -196,7 +192,7 @@ void op_fail_reaped(op_env *env, char **members, size_t n,
 
 /* Complete a waiting task by ref (signal) or id: ud is an op_complete. */
 typedef struct op_complete {
-    const char *ref;     /* or */
+    const char *ref; /* or */
     const char *task_id;
     weft_task_status status;
     json_object *output; /* borrowed */

@@ -6,8 +6,7 @@ static int child_ended(op_env *env, const char *child_id, op_complete *c, json_o
 {
     xc_exec *cx = NULL;
     weft_error err = {0};
-    if (op_load(env, child_id, &cx, NULL, &err))
-        return 0;
+    if (op_load(env, child_id, &cx, NULL, &err)) return 0;
     if (!xc_wf_terminal(cx->status)) {
         xc_free(cx);
         return 0;
@@ -27,8 +26,7 @@ int sw_look(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, w
         return OP_NOCHANGE; /* finished: only its decider-queue entry was left */
     for (i = 0; i < n && !xc_wf_terminal(x->status); i++) {
         xc_task *t = x->tasks.items[i];
-        if (xc_task_terminal(t->status))
-            continue;
+        if (xc_task_terminal(t->status)) continue;
         if (t->def->type->map) {
             /* a control-flow timer that came due */
             if (t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 && t->callback_ms <= now) {

@@ -2,7 +2,6 @@
  * and the decider's notes (logged). */
 #include "daemon/internal.h"
 
-
 static void on_note(void *ud, int level, const char *msg)
 {
     lg_say(level, "%s", msg);

@@ -22,10 +22,10 @@
 #include "store/payload.h"
 #include "store/redis/backend.h"
 
-#define ND_BATCH 32        /* tasks a worker holds at once (claimed or eager) */
-#define ND_DUE_BATCH 8     /* executions a worker takes off the decider queue per round */
-#define ND_BUSY_POLL_MS 2  /* while busy with held work, look at the queues this often */
-#define ND_ROUND_MS 20     /* run held tasks for this long, then save what is done */
+#define ND_BATCH 32       /* tasks a worker holds at once (claimed or eager) */
+#define ND_DUE_BATCH 8    /* executions a worker takes off the decider queue per round */
+#define ND_BUSY_POLL_MS 2 /* while busy with held work, look at the queues this often */
+#define ND_ROUND_MS 20    /* run held tasks for this long, then save what is done */
 #define ND_PS_BATCH 512   /* payload directory entries a keeper round looks at */
 
 /* A task leased to a worker, and the execution it holds for it (or NULL). */
@@ -52,7 +52,7 @@ typedef struct worker {
     int64_t due_gap, claim_gap; /* while busy: poll again after this (doubles while empty) */
     int due_more, claim_more;   /* the last poll was full: poll again at once */
     int poll_refused;           /* polls Redis refused in a row (logged once) */
-    op_cache *cache; /* this thread's compiled definitions */
+    op_cache *cache;            /* this thread's compiled definitions */
     pthread_t thread;
     int started;
 } worker;
@@ -76,9 +76,9 @@ struct nd_node {
     worker keeper;
     int running; /* worker threads still in their loop */
     mt_metrics *metrics;
-    int64_t ps_next;    /* the keeper: when the next payload sweep starts (monotonic ms) */
-    int ps_pass;        /* a payload sweep is under way */
-    size_t ps_removed;  /* files it removed so far */
+    int64_t ps_next;   /* the keeper: when the next payload sweep starts (monotonic ms) */
+    int ps_pass;       /* a payload sweep is under way */
+    size_t ps_removed; /* files it removed so far */
     rs_epoch *epoch;   /* the store's, shared by every connection */
     ap_config api_cfg; /* must outlive api */
     ap_server *api;    /* NULL when the REST API is off */

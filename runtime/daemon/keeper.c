@@ -32,8 +32,7 @@ static void sweep_payloads(worker *k)
     n->ps_pass = 1;
     rc = ps_sweep(n->payloads, n->cfg->payload_grace_ms, ND_PS_BATCH, execs_alive, k->st,
                   &n->ps_removed, &err);
-    if (rc == 0)
-        return;
+    if (rc == 0) return;
     if (rc < 0 && !ST(k->st, broken))
         lg_say(WEFT_LOG_WARN, "payload sweep: %s (again in %llds)", err.msg,
                (long long)(n->cfg->payload_sweep_ms / 1000));
@@ -67,8 +66,8 @@ static void keep(worker *k)
     if (nr && ST(k->st, renew_many, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
         for (i = 0; i < nr; i++)
             if (!ok[i])
-                lg_say(WEFT_LOG_WARN, "task %s of workflow %s: lost its lease",
-                       renew[i].task_id, renew[i].workflow_id);
+                lg_say(WEFT_LOG_WARN, "task %s of workflow %s: lost its lease", renew[i].task_id,
+                       renew[i].workflow_id);
     } else if (nr && !ST(k->st, broken)) {
         lg_say(WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);
     }
@@ -82,8 +81,7 @@ static void keep(worker *k)
             lg_say(WEFT_LOG_INFO, "%d expired lease(s) of %s returned to the queue", back,
                    n->types[t]);
         }
-        if (ne > 0)
-            mt_lease_reaps(n->metrics, (long)ne);
+        if (ne > 0) mt_lease_reaps(n->metrics, (long)ne);
         op_fail_reaped(&k->op, exhausted, ne, warn_reaped, n);
     }
     /* alive, and what we serve */
@@ -108,8 +106,7 @@ static void keep(worker *k)
     json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
     snprintf(info, sizeof info, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     json_object_put(j);
-    if (ST(k->st, daemon_beat, n->id, info, &err) == 0)
-        nd_redis_fine(k);
+    if (ST(k->st, daemon_beat, n->id, info, &err) == 0) nd_redis_fine(k);
     sweep_payloads(k);
 }
 
@@ -118,10 +115,8 @@ void *nd_keeper_main(void *arg)
     worker *k = arg;
     nd_node *n = k->n;
     int64_t every = n->cfg->lease_ms / 3, last = 0;
-    if (every > 1000)
-        every = 1000;
-    if (every < 50)
-        every = 50;
+    if (every > 1000) every = 1000;
+    if (every < 50) every = 50;
     while (!n->stopping || __atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0) {
         int64_t now = wu_mono_ms();
         if (now - last >= every) {

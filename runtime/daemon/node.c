@@ -69,8 +69,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->idx = idx;
     /* Each thread compiles its own copy of a definition: json-c's reference
      * counts are not atomic, so no JSON may be shared between threads. */
-    if (!(w->cache = op_cache_new()))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!(w->cache = op_cache_new())) return wu_err(err, WEFT_ENOMEM, "out of memory");
     o.rs.url = n->cfg->redis_url;
     o.rs.prefix = n->cfg->key_prefix;
     o.rs.retention_ms = n->cfg->retention_ms;
@@ -80,16 +79,13 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.cache = w->cache;
     o.ps = n->payloads;
     rc = st_redis_open(&o, &w->st, err);
-    if (rc && !w->st)
-        return rc;
-    if (rc)
-        lg_say(WEFT_LOG_WARN, "%s (will retry)", err->msg);
+    if (rc && !w->st) return rc;
+    if (rc) lg_say(WEFT_LOG_WARN, "%s (will retry)", err->msg);
     lim.mem_bytes = (size_t)n->cfg->lua_memory;
     lim.instructions = (uint64_t)n->cfg->lua_instructions;
     lim.time_ms = (uint64_t)n->cfg->lua_time_ms;
     lim.result_bytes = (size_t)n->cfg->lua_result;
-    if (!(w->sandbox = sbx_new(&lim, err)))
-        return err->code ? err->code : WEFT_ENOMEM;
+    if (!(w->sandbox = sbx_new(&lim, err))) return err->code ? err->code : WEFT_ENOMEM;
     nd_services_init(w);
     w->dec.defs = &n->defs;
     w->dec.svc = &w->svc;
@@ -136,14 +132,14 @@ static int pick_types(nd_node *n, weft_error *err)
     size_t i, j;
     if (n->cfg->ntypes) {
         n->types = calloc(n->cfg->ntypes, sizeof *n->types);
-        if (!n->types)
-            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        if (!n->types) return wu_err(err, WEFT_ENOMEM, "out of memory");
         for (i = 0; i < n->cfg->ntypes; i++) {
             const weft_task_type *t = pl_find_type(n->plugins, n->cfg->types[i], NULL);
             if (!t || !t->execute)
-                return wu_err(err, WEFT_EINVAL,
-                              "types: %s is not a queued task type of a loaded plugin (searched: %s)",
-                              n->cfg->types[i], pl_searched(n->plugins));
+                return wu_err(
+                    err, WEFT_EINVAL,
+                    "types: %s is not a queued task type of a loaded plugin (searched: %s)",
+                    n->cfg->types[i], pl_searched(n->plugins));
             n->types[n->ntypes++] = n->cfg->types[i];
         }
         return 0;
@@ -152,11 +148,9 @@ static int pick_types(nd_node *n, weft_error *err)
         const pl_plugin *p = pl_get(n->plugins, i);
         for (j = 0; j < p->ntypes; j++) {
             char **g;
-            if (!p->types[j]->execute || p->types[j]->map)
-                continue;
+            if (!p->types[j]->execute || p->types[j]->map) continue;
             g = realloc(n->types, (n->ntypes + 1) * sizeof *g);
-            if (!g)
-                return wu_err(err, WEFT_ENOMEM, "out of memory");
+            if (!g) return wu_err(err, WEFT_ENOMEM, "out of memory");
             n->types = g;
             n->types[n->ntypes++] = (char *)p->types[j]->name;
         }
@@ -172,8 +166,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     size_t i;
     int rc;
     *out = NULL;
-    if (!n)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!n) return wu_err(err, WEFT_ENOMEM, "out of memory");
     pthread_mutex_init(&n->mu, NULL);
     n->cfg = cfg;
     if (!(n->metrics = mt_new()) || !(n->epoch = rs_epoch_new(store_lost, n))) {
@@ -196,8 +189,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
     host_set_log(NULL, NULL, n->plugins); /* names plugins' lines, before their init */
-    if (!path || !*path)
-        path = dflt = pl_default_path();
+    if (!path || !*path) path = dflt = pl_default_path();
     pl_set_config(n->plugins, cfg->plugins); /* { <plugin name>: { ... } } for types' init */
     pl_load_path(n->plugins, path ? path : "");
     free(dflt);
@@ -302,8 +294,7 @@ int nd_run(nd_node *n)
     int64_t deadline;
     n->nworkers = n->cfg->workers > 0 ? n->cfg->workers : 1;
     n->workers = calloc((size_t)n->nworkers, sizeof *n->workers);
-    if (!n->workers)
-        return WEFT_ENOMEM;
+    if (!n->workers) return WEFT_ENOMEM;
     if ((rc = worker_init(n, &n->keeper, -1, &err))) {
         lg_say(WEFT_LOG_ERROR, "%s", err.msg);
         return rc;
@@ -358,14 +349,12 @@ int nd_run(nd_node *n)
     if (__atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0) {
         /* their leases expire and other nodes take the tasks over */
         lg_say(WEFT_LOG_WARN, "grace period over with tasks still running: leaving them to "
-                                 "lease expiry");
+                              "lease expiry");
         return 1;
     }
     for (i = 0; i < n->nworkers; i++)
-        if (n->workers[i].started)
-            pthread_join(n->workers[i].thread, NULL);
-    if (n->keeper.started)
-        pthread_join(n->keeper.thread, NULL);
+        if (n->workers[i].started) pthread_join(n->workers[i].thread, NULL);
+    if (n->keeper.started) pthread_join(n->keeper.thread, NULL);
     lg_say(WEFT_LOG_INFO, "stopped");
     return 0;
 }
@@ -373,16 +362,14 @@ int nd_run(nd_node *n)
 void nd_free(nd_node *n)
 {
     int i;
-    if (!n)
-        return;
+    if (!n) return;
     for (i = 0; i < n->nworkers; i++)
         worker_fini(&n->workers[i]);
     ap_stop(n->api);
     n->api = NULL;
     free(n->workers);
     worker_fini(&n->keeper);
-    if (n->lock && n->lock_handle)
-        n->lock->close(n->lock_handle);
+    if (n->lock && n->lock_handle) n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
     pl_free(n->plugins); /* the plugins' fini may still log, in our format */

@@ -33,8 +33,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
             rc = op_def(&w->op, json, name, &d, err);
         free(json);
     }
-    if (rc)
-        return rc;
+    if (rc) return rc;
     /* one child per task instance, even if the task runs twice */
     snprintf(key, sizeof key, "sub:%s", t->id);
     a.def = d;
@@ -45,8 +44,7 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     a.idempotency_key = key;
     rc = op_start(&w->op, &a, id, err);
     def_unref(d);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     mt_workflow_started(w->n->metrics);
     free(t->child_id);
     t->child_id = strdup(id);

@@ -20,8 +20,7 @@ static char **main_argv;
 
 static void on_signal(int sig)
 {
-    if (node)
-        nd_stop(node);
+    if (node) nd_stop(node);
 }
 
 static int read_config(cf_config *cfg, int argc, char **argv, weft_error *err);
@@ -40,15 +39,13 @@ static void *hup_watch(void *set)
         cf_config cfg;
         weft_error err = {0};
         char was[16];
-        if (sigwait(set, &sig))
-            continue;
+        if (sigwait(set, &sig)) continue;
         pthread_mutex_lock(&node_mu);
         if (node) {
             snprintf(was, sizeof was, "%s", lg_level_name(lg_level()));
             if (read_config(&cfg, main_argc, main_argv, &err) ||
                 lg_set_level_name(cfg.log_level, &err))
-                lg_say(WEFT_LOG_WARN, "SIGHUP received: configuration not reloaded: %s",
-                       err.msg);
+                lg_say(WEFT_LOG_WARN, "SIGHUP received: configuration not reloaded: %s", err.msg);
             else
                 lg_say(WEFT_LOG_INFO,
                        "SIGHUP received: log_level %s (was %s); other settings take a restart",
@@ -76,15 +73,21 @@ static const char usage[] =
     "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH, WEFT_API_LISTEN,\n"
     "WEFT_API_TOKEN.\n";
 
-enum { OPT_HELP = 'h', OPT_CONFIG = 256, OPT_NO_API, OPT_SET, OPT_HELP_CONFIG, OPT_VERSION,
-       OPT_KEY };
+enum {
+    OPT_HELP = 'h',
+    OPT_CONFIG = 256,
+    OPT_NO_API,
+    OPT_SET,
+    OPT_HELP_CONFIG,
+    OPT_VERSION,
+    OPT_KEY
+};
 
 /* The flags that set one configuration key each: longopts[i] is key_flags[i]. */
 static const struct {
     const char *flag, *key;
-} key_flags[] = {{"redis", "redis_url"},     {"prefix", "key_prefix"},
-                 {"plugin-path", "plugin_path"}, {"workers", "workers"},
-                 {"lock", "lock"},           {"id", "daemon_id"},
+} key_flags[] = {{"redis", "redis_url"}, {"prefix", "key_prefix"}, {"plugin-path", "plugin_path"},
+                 {"workers", "workers"}, {"lock", "lock"},         {"id", "daemon_id"},
                  {"api", "api_listen"}};
 
 static const struct option longopts[] = {
@@ -120,8 +123,7 @@ static int read_config(cf_config *cfg, int argc, char **argv, weft_error *err)
     const char *config = NULL;
     int o, rc = 0;
     for (optind = 0; (o = next_flag(argc, argv)) != -1;)
-        if (o == OPT_CONFIG)
-            config = optarg;
+        if (o == OPT_CONFIG) config = optarg;
     cf_defaults(cfg);
     if ((config && (rc = cf_load_file(cfg, config, err))) || (rc = cf_apply_env(cfg, err)))
         return rc;
@@ -130,8 +132,7 @@ static int read_config(cf_config *cfg, int argc, char **argv, weft_error *err)
         if (o >= OPT_KEY) {
             flag = key_flags[o - OPT_KEY].flag;
             rc = cf_set(cfg, key_flags[o - OPT_KEY].key, optarg, err);
-            if (rc == 0 && o == OPT_KEY + 6)
-                rc = cf_set(cfg, "api", "true", err);
+            if (rc == 0 && o == OPT_KEY + 6) rc = cf_set(cfg, "api", "true", err);
         } else if (o == OPT_NO_API) {
             flag = "no-api";
             rc = cf_set(cfg, "api", "false", err);

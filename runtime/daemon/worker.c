@@ -6,14 +6,13 @@
 
 /*
  * weftd's worker threads. A worker works in rounds. Each round it takes
- * executions due for a decider and claims tasks up to ND_BATCH held at once, loads in one round trip the
- * executions it does not hold in memory, runs the tasks, and saves every
- * execution it changed with op_update_many: two round trips for the whole
- * round. A task that a save makes runnable at once (the next step of a
- * chain, the branches of a fork) is leased to this worker in that same
- * save's steps (eager dispatch) and run next round on the execution still in
- * memory: no claim, no load. A crash leaves those leases to expire, and the
- * keeper of any node puts them back in their queues.
+ * executions due for a decider and claims tasks up to ND_BATCH held at once, loads in one round
+ * trip the executions it does not hold in memory, runs the tasks, and saves every execution it
+ * changed with op_update_many: two round trips for the whole round. A task that a save makes
+ * runnable at once (the next step of a chain, the branches of a fork) is leased to this worker in
+ * that same save's steps (eager dispatch) and run next round on the execution still in memory: no
+ * claim, no load. A crash leaves those leases to expire, and the keeper of any node puts them back
+ * in their queues.
  */
 
 /* One task's result, waiting to be applied. */
@@ -65,13 +64,10 @@ static int apply_one(op_env *env, const dec_env *dec, xc_exec *x, const result *
             fx_terminate_later(env, a->child_id);
         return 0;
     }
-    if (!t->started_ms)
-        t->started_ms = a->started_ms;
+    if (!t->started_ms) t->started_ms = a->started_ms;
     /* started already in the worker's copy; a fresh load has not seen it */
-    if (t->poll_count < a->poll_count)
-        dec_start(dec, x, t);
-    if (a->child_id[0] && !t->child_id)
-        t->child_id = strdup(a->child_id);
+    if (t->poll_count < a->poll_count) dec_start(dec, x, t);
+    if (a->child_id[0] && !t->child_id) t->child_id = strdup(a->child_id);
     r = a->r;
     r.output = a->r.output ? json_object_get(a->r.output) : NULL;
     r.end_output = a->r.end_output ? json_object_get(a->r.end_output) : NULL;
@@ -88,8 +84,7 @@ static int fn_apply(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, voi
     int changed = 0;
     for (i = 0; i < j->nres; i++)
         changed |= apply_one(env, dec, x, &j->res[i], o);
-    if (!changed)
-        return OP_NOCHANGE;
+    if (!changed) return OP_NOCHANGE;
     dec_decide(dec, x, o);
     return 0;
 }
@@ -117,11 +112,9 @@ int nd_want_eager(void *ud, const xc_task *t)
     worker *w = ud;
     nd_node *n = w->n;
     size_t i;
-    if (n->stopping)
-        return 0;
+    if (n->stopping) return 0;
     for (i = 0; i < n->ntypes; i++)
-        if (!strcmp(n->types[i], t->def->queue))
-            return 1;
+        if (!strcmp(n->types[i], t->def->queue)) return 1;
     return 0;
 }
 
@@ -129,8 +122,7 @@ static job *job_of(job *jobs, size_t *nj, const char *id)
 {
     size_t i;
     for (i = 0; i < *nj; i++)
-        if (!strcmp(jobs[i].id, id))
-            return &jobs[i];
+        if (!strcmp(jobs[i].id, id)) return &jobs[i];
     memset(&jobs[*nj], 0, sizeof jobs[*nj]);
     snprintf(jobs[*nj].id, sizeof jobs[*nj].id, "%s", id);
     return &jobs[(*nj)++];
@@ -139,8 +131,7 @@ static job *job_of(job *jobs, size_t *nj, const char *id)
 static int push_lease(st_lease **v, size_t *n, const st_lease *l)
 {
     st_lease *g = realloc(*v, (*n + 1) * sizeof *g);
-    if (!g)
-        return -1;
+    if (!g) return -1;
     g[(*n)++] = *l;
     *v = g;
     return 0;
@@ -197,12 +188,10 @@ static void run_held(worker *w, job *j, const held *h)
         host_result_clear(&a->r);
         return;
     }
-    if (fresh)
-        push_lease(&j->acks, &j->nacks, &h->l);
+    if (fresh) push_lease(&j->acks, &j->nacks, &h->l);
     snprintf(a->task_id, sizeof a->task_id, "%s", t->id);
     a->rc = rc;
-    if (t->child_id)
-        snprintf(a->child_id, sizeof a->child_id, "%s", t->child_id);
+    if (t->child_id) snprintf(a->child_id, sizeof a->child_id, "%s", t->child_id);
     a->started_ms = t->started_ms;
     a->poll_count = t->poll_count;
     j->nres++;
@@ -212,8 +201,7 @@ static void run_held(worker *w, job *j, const held *h)
  * (eager dispatch feeds it meanwhile): 2, 4, 8 ... ms up to poll_interval. */
 static int64_t next_gap(const nd_node *n, int64_t gap, int got)
 {
-    if (got > 0 || gap < ND_BUSY_POLL_MS)
-        return ND_BUSY_POLL_MS;
+    if (got > 0 || gap < ND_BUSY_POLL_MS) return ND_BUSY_POLL_MS;
     return gap * 2 > n->cfg->poll_ms ? n->cfg->poll_ms : gap * 2;
 }
 
@@ -236,19 +224,16 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
     int room = ND_BATCH - w->nhold, k, i, want_due, want_claim;
     st_lease got[ND_BATCH];
     *ndue = 0;
-    if (n->stopping)
-        return 0;
+    if (n->stopping) return 0;
     /* busy with held work: look at the queues every few ms, not every round;
      * both in one round trip */
     want_due = w->due_more || !w->nhold || now - w->last_due >= w->due_gap;
     want_claim = room > 0 && n->ntypes &&
                  (w->claim_more || !w->nhold || now - w->last_claim >= w->claim_gap);
-    if (!want_due && !want_claim)
-        return 0;
+    if (!want_due && !want_claim) return 0;
     k = ST(w->st, due_claim, wait && !w->nhold ? (int)n->cfg->poll_ms : 0,
-                     want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue,
-                     (const char *const *)n->types, want_claim ? n->ntypes : 0, room,
-                     n->cfg->lease_ms, got, &err);
+           want_due ? ND_DUE_BATCH : 0, n->cfg->sweep_ms, due, ndue, (const char *const *)n->types,
+           want_claim ? n->ntypes : 0, room, n->cfg->lease_ms, got, &err);
     if (k < 0)
         return poll_failed(w, want_claim ? "claiming tasks" : "decider queue", &err, backoff);
     nd_redis_fine(w);
@@ -316,10 +301,8 @@ static int run_round(worker *w, int wait, int64_t *backoff)
     int64_t start = wu_mono_ms();
     weft_error err = {0};
 
-    if (poll_work(w, wait, due, &ndue, backoff) < 0 && !w->nhold)
-        return -1;
-    if (!w->nhold && !ndue)
-        return 0;
+    if (poll_work(w, wait, due, &ndue, backoff) < 0 && !w->nhold) return -1;
+    if (!w->nhold && !ndue) return 0;
     did = w->nhold + ndue;
     /* the executions: held in memory, or loaded now in one round trip */
     for (i = 0; i < (size_t)w->nhold; i++) {
@@ -333,8 +316,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
     for (i = 0; i < (size_t)ndue; i++)
         job_of(jobs, &nj, due[i])->due = 1;
     for (i = 0; i < nj; i++)
-        if (!jobs[i].x)
-            ids[nl++] = jobs[i].id;
+        if (!jobs[i].x) ids[nl++] = jobs[i].id;
     if (nl) {
         size_t k = 0;
         if (op_load_many(&w->op, ids, nl, xs, rcs, &err) && ST(w->st, broken))
@@ -416,8 +398,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             /* finished: only its decider-queue entry or outbox was left */
             weft_error e = {0};
             ST(w->st, exec_flush, it->id, &e);
-            if (j->ended)
-                forget_ended(w, it->id);
+            if (j->ended) forget_ended(w, it->id);
         }
         for (q = 0; q < it->neager && nkeep < ND_BATCH; q++) {
             next[nkeep].l = it->eager[q];
@@ -426,8 +407,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             nkeep++;
         }
         free(it->eager);
-        if (it->x)
-            j->x = it->x; /* kept in memory for its held tasks */
+        if (it->x) j->x = it->x; /* kept in memory for its held tasks */
     }
     /* hand each kept execution to the first of its held tasks (every held
      * task came from one of this round's jobs) */
@@ -455,8 +435,7 @@ void *nd_worker_main(void *arg)
          * visible, or the poll interval passes (timed work: retries, WAIT) */
         did = run_round(w, idle && !n->stopping, &backoff);
         idle = did <= 0;
-        if (did >= 0)
-            pause = 10;
+        if (did >= 0) pause = 10;
         if (did > 0) {
             backoff = 100;
         } else if (did < 0 && !ST(w->st, broken)) {

@@ -254,12 +254,9 @@ int dsl_load(const char *path, json_object **def, json_object **lines, weft_erro
     size_t n = strlen(path);
     char *text;
     int rc;
-    if (lines)
-        *lines = NULL;
-    if (n > 4 && !strcmp(path + n - 4, ".lua"))
-        return dsl_compile_file(path, def, lines, err);
-    if ((rc = wu_read_file(path, &text, NULL, err)))
-        return rc;
+    if (lines) *lines = NULL;
+    if (n > 4 && !strcmp(path + n - 4, ".lua")) return dsl_compile_file(path, def, lines, err);
+    if ((rc = wu_read_file(path, &text, NULL, err))) return rc;
     rc = wu_parse_json(base, text, def, err);
     free(text);
     return rc;

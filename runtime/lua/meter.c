@@ -208,7 +208,8 @@ static int safe_utf8_len(lua_State *L)
     luaL_checklstring(L, 1, &len);
     posi = u_posrelat(luaL_optinteger(L, 2, 1), len);
     posj = u_posrelat(luaL_optinteger(L, 3, -1), len);
-    luaL_argcheck(L, 1 <= posi && posi - 1 <= (lua_Integer)len, 2, "initial position out of bounds");
+    luaL_argcheck(L, 1 <= posi && posi - 1 <= (lua_Integer)len, 2,
+                  "initial position out of bounds");
     luaL_argcheck(L, posj - 1 < (lua_Integer)len, 3, "final position out of bounds");
     if (posj >= posi) meter_scan(L, (size_t)(posj - posi + 1));
     return call_original(L);
@@ -329,7 +330,8 @@ static int safe_unpack(lua_State *L)
     i = luaL_optinteger(L, 2, 1);
     last = lua_isnoneornil(L, 3) ? luaL_len(L, 1) : luaL_checkinteger(L, 3);
     /* past what a stack holds it fails before fetching any */
-    if (last < i || (lua_Unsigned)last - (lua_Unsigned)i < 1000000u) charge_elements(L, 1, 0, i, last);
+    if (last < i || (lua_Unsigned)last - (lua_Unsigned)i < 1000000u)
+        charge_elements(L, 1, 0, i, last);
     return run_original(L);
 }
 
@@ -337,16 +339,11 @@ static const struct {
     const char *lib, *name;
     lua_CFunction fn;
 } wrapped[] = {
-    {LUA_STRLIBNAME, "rep", safe_rep},
-    {LUA_TABLIBNAME, "insert", safe_insert},
-    {LUA_TABLIBNAME, "remove", safe_remove},
-    {LUA_TABLIBNAME, "move", safe_move},
-    {LUA_TABLIBNAME, "sort", safe_sort},
-    {LUA_STRLIBNAME, "format", safe_format},
-    {LUA_TABLIBNAME, "concat", safe_concat},
-    {LUA_TABLIBNAME, "unpack", safe_unpack},
-    {LUA_UTF8LIBNAME, "len", safe_utf8_len},
-    {LUA_UTF8LIBNAME, "offset", safe_utf8_offset},
+    {LUA_STRLIBNAME, "rep", safe_rep},       {LUA_TABLIBNAME, "insert", safe_insert},
+    {LUA_TABLIBNAME, "remove", safe_remove}, {LUA_TABLIBNAME, "move", safe_move},
+    {LUA_TABLIBNAME, "sort", safe_sort},     {LUA_STRLIBNAME, "format", safe_format},
+    {LUA_TABLIBNAME, "concat", safe_concat}, {LUA_TABLIBNAME, "unpack", safe_unpack},
+    {LUA_UTF8LIBNAME, "len", safe_utf8_len}, {LUA_UTF8LIBNAME, "offset", safe_utf8_offset},
 };
 
 void sbx_meter_lib(lua_State *L, int lib, const char *name)

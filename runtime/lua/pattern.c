@@ -100,18 +100,41 @@ static int class_has(int c, int cl)
 {
     int r;
     switch (tolower(cl)) {
-    case 'a': r = isalpha(c); break;
-    case 'c': r = iscntrl(c); break;
-    case 'd': r = isdigit(c); break;
-    case 'g': r = isgraph(c); break;
-    case 'l': r = islower(c); break;
-    case 'p': r = ispunct(c); break;
-    case 's': r = isspace(c); break;
-    case 'u': r = isupper(c); break;
-    case 'w': r = isalnum(c); break;
-    case 'x': r = isxdigit(c); break;
-    case 'z': r = c == 0; break; /* deprecated in Lua, still there */
-    default: return cl == c; /* %. and the like: the character itself */
+    case 'a':
+        r = isalpha(c);
+        break;
+    case 'c':
+        r = iscntrl(c);
+        break;
+    case 'd':
+        r = isdigit(c);
+        break;
+    case 'g':
+        r = isgraph(c);
+        break;
+    case 'l':
+        r = islower(c);
+        break;
+    case 'p':
+        r = ispunct(c);
+        break;
+    case 's':
+        r = isspace(c);
+        break;
+    case 'u':
+        r = isupper(c);
+        break;
+    case 'w':
+        r = isalnum(c);
+        break;
+    case 'x':
+        r = isxdigit(c);
+        break;
+    case 'z':
+        r = c == 0;
+        break; /* deprecated in Lua, still there */
+    default:
+        return cl == c; /* %. and the like: the character itself */
     }
     r = r != 0;
     return isupper(cl) ? !r : r;
@@ -153,10 +176,14 @@ static int single(struct mstate *m, const char *s, const char *p, const char *ep
     if (s >= m->src_end) return 0;
     c = (unsigned char)*s;
     switch (*p) {
-    case '.': return 1;
-    case ESC: return class_has(c, (unsigned char)p[1]);
-    case '[': return set_has(c, p, ep - 1);
-    default: return (unsigned char)*p == c;
+    case '.':
+        return 1;
+    case ESC:
+        return class_has(c, (unsigned char)p[1]);
+    case '[':
+        return set_has(c, p, ep - 1);
+    default:
+        return (unsigned char)*p == c;
     }
 }
 
@@ -281,7 +308,8 @@ static const char *do_match(struct mstate *m, const char *s, const char *p)
         if (*p == ESC && p + 1 < m->pat_end && p[1] == 'f') {
             int prev, cur;
             p += 2;
-            if (p >= m->pat_end || *p != '[') luaL_error(m->L, "missing '[' after '%%f' in pattern");
+            if (p >= m->pat_end || *p != '[')
+                luaL_error(m->L, "missing '[' after '%%f' in pattern");
             ep = class_end(m, p);
             prev = s == m->src ? 0 : (unsigned char)s[-1];
             cur = s < m->src_end ? (unsigned char)*s : 0;
@@ -456,8 +484,8 @@ static int lpat_match(lua_State *L)
 
 /* gmatch's iterator state: upvalue 4 (1 = meter, 2 = subject, 3 = pattern). */
 struct gm_state {
-    size_t pos;   /* where the next attempt starts */
-    size_t last;  /* end of the last match, or (size_t)-1 */
+    size_t pos;  /* where the next attempt starts */
+    size_t last; /* end of the last match, or (size_t)-1 */
 };
 
 static int gmatch_next(lua_State *L)
@@ -567,9 +595,9 @@ static int lpat_gsub(lua_State *L)
     lua_Integer max = luaL_optinteger(L, 4, (lua_Integer)ls + 1), n = 0;
     struct mstate m;
     luaL_Buffer b;
-    luaL_argexpected(L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION ||
-                            tr == LUA_TTABLE,
-                     3, "string/function/table");
+    luaL_argexpected(
+        L, tr == LUA_TNUMBER || tr == LUA_TSTRING || tr == LUA_TFUNCTION || tr == LUA_TTABLE, 3,
+        "string/function/table");
     luaL_buffinit(L, &b);
     anchored = lp > 0 && *p == '^';
     if (anchored) {
@@ -601,11 +629,8 @@ static int lpat_gsub(lua_State *L)
 void lpat_install(lua_State *L, int idx, lpat_meter meter)
 {
     static const luaL_Reg fns[] = {
-        {"find", lpat_find},
-        {"match", lpat_match},
-        {"gmatch", lpat_gmatch},
-        {"gsub", lpat_gsub},
-        {NULL, NULL},
+        {"find", lpat_find}, {"match", lpat_match}, {"gmatch", lpat_gmatch},
+        {"gsub", lpat_gsub}, {NULL, NULL},
     };
     struct meter_box *box;
     idx = lua_absindex(L, idx);

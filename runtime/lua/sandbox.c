@@ -36,8 +36,8 @@ static char reg_mts, reg_cache, reg_backing, reg_env, reg_thread;
 /* Safe base functions; those that see a table raw, or its metatable, are
  * replaced by the proxy-aware versions in base_wrapped below. */
 static const char *const base_names[] = {
-    "assert",   "error",    "ipairs", "pcall",   "rawequal", "rawlen",
-    "select",   "tonumber", "tostring", "type",  "_VERSION", NULL,
+    "assert", "error",    "ipairs",   "pcall", "rawequal", "rawlen",
+    "select", "tonumber", "tostring", "type",  "_VERSION", NULL,
 };
 
 static const struct {
@@ -53,7 +53,7 @@ static const struct {
 #define NLIBS (sizeof libs / sizeof libs[0])
 _Static_assert(NLIBS == SBX_NLIBS, "sbx.lib_mt has a slot per library");
 #define ENV_MT ((lua_Integer)NLIBS + 1) /* index of the env metatable in reg_mts */
-#define ENV_NAMES (ENV_MT + 1) /* then the names of the libraries, then "_G" */
+#define ENV_NAMES (ENV_MT + 1)          /* then the names of the libraries, then "_G" */
 
 /* Left out of the library copies: dump makes bytecode; randomseed would let
  * one script fix the random sequence the next one sees. */

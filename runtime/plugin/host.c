@@ -33,15 +33,12 @@ static const char *plugin_now(void)
     const char *loading = pl_host_loading_name();
     const weft_task_type *type;
     size_t i, j;
-    if (loading)
-        return loading;
-    if (!running || !running->t || !running->t->def || !(type = running->t->def->type))
-        return NULL;
+    if (loading) return loading;
+    if (!running || !running->t || !running->t->def || !(type = running->t->def->type)) return NULL;
     for (i = 0; log_reg && i < pl_count(log_reg); i++) {
         const pl_plugin *p = pl_get(log_reg, i);
         for (j = 0; j < p->ntypes; j++)
-            if (p->types[j] == type)
-                return p->name;
+            if (p->types[j] == type) return p->name;
     }
     return type->name;
 }
@@ -52,20 +49,17 @@ static void host_log(int level, const char *fmt, ...)
     const char *plugin;
     va_list ap, ap2;
     int n;
-    if (level < 0 || level > WEFT_LOG_DEBUG)
-        level = WEFT_LOG_ERROR;
+    if (level < 0 || level > WEFT_LOG_DEBUG) level = WEFT_LOG_ERROR;
     va_start(ap, fmt);
     va_copy(ap2, ap);
     n = vsnprintf(line, sizeof line, fmt, ap);
     /* a secret is masked in the whole line, before the cut: cut first, its
      * beginning could be left at the end */
-    if (running && running->secrets.len && n >= (int)sizeof line &&
-        (whole = malloc((size_t)n + 1)))
+    if (running && running->secrets.len && n >= (int)sizeof line && (whole = malloc((size_t)n + 1)))
         vsnprintf(whole, (size_t)n + 1, fmt, ap2);
     va_end(ap2);
     va_end(ap);
-    if (running && running->secrets.len &&
-        (masked = redact_text(running, whole ? whole : line))) {
+    if (running && running->secrets.len && (masked = redact_text(running, whole ? whole : line))) {
         snprintf(line, sizeof line, "%s", masked);
         free(masked);
     } else if (whole) {
@@ -120,8 +114,7 @@ static void *host_type_data(weft_ctx *c)
 static const weft_task_view *view_of(weft_ctx *c, const xc_task *t)
 {
     weft_task_view *v;
-    if (!t)
-        return NULL;
+    if (!t) return NULL;
     v = calloc(1, sizeof *v);
     if (!v || wu_vec_push(&c->views, v)) {
         free(v);
@@ -139,8 +132,7 @@ static const weft_task_view *host_lookup(weft_ctx *c, const char *ref)
 static const weft_task_view *host_previous(weft_ctx *c)
 {
     const def_task *d = c->t->def;
-    if (d->index == 0)
-        return NULL;
+    if (d->index == 0) return NULL;
     return view_of(c, xc_latest(c->x, d->list->tasks[d->index - 1]));
 }
 
@@ -198,8 +190,7 @@ static int host_lua_eval(weft_ctx *c, const char *chunkname, const char *body, j
 {
     sbx *s = c->svc && c->svc->sandbox ? c->svc->sandbox(c->svc->ud) : NULL;
     *out = NULL;
-    if (!s)
-        return wu_err(err, WEFT_ESTATE, "no Lua sandbox available here");
+    if (!s) return wu_err(err, WEFT_ESTATE, "no Lua sandbox available here");
     return sbx_eval(s, chunkname, body, input, out, err);
 }
 
@@ -215,14 +206,12 @@ static int host_start_child(weft_ctx *c, json_object *def, const char *name, int
     /* checked here, before the child exists: a workflow that starts itself
      * stops at the limit instead of spawning without end */
     snprintf(what, sizeof what, "sub-workflow '%s'", c->t->ref);
-    if (def_check_depth(lim, c->x->depth, what, err))
-        return err->code;
+    if (def_check_depth(lim, c->x->depth, what, err)) return err->code;
     if (!c->svc || !c->svc->start_child)
         return wu_err(err, WEFT_ESTATE, "cannot start workflows here");
     /* The child's input is stored: the secrets this task used are masked in
      * it (a child that needs a secret names it in its own definition) */
-    if (!(in = redacted_copy(c, input)) && input)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!(in = redacted_copy(c, input)) && input) return wu_err(err, WEFT_ENOMEM, "out of memory");
     rc = c->svc->start_child(c->svc->ud, c->x, c->t, def, name, version, in, id_out, id_size, err);
     json_object_put(in);
     return rc;
@@ -287,8 +276,7 @@ static void secrets_free(wu_vec *v)
 void host_ctx_done(weft_ctx *c)
 {
     size_t i;
-    if (running == c)
-        running = c->outer;
+    if (running == c) running = c->outer;
     c->outer = NULL;
     for (i = 0; i < c->views.len; i++)
         free(c->views.items[i]);
@@ -309,16 +297,14 @@ static int has_placeholder(json_object *v)
         json_object_object_foreach(v, k, m)
         {
             (void)k;
-            if (has_placeholder(m))
-                return 1;
+            if (has_placeholder(m)) return 1;
         }
         return 0;
     }
     case json_type_array: {
         size_t i;
         for (i = 0; i < json_object_array_length(v); i++)
-            if (has_placeholder(json_object_array_get_idx(v, i)))
-                return 1;
+            if (has_placeholder(json_object_array_get_idx(v, i))) return 1;
         return 0;
     }
     default:
@@ -339,8 +325,7 @@ static int names_secret(const char *tmpl, const char *name, size_t n)
     const char *p = tmpl;
     while ((p = strstr(p, SECRET_OPEN))) {
         p += strlen(SECRET_OPEN);
-        if (!strncmp(p, name, n) && p[n] == '}')
-            return 1;
+        if (!strncmp(p, name, n) && p[n] == '}') return 1;
     }
     return 0;
 }
@@ -381,16 +366,13 @@ static json_object *fill_string(filler *c, const char *s, const char *tmpl, weft
             return NULL;
         }
         wu_buf_add(&b, value, strlen(value));
-        if (*value && c->used && wu_vec_push(c->used, value) == 0)
-            value = NULL;
-        if (value)
-            memset(value, 0, strlen(value));
+        if (*value && c->used && wu_vec_push(c->used, value) == 0) value = NULL;
+        if (value) memset(value, 0, strlen(value));
         free(value);
         s = end + 1;
     }
     out = json_object_new_string_len(b.data ? b.data : "", (int)b.len);
-    if (b.data)
-        memset(b.data, 0, b.len);
+    if (b.data) memset(b.data, 0, b.len);
     wu_buf_free(&b);
     return out;
 }
@@ -445,8 +427,7 @@ static json_object *fill(filler *c, json_object *v, json_object *tmpl, weft_erro
  */
 static json_object *input_template(const xc_task *t)
 {
-    if (!t->def || t->dyn_json)
-        return NULL;
+    if (!t->def || t->dyn_json) return NULL;
     return json_object_object_get(t->def->json, "inputParameters");
 }
 
@@ -461,8 +442,7 @@ int host_fill_secrets(const xc_task *t, json_object *v, host_secret_fn secret, v
                       json_object **out, weft_error *err)
 {
     filler f = {secret, ud, NULL, 0};
-    if (!(*out = fill(&f, v, input_template(t), err)))
-        return err->code ? err->code : WEFT_ENOMEM;
+    if (!(*out = fill(&f, v, input_template(t), err))) return err->code ? err->code : WEFT_ENOMEM;
     return 0;
 }
 
@@ -475,16 +455,14 @@ static int longer(const void *a, const void *b)
 /* A secret that holds another is masked first, so none of it is left over. */
 static void longest_first(wu_vec *v)
 {
-    if (v->len > 1)
-        qsort(v->items, v->len, sizeof v->items[0], longer);
+    if (v->len > 1) qsort(v->items, v->len, sizeof v->items[0], longer);
 }
 
 int host_ctx_secrets(weft_ctx *c, weft_error *err)
 {
     json_object *in = c->t->input;
     filler f;
-    if (!in || !names_secrets(c->t) || !has_placeholder(in))
-        return 0;
+    if (!in || !names_secrets(c->t) || !has_placeholder(in)) return 0;
     if (!c->svc || !c->svc->secret)
         return wu_err(err, WEFT_ENOTFOUND, "secrets are not available here");
     f.secret = c->svc->secret;
@@ -506,8 +484,7 @@ static char *redact_text(const weft_ctx *c, const char *s)
     for (i = 0; i < c->secrets.len; i++) {
         const char *v = c->secrets.items[i], *src = cur ? cur : s, *p;
         wu_buf b = {0};
-        if (!(p = strstr(src, v)))
-            continue;
+        if (!(p = strstr(src, v))) continue;
         while (p) {
             wu_buf_add(&b, src, (size_t)(p - src));
             wu_buf_add(&b, "***", 3);
@@ -544,8 +521,7 @@ static json_object *redact(const weft_ctx *c, json_object *v)
                 json_object_object_add(v, k, m2);
             else
                 json_object_put(m2);
-            if (!(r = redact_text(c, k)))
-                continue;
+            if (!(r = redact_text(c, k))) continue;
             if (!(old = strdup(k)) || wu_vec_push(&keys, old)) {
                 free(old);
                 free(r);
@@ -590,8 +566,7 @@ static json_object *redact(const weft_ctx *c, json_object *v)
 static void mask_cut_tail(const weft_ctx *c, char *buf, size_t size)
 {
     size_t i, len = strlen(buf), k;
-    if (len + 1 < size)
-        return;
+    if (len + 1 < size) return;
     for (i = 0; i < c->secrets.len; i++) {
         const char *v = c->secrets.items[i];
         for (k = strlen(v) - 1; k > 0; k--)
@@ -608,16 +583,13 @@ static void mask_cut_tail(const weft_ctx *c, char *buf, size_t size)
 static json_object *redacted_copy(const weft_ctx *c, json_object *v)
 {
     json_object *copy = NULL;
-    if (!v || !c->secrets.len)
-        return json_object_get(v);
-    if (json_object_deep_copy(v, &copy, NULL))
-        return NULL;
+    if (!v || !c->secrets.len) return json_object_get(v);
+    if (json_object_deep_copy(v, &copy, NULL)) return NULL;
     return redact(c, copy);
 }
 
-void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
-                          json_object **output, const char *reason, char *reason_out,
-                          size_t reason_size)
+void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud, json_object **output,
+                          const char *reason, char *reason_out, size_t reason_size)
 {
     weft_ctx c;
     weft_error err = {0};
@@ -627,8 +599,7 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
     if (reason && reason_size && reason != reason_out)
         snprintf(reason_out, reason_size, "%s", reason);
     /* most tasks name no secret: known from the definition */
-    if (!t->input || !secret || !names_secrets(t) || !has_placeholder(t->input))
-        return;
+    if (!t->input || !secret || !names_secrets(t) || !has_placeholder(t->input)) return;
     memset(&c, 0, sizeof c);
     f.used = &c.secrets;
     filled = fill(&f, t->input, input_template(t), &err);
@@ -649,12 +620,9 @@ void host_redact_reported(const xc_task *t, host_secret_fn secret, void *ud,
 void host_ctx_redact(weft_ctx *c, weft_result *r)
 {
     char *reason;
-    if (!c->secrets.len)
-        return;
-    if (r->output)
-        r->output = redact(c, r->output);
-    if (r->end_output)
-        r->end_output = redact(c, r->end_output);
+    if (!c->secrets.len) return;
+    if (r->output) r->output = redact(c, r->output);
+    if (r->end_output) r->end_output = redact(c, r->end_output);
     if ((reason = redact_text(c, r->reason))) {
         snprintf(r->reason, sizeof r->reason, "%s", reason);
         free(reason);

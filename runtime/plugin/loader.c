@@ -135,8 +135,7 @@ pl_registry *pl_new(const weft_host *host)
 static json_object *pl_config_of(const pl_registry *r, const char *name)
 {
     json_object *c = NULL;
-    if (r->config)
-        json_object_object_get_ex(r->config, name, &c);
+    if (r->config) json_object_object_get_ex(r->config, name, &c);
     return c;
 }
 
@@ -148,15 +147,14 @@ static int types_init(pl_registry *r, pl_plugin *p, weft_error *err)
         int (*init)(const weft_host *, json_object *, weft_error *) = p->types[i]->init;
         weft_error e = {0};
         int rc;
-        if (!init)
-            continue;
+        if (!init) continue;
         for (j = 0; j < i && p->types[j]->init != init; j++)
             ;
-        if (j < i)
-            continue;
+        if (j < i) continue;
         if ((rc = init(r->host, pl_config_of(r, p->name), &e)) != 0)
-            return wu_err(err, rc < 0 ? rc : WEFT_EINVAL, "plugin %s: task type %s: init failed: %s",
-                          p->file, p->types[i]->name, e.msg[0] ? e.msg : "no reason given");
+            return wu_err(err, rc < 0 ? rc : WEFT_EINVAL,
+                          "plugin %s: task type %s: init failed: %s", p->file, p->types[i]->name,
+                          e.msg[0] ? e.msg : "no reason given");
     }
     return 0;
 }
@@ -371,9 +369,8 @@ static int name_free(const kind *k, wu_map *taken, const void **mine, size_t nmi
                         p->file, k->what, name, e->owner->file);
     for (i = 0; i < nmine; i++)
         if (!strcmp(*(const char *const *)((const char *)mine[i] + k->name_off), name))
-            return reg_fail(err, WEFT_EEXIST,
-                            "plugin %s: %s %s is already registered by plugin %s", p->file,
-                            k->what, name, p->file);
+            return reg_fail(err, WEFT_EEXIST, "plugin %s: %s %s is already registered by plugin %s",
+                            p->file, k->what, name, p->file);
     return 0;
 }
 
@@ -382,8 +379,7 @@ static int name_free(const kind *k, wu_map *taken, const void **mine, size_t nmi
  * appended to *mine (p->types or p->locks, *n entries) unless overriding
  * skips it.
  */
-static int stage(const kind *k, const void *given, const void ***mine, size_t *n,
-                 weft_error *err)
+static int stage(const kind *k, const void *given, const void ***mine, size_t *n, weft_error *err)
 {
     wu_map *taken = k == &type_kind ? loading->r->types : loading->r->locks;
     const char *file = loading->p->file, *name, *why;
@@ -733,8 +729,7 @@ static int list_plugins(const char *dir, wu_vec *files, int *errnum)
     }
     closedir(d);
     /* "x.la" < "x.so" in strcmp order, so the .la comes first of a pair */
-    if (files->len > 1)
-        qsort(files->items, files->len, sizeof *files->items, cmp_str);
+    if (files->len > 1) qsort(files->items, files->len, sizeof *files->items, cmp_str);
     for (i = j = 0; i < files->len; i++) {
         char *f = files->items[i];
         if (j > 0) {
@@ -878,8 +873,10 @@ static int path_dirs(const char *path, wu_vec *dirs)
         if (!last) *elem = 0;
         def = *p ? NULL : pl_default_path();
         save = NULL;
-        for (d = *p ? p : def ? strtok_r(def, ":", &save) : NULL; d;
-             d = *p ? NULL : strtok_r(NULL, ":", &save))
+        for (d = *p    ? p
+                 : def ? strtok_r(def, ":", &save)
+                       : NULL;
+             d; d = *p ? NULL : strtok_r(NULL, ":", &save))
             if (!(copy = strdup(d)) || wu_vec_push(dirs, copy) != 0) {
                 free(copy);
                 free(def);

@@ -172,7 +172,8 @@ static int def_latest(const mem_kv *kv)
     return best;
 }
 
-int mm_def_get(st_store *s, const char *name, int version, char **json, int *version_out, weft_error *err)
+int mm_def_get(st_store *s, const char *name, int version, char **json, int *version_out,
+               weft_error *err)
 {
     mm *t = st_memory_meta(s);
     const mem_kv *kv;

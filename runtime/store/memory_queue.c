@@ -193,7 +193,8 @@ static mq_queue *queue_of(mq *w, const char *type, int create)
      * than hashing the name */
     if (w->all_queues.len <= MQ_SCAN) {
         for (i = 0; i < w->all_queues.len && !q; i++)
-            if (!strcmp(((mq_queue *)w->all_queues.items[i])->type, type)) q = w->all_queues.items[i];
+            if (!strcmp(((mq_queue *)w->all_queues.items[i])->type, type))
+                q = w->all_queues.items[i];
     } else {
         q = wu_map_get(w->queues, type);
     }

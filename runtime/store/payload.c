@@ -19,8 +19,8 @@
 
 static int owner_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 /* Length of a workflow id that can name payloads, else 0. */
@@ -36,11 +36,9 @@ static size_t owner_len(const char *owner)
 static size_t digest_part(const char *s)
 {
     size_t i;
-    if (*s != '.')
-        return 0;
+    if (*s != '.') return 0;
     for (i = 1; i <= HASH_HEX; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) return 0;
     return strncmp(s + i, ".json", 5) ? 0 : i + 5;
 }
 
@@ -66,13 +64,10 @@ static size_t sweepable(const char *name)
     size_t n = 0, d, t = 0;
     while (name[n] && owner_char(name[n]))
         n++;
-    if (n == 0 || n > PS_OWNER_MAX || !(d = digest_part(name + n)))
-        return 0;
+    if (n == 0 || n > PS_OWNER_MAX || !(d = digest_part(name + n))) return 0;
     name += n + d;
-    if (!*name)
-        return n;
-    if (*name++ != '.')
-        return 0;
+    if (!*name) return n;
+    if (*name++ != '.') return 0;
     while (owner_char(name[t]))
         t++;
     return t > 0 && !strcmp(name + t, ".tmp") ? n : 0;
@@ -104,12 +99,10 @@ static int dir_put(void *ud, const char *name, const char *data, size_t len, wef
     wu_uuid(token);
     snprintf(tmp, sizeof tmp, "%s.%s.tmp", path, token);
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
-    if (fd < 0)
-        return wu_err(err, WEFT_EIO, "payload store %s: %s", d->dir, strerror(errno));
+    if (fd < 0) return wu_err(err, WEFT_EIO, "payload store %s: %s", d->dir, strerror(errno));
     while (done < len) {
         ssize_t n = write(fd, data + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             int e = errno;
             close(fd);
@@ -140,8 +133,7 @@ static int dir_get(void *ud, const char *name, char **data, size_t *len, weft_er
     fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         int e = fd < 0 ? errno : EINVAL;
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return wu_err(err, e == ENOENT ? WEFT_ENOTFOUND : WEFT_EIO, "payload %s in %s: %s", name,
                       d->dir, e == EINVAL ? "not a regular file" : strerror(e));
     }
@@ -151,8 +143,7 @@ static int dir_get(void *ud, const char *name, char **data, size_t *len, weft_er
     }
     while (done < (size_t)st.st_size) {
         ssize_t n = read(fd, *data + done, (size_t)st.st_size - done);
-        if (n < 0 && errno == EINTR)
-            continue;
+        if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             int e = n < 0 ? errno : EIO;
             close(fd);
@@ -183,10 +174,8 @@ static int owners_of(const seen *files, size_t n, char **ids, size_t *nids)
         for (j = 0; j < *nids; j++)
             if (strlen(ids[j]) == files[i].owner && !strncmp(ids[j], files[i].name, files[i].owner))
                 break;
-        if (j < *nids)
-            continue;
-        if (!(ids[*nids] = strndup(files[i].name, files[i].owner)))
-            return WEFT_ENOMEM;
+        if (j < *nids) continue;
+        if (!(ids[*nids] = strndup(files[i].name, files[i].owner))) return WEFT_ENOMEM;
         ++*nids;
     }
     return 0;
@@ -196,8 +185,7 @@ static int is_alive(char **ids, const int *alive, size_t nids, const seen *f)
 {
     size_t j;
     for (j = 0; j < nids; j++)
-        if (strlen(ids[j]) == f->owner && !strncmp(ids[j], f->name, f->owner))
-            return alive[j];
+        if (strlen(ids[j]) == f->owner && !strncmp(ids[j], f->name, f->owner)) return alive[j];
     return 1;
 }
 
@@ -242,8 +230,7 @@ static int dir_sweep(void *ud, int64_t grace_ms, size_t max, ps_alive_fn alive, 
             rc = wu_err(err, WEFT_ENOMEM, "out of memory");
             goto unlock;
         }
-        if ((rc = alive(alive_ud, (const char *const *)ids, nids, live, err)))
-            goto unlock;
+        if ((rc = alive(alive_ud, (const char *const *)ids, nids, live, err))) goto unlock;
         for (i = 0; i < nfiles; i++)
             if (!is_alive(ids, live, nids, &files[i]) &&
                 unlinkat(dirfd(d->scan), files[i].name, 0) == 0 && removed)
@@ -269,8 +256,7 @@ out:
 static void dir_close(void *ud)
 {
     dir_store *d = ud;
-    if (d->scan)
-        closedir(d->scan);
+    if (d->scan) closedir(d->scan);
     pthread_mutex_destroy(&d->mu);
     free(d->dir);
     free(d);
@@ -289,8 +275,7 @@ int ps_dir_open(const char *dir, size_t soft, size_t hard, ps_store **out, weft_
     d = calloc(1, sizeof *d);
     if (!s || !d || !(d->dir = strdup(dir))) {
         free(s);
-        if (d)
-            free(d->dir);
+        if (d) free(d->dir);
         free(d);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
@@ -308,8 +293,7 @@ static size_t env_size(const char *name, size_t dflt)
     const char *v = getenv(name);
     char *end;
     unsigned long long n;
-    if (!v || !*v)
-        return dflt;
+    if (!v || !*v) return dflt;
     n = strtoull(v, &end, 10);
     return *end ? dflt : (size_t)n;
 }
@@ -328,10 +312,8 @@ int ps_open_env(ps_store **out, weft_error *err)
 
 void ps_close(ps_store *s)
 {
-    if (!s)
-        return;
-    if (s->ops->close)
-        s->ops->close(s->ud);
+    if (!s) return;
+    if (s->ops->close) s->ops->close(s->ud);
     free(s);
 }
 
@@ -358,8 +340,7 @@ static int over_hard(const ps_store *s, const char *what, size_t len, weft_error
 int ps_guard(const ps_store *s, const char *what, json_object *v, weft_error *err)
 {
     size_t len;
-    if (!s || !s->hard || !v)
-        return 0;
+    if (!s || !s->hard || !v) return 0;
     json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len);
     return len > s->hard ? over_hard(s, what, len, err) : 0;
 }
@@ -372,22 +353,17 @@ int ps_keep(ps_store *s, const char *owner, const char *what, json_object *v, ch
     char name[PS_OWNER_MAX + 80], digest[65];
     int rc;
     *ref = NULL;
-    if (!s || !v)
-        return 0;
+    if (!s || !v) return 0;
     text = json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len);
-    if (s->hard && len > s->hard)
-        return over_hard(s, what, len, err);
-    if (!s->soft || len <= s->soft)
-        return 0;
+    if (s->hard && len > s->hard) return over_hard(s, what, len, err);
+    if (!s->soft || len <= s->soft) return 0;
     if (!owner_len(owner))
         return wu_err(err, WEFT_EINVAL, "%s: workflow id '%.80s' cannot name a payload", what,
                       owner);
     sh_sha256_hex(text, len, digest);
     snprintf(name, sizeof name, "%s.%s.json", owner, digest);
-    if ((rc = s->ops->put(s->ud, name, text, len, err)))
-        return wu_err_prefix(err, "%s: ", what);
-    if (!(*ref = strdup(name)))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if ((rc = s->ops->put(s->ud, name, text, len, err))) return wu_err_prefix(err, "%s: ", what);
+    if (!(*ref = strdup(name))) return wu_err(err, WEFT_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -397,13 +373,13 @@ int ps_load(ps_store *s, const char *owner, const char *ref, json_object **out, 
     size_t len;
     int rc;
     *out = NULL;
-    if ((rc = ps_ref_check(owner, ref, err)))
-        return rc;
+    if ((rc = ps_ref_check(owner, ref, err))) return rc;
     if (!s)
-        return wu_err(err, WEFT_ESTATE, "payload %s is stored outside, and no payload store is "
-                                        "configured here", ref);
-    if ((rc = s->ops->get(s->ud, ref, &data, &len, err)))
-        return rc;
+        return wu_err(err, WEFT_ESTATE,
+                      "payload %s is stored outside, and no payload store is "
+                      "configured here",
+                      ref);
+    if ((rc = s->ops->get(s->ud, ref, &data, &len, err))) return rc;
     rc = wu_parse_json(ref, data, out, err);
     free(data);
     return rc;
@@ -412,7 +388,6 @@ int ps_load(ps_store *s, const char *owner, const char *ref, json_object **out, 
 int ps_sweep(ps_store *s, int64_t grace_ms, size_t max, ps_alive_fn alive, void *alive_ud,
              size_t *removed, weft_error *err)
 {
-    if (!s || !s->ops->sweep)
-        return 1;
+    if (!s || !s->ops->sweep) return 1;
     return s->ops->sweep(s->ud, grace_ms, max, alive, alive_ud, removed, err);
 }

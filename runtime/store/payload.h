@@ -27,8 +27,7 @@
  * Which of ids[0..n) name executions that still exist: alive[i] = 1 or 0.
  * Returns 0, or a WEFT_E* code (then the sweep removes nothing).
  */
-typedef int (*ps_alive_fn)(void *ud, const char *const *ids, size_t n, int *alive,
-                           weft_error *err);
+typedef int (*ps_alive_fn)(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err);
 
 typedef struct ps_ops {
     /* Keep data under name (checked by the caller: a name ps_keep made).

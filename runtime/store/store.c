@@ -10,15 +10,15 @@
 int st_check(const st_ops *ops, weft_error *err)
 {
     if (!ops || ops->size < sizeof *ops)
-        return wu_err(err, WEFT_EABI, "store backend '%s': its table has %zu bytes, this weft needs %zu",
+        return wu_err(err, WEFT_EABI,
+                      "store backend '%s': its table has %zu bytes, this weft needs %zu",
                       ops && ops->name ? ops->name : "?", ops ? ops->size : 0, sizeof *ops);
     return 0;
 }
 
 void st_free(st_store *s)
 {
-    if (s)
-        s->ops->free(s);
+    if (s) s->ops->free(s);
 }
 
 void st_doc_clear(st_doc *d)
@@ -34,13 +34,10 @@ static int id_part(const char *s, size_t n, size_t max, unsigned long long *v)
 {
     size_t i;
     *v = 0;
-    if (n == 0 || n > max)
-        return 0;
+    if (n == 0 || n > max) return 0;
     for (i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return 0;
-        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10)
-            return 0;
+        if (s[i] < '0' || s[i] > '9') return 0;
+        if (*v > (ULLONG_MAX - (unsigned)(s[i] - '0')) / 10) return 0;
         *v = *v * 10 + (unsigned)(s[i] - '0');
     }
     return 1;
@@ -68,7 +65,6 @@ int st_event_id_parse(const char *id, char entry[ST_EVENT_ID_MAX], long long *in
                       "event id '%.80s': expected <ms>-<seq>-<index> such as 1700000000000-0-2",
                       id);
     snprintf(entry, ST_EVENT_ID_MAX, "%.*s", (int)(d2 ? (size_t)(d2 - id) : n), id);
-    if (d2)
-        *index = (long long)i;
+    if (d2) *index = (long long)i;
     return 0;
 }

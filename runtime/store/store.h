@@ -78,7 +78,7 @@ typedef struct st_lease {
 
 /* One create of st_exec_create_many. */
 typedef struct st_create {
-    xc_exec *x;      /* borrowed (the memory backend keeps a reference) */
+    xc_exec *x; /* borrowed (the memory backend keeps a reference) */
     /* optional: the start's own queue steps (the starter decided the first
      * task) in place of a wake now, and its status-lane events */
     const st_step *steps;
@@ -91,8 +91,8 @@ typedef struct st_create {
 
 /* One save of st_exec_save_many. */
 typedef struct st_save {
-    xc_exec *x;       /* borrowed: what to store (its id, status, cmd, revived) */
-    uint64_t fence;   /* the fence it was loaded at; 0 = unfenced (last writer wins) */
+    xc_exec *x;     /* borrowed: what to store (its id, status, cmd, revived) */
+    uint64_t fence; /* the fence it was loaded at; 0 = unfenced (last writer wins) */
     /* fence 0: the fence the copy was loaded at, so that its save is refused
      * if an operator command landed since (0 = unknown) */
     uint64_t loaded_fence;
@@ -155,8 +155,8 @@ typedef struct st_ops {
     /* Fail an execution that cannot be read, so nothing waits on it. */
     int (*exec_fail)(st_store *s, const char *id, uint64_t fence, const char *why, weft_error *err);
     /* Record an operator command ("<token>|<kind>|<reason>"): ST_CMD_*. */
-    int (*exec_command)(st_store *s, const char *id, const char *text, const char *kind, char **pending,
-                        char status[32], weft_error *err);
+    int (*exec_command)(st_store *s, const char *id, const char *text, const char *kind,
+                        char **pending, char status[32], weft_error *err);
     /* Apply what a save left in its outbox: entries applied, or WEFT_E*. */
     int (*exec_flush)(st_store *s, const char *id, weft_error *err);
     int (*exec_exists_many)(st_store *s, const char *const *ids, size_t n, int *exists,
@@ -169,10 +169,9 @@ typedef struct st_ops {
     int (*reap)(st_store *s, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
                 weft_error *err);
     int (*poll)(st_store *s, const char *queue, int max, int64_t lease_ms, int max_reaps,
-                st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
-                weft_error *err);
-    int (*lease_extend)(st_store *s, const char *queue, const char *workflow_id, const char *task_id,
-                        int64_t lease_ms, weft_error *err);
+                st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err);
+    int (*lease_extend)(st_store *s, const char *queue, const char *workflow_id,
+                        const char *task_id, int64_t lease_ms, weft_error *err);
     int (*queue_sizes)(st_store *s, const char *type, long long *ready, long long *leased,
                        weft_error *err);
     int (*queue_has)(st_store *s, const char *type, const char *workflow_id, const char *task_id,
@@ -180,14 +179,15 @@ typedef struct st_ops {
 
     /* the decider queue */
     int (*due_claim)(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
-                     int *ndue, const char *const *types, size_t ntypes, int max,
-                     int64_t lease_ms, st_lease *out, weft_error *err);
+                     int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
+                     st_lease *out, weft_error *err);
     int (*wake)(st_store *s, const char *id, int64_t at, int only_earlier, weft_error *err);
     /* Take an execution off the decider queue (it ended). */
     int (*forget)(st_store *s, const char *id, weft_error *err);
 
     /* definitions, task definitions, idempotency, daemons, secrets */
-    int (*def_register)(st_store *s, const char *name, int version, const char *json, weft_error *err);
+    int (*def_register)(st_store *s, const char *name, int version, const char *json,
+                        weft_error *err);
     int (*def_get)(st_store *s, const char *name, int version, char **json, int *version_out,
                    weft_error *err);
     int (*def_list)(st_store *s, char **json, weft_error *err);

@@ -118,17 +118,17 @@ typedef struct weft_ctx weft_ctx;
 typedef struct weft_task_view {
     const char *task_id;
     const char *workflow_id;
-    const char *ref;          /* instance reference name (with __N inside loops) */
-    const char *def_ref;      /* taskReferenceName in the definition */
+    const char *ref;     /* instance reference name (with __N inside loops) */
+    const char *def_ref; /* taskReferenceName in the definition */
     const char *type;
     weft_task_status status;
-    json_object *def;         /* the WorkflowTask JSON of this task */
-    json_object *input;       /* resolved inputParameters */
-    json_object *output;      /* output so far (may be NULL) */
-    int retry_count;          /* 0 on the first attempt */
-    int poll_count;           /* how many times execute was called for this instance */
-    int iteration;            /* loop iteration (1-based) inside DO_WHILE, else 0 */
-    int64_t scheduled_ms;     /* wall-clock times in ms since the epoch; 0 = not yet */
+    json_object *def;     /* the WorkflowTask JSON of this task */
+    json_object *input;   /* resolved inputParameters */
+    json_object *output;  /* output so far (may be NULL) */
+    int retry_count;      /* 0 on the first attempt */
+    int poll_count;       /* how many times execute was called for this instance */
+    int iteration;        /* loop iteration (1-based) inside DO_WHILE, else 0 */
+    int64_t scheduled_ms; /* wall-clock times in ms since the epoch; 0 = not yet */
     int64_t started_ms;
 } weft_task_view;
 
@@ -207,8 +207,7 @@ typedef struct weft_task_type {
      * task's own status and output.
      * Returns 0, or a WEFT_E* code with result->reason set: the task fails.
      */
-    int (*map)(weft_ctx *ctx, json_object *def_task, json_object *out_tasks,
-               weft_result *result);
+    int (*map)(weft_ctx *ctx, json_object *def_task, json_object *out_tasks, weft_result *result);
 
     /*
      * Queued types: run the task. Called on a worker thread; may block, but
@@ -238,8 +237,8 @@ typedef struct weft_lock_provider {
     uint32_t size; /* sizeof(weft_lock_provider) as built: set it (ABI 2) */
     const char *name;
     void *(*open)(const weft_host *host, json_object *config, weft_error *err);
-    int (*acquire)(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms,
-                   char *token, size_t token_size, weft_error *err);
+    int (*acquire)(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms, char *token,
+                   size_t token_size, weft_error *err);
     int (*release)(void *lock, const char *key, const char *token, weft_error *err);
     void (*close)(void *lock);
 } weft_lock_provider;
@@ -273,9 +272,14 @@ typedef struct weft_config_field {
  *     WEFT_CONFIG_KEY(WEFT_CONFIG_MS, options, timeout_ms, .dflt = "2s", .min = 1, .max = 60000)
  * End a table with WEFT_CONFIG_END.
  */
-#define WEFT_CONFIG_KEY(type_, st, member, ...) \
-    {.key = #member, .type = (type_), .offset = offsetof(st, member), __VA_ARGS__}
-#define WEFT_CONFIG_END {.key = NULL}
+#define WEFT_CONFIG_KEY(type_, st, member, ...)                                                    \
+    {                                                                                              \
+        .key = #member, .type = (type_), .offset = offsetof(st, member), __VA_ARGS__               \
+    }
+#define WEFT_CONFIG_END                                                                            \
+    {                                                                                              \
+        .key = NULL                                                                                \
+    }
 
 /* Log levels for weft_host.log. */
 enum { WEFT_LOG_ERROR = 0, WEFT_LOG_WARN, WEFT_LOG_INFO, WEFT_LOG_DEBUG };
@@ -380,14 +384,13 @@ struct weft_host {
 };
 
 /* Start weft_plugin_init with this: returns from init on an ABI mismatch. */
-#define WEFT_PLUGIN_BEGIN(host)                                                        \
-    do {                                                                               \
-        int weft_rc_ = (host)->declare(WEFT_ABI_MAJOR, (uint32_t)sizeof(weft_host));     \
-        if (weft_rc_ != 0)                                                             \
-            return weft_rc_;                                                           \
+#define WEFT_PLUGIN_BEGIN(host)                                                                    \
+    do {                                                                                           \
+        int weft_rc_ = (host)->declare(WEFT_ABI_MAJOR, (uint32_t)sizeof(weft_host));               \
+        if (weft_rc_ != 0) return weft_rc_;                                                        \
     } while (0)
 
-#define WEFT_HOST_HAS(host, field) \
+#define WEFT_HOST_HAS(host, field)                                                                 \
     (offsetof(weft_host, field) + sizeof((host)->field) <= (host)->size)
 
 /*
@@ -395,8 +398,8 @@ struct weft_host {
  * WEFT_PLUGIN_ENTRY(myname): also exports myname_LTX_weft_plugin_init so the
  * plugin can be preloaded into a static build.
  */
-#define WEFT_PLUGIN_ENTRY(name)                                                        \
-    WEFT_EXPORT int name##_LTX_weft_plugin_init(const weft_host *host)                  \
+#define WEFT_PLUGIN_ENTRY(name)                                                                    \
+    WEFT_EXPORT int name##_LTX_weft_plugin_init(const weft_host *host)                             \
         __attribute__((alias("weft_plugin_init")));
 
 /*
@@ -414,8 +417,14 @@ typedef struct weft_plugin {
 
 /* Initializers with the size set, e.g.
  *     static const weft_task_type t = WEFT_TASK_TYPE(.name = "X", .execute = x_execute); */
-#define WEFT_TASK_TYPE(...) {.size = sizeof(weft_task_type), __VA_ARGS__}
-#define WEFT_LOCK_PROVIDER(...) {.size = sizeof(weft_lock_provider), __VA_ARGS__}
+#define WEFT_TASK_TYPE(...)                                                                        \
+    {                                                                                              \
+        .size = sizeof(weft_task_type), __VA_ARGS__                                                \
+    }
+#define WEFT_LOCK_PROVIDER(...)                                                                    \
+    {                                                                                              \
+        .size = sizeof(weft_lock_provider), __VA_ARGS__                                            \
+    }
 
 /* The number of entries of an array (for weft_plugin's ntypes and nlocks). */
 #define WEFT_COUNT(a) (sizeof(a) / sizeof((a)[0]))
@@ -427,14 +436,11 @@ static inline int weft_plugin_register(const weft_host *host, const weft_plugin 
     size_t i;
     int rc;
     WEFT_PLUGIN_BEGIN(host);
-    if (p->host)
-        *p->host = host;
+    if (p->host) *p->host = host;
     for (i = 0; i < p->ntypes; i++)
-        if ((rc = host->register_task_type(&p->types[i], &err)) != 0)
-            return rc;
+        if ((rc = host->register_task_type(&p->types[i], &err)) != 0) return rc;
     for (i = 0; i < p->nlocks; i++)
-        if ((rc = host->register_lock_provider(&p->locks[i], &err)) != 0)
-            return rc;
+        if ((rc = host->register_lock_provider(&p->locks[i], &err)) != 0) return rc;
     return 0;
 }
 
@@ -443,12 +449,12 @@ static inline int weft_plugin_register(const weft_host *host, const weft_plugin 
  *     WEFT_PLUGIN(simple, .types = &simple_type, .ntypes = 1)
  * with weft_plugin's fields as designated initializers.
  */
-#define WEFT_PLUGIN(name, ...)                                                         \
-    static const weft_plugin name##_weft_plugin_ = {__VA_ARGS__};                      \
-    int weft_plugin_init(const weft_host *host)                                        \
-    {                                                                                  \
-        return weft_plugin_register(host, &name##_weft_plugin_);                       \
-    }                                                                                  \
+#define WEFT_PLUGIN(name, ...)                                                                     \
+    static const weft_plugin name##_weft_plugin_ = {__VA_ARGS__};                                  \
+    int weft_plugin_init(const weft_host *host)                                                    \
+    {                                                                                              \
+        return weft_plugin_register(host, &name##_weft_plugin_);                                   \
+    }                                                                                              \
     WEFT_PLUGIN_ENTRY(name)
 
 /* The one symbol a plugin defines. */
@@ -485,8 +491,11 @@ static inline int weft_fail_as(weft_result *r, weft_task_status status, const ch
 static inline const char *weft_task_status_name(weft_task_status s)
 {
     static const char *const names[] = {
-        "SCHEDULED", "IN_PROGRESS",    "COMPLETED",  "COMPLETED_WITH_ERRORS",
-        "FAILED",    "FAILED_WITH_TERMINAL_ERROR", "TIMED_OUT", "CANCELED", "SKIPPED",
+        "SCHEDULED", "IN_PROGRESS",
+        "COMPLETED", "COMPLETED_WITH_ERRORS",
+        "FAILED",    "FAILED_WITH_TERMINAL_ERROR",
+        "TIMED_OUT", "CANCELED",
+        "SKIPPED",
     };
     return (unsigned)s < sizeof names / sizeof names[0] ? names[s] : "UNKNOWN";
 }

@@ -300,7 +300,7 @@ DF_FN const char *enqueued(void)
  * in F.o.
  */
 DF_FN xc_task *run_rc(const char *ref, int rc, weft_task_status status, const char *output,
-                       const char *reason)
+                      const char *reason)
 {
     xc_task *t = task(ref);
     weft_result r;
@@ -320,8 +320,7 @@ DF_FN xc_task *run_rc(const char *ref, int rc, weft_task_status status, const ch
     return t;
 }
 
-DF_FN xc_task *run(const char *ref, weft_task_status status, const char *output,
-                    const char *reason)
+DF_FN xc_task *run(const char *ref, weft_task_status status, const char *output, const char *reason)
 {
     return run_rc(ref, 0, status, output, reason);
 }

@@ -79,8 +79,8 @@ HF_FN sbx *svc_sandbox(void *ud)
 }
 
 HF_FN int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *def, const char *name,
-                           int version, json_object *input, char *id_out, size_t id_size,
-                           weft_error *err)
+                          int version, json_object *input, char *id_out, size_t id_size,
+                          weft_error *err)
 {
     fake_svc *f = ud;
     f->child_calls++;

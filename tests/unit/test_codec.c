@@ -323,7 +323,8 @@ static json_object *doc_of(const xc_exec *x)
     json_object *doc = NULL;
     weft_error err = {0};
     assert_int_equal(cd_doc_text(x, &b), 0);
-    if (wu_parse_json("doc", b.data, &doc, &err)) fail_msg("the document does not parse: %s", err.msg);
+    if (wu_parse_json("doc", b.data, &doc, &err))
+        fail_msg("the document does not parse: %s", err.msg);
     /* written as json-c writes it: json-c gives back the same bytes */
     assert_string_equal(b.data, json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
     wu_buf_free(&b);
@@ -337,7 +338,8 @@ static json_object *event_of(const xc_exec *x, const xc_task *t)
     json_object *ev = NULL;
     weft_error err = {0};
     assert_int_equal(cd_event_text(x, t, &b), 0);
-    if (wu_parse_json("event", b.data, &ev, &err)) fail_msg("the event does not parse: %s", err.msg);
+    if (wu_parse_json("event", b.data, &ev, &err))
+        fail_msg("the event does not parse: %s", err.msg);
     wu_buf_free(&b);
     return ev;
 }
@@ -722,8 +724,9 @@ static void test_json_values(void **state)
     json_object_array_add(F.x->output, json_object_new_object());
     json_object_array_add(F.x->output, json_object_new_array());
     json_object_array_add(F.x->output, json_object_new_string_len("x\0y", 3));
-    json_object_array_add(F.x->output, json_tokener_parse("{\"k/\\\\\":[1e3,0.30000000000000004,{\"\":null}],"
-                                                          "\"\\u00e9\\t\":\"\\u0001x\"}"));
+    json_object_array_add(F.x->output,
+                          json_tokener_parse("{\"k/\\\\\":[1e3,0.30000000000000004,{\"\":null}],"
+                                             "\"\\u00e9\\t\":\"\\u0001x\"}"));
     json_object_put(doc_of(F.x));
     reload();
     assert_int_equal(json_object_array_length(F.x->output), 12);

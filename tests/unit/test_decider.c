@@ -17,12 +17,15 @@
 static void test_chain(void **state)
 {
     xc_task *a, *b, *c;
-    start("{'name':'w','tasks':[" T_("a", ",'inputParameters':{'x':'${workflow.input.x}','k':'"
-                                          "const'}") "," T_(
-              "b",
-              ",'inputParameters':{'v':'${a.output.n}','s':'n=${a.output.n}',"
-              "'missing':'${a.output.nope}'}") "," T_("c", ",'inputParameters':{'all':'${b.output}'"
-                                                           ",'id':'${workflow.workflowId}'}") "]}",
+    start("{'name':'w','tasks':[" T_(
+              "a",
+              ",'inputParameters':{'x':'${workflow.input.x}','k':'"
+              "const'}") "," T_("b",
+                                ",'inputParameters':{'v':'${a.output.n}','s':'n=${a.output.n}',"
+                                "'missing':'${a.output.nope}'}") "," T_("c", ",'inputParameters':{'"
+                                                                             "all':'${b.output}'"
+                                                                             ",'id':'${workflow."
+                                                                             "workflowId}'}") "]}",
           "{'x':5}");
     decide();
     assert_string_equal(enqueued(), "a");
@@ -647,8 +650,9 @@ static void test_resolve(void **state)
 static void test_input_alloc_failure(void **state)
 {
     xc_task *a;
-    start("{'name':'w','tasks':[" T_("a", ",'inputParameters':{'greeting':'hello, ${workflow.input.n"
-                                          "ame}!','k':1}") "]}",
+    start("{'name':'w','tasks':[" T_("a",
+                                     ",'inputParameters':{'greeting':'hello, ${workflow.input.n"
+                                     "ame}!','k':1}") "]}",
           "{'name':'weft'}");
     ex_test_fail_alloc(2); /* the input object is the 1st; the interpolated string the 2nd */
     decide();

@@ -178,16 +178,16 @@ static void test_terminate_map(void **state)
 static void test_loop(void **state)
 {
     xc_task *loop, *b1, *b2;
-    start(
-        "{'name':'w','tasks':[{'taskReferenceName':'loop','type':'LOOP',"
-        "'inputParameters':{'times':2},'loopOver':[" T_("body", ",'inputParameters':{'it':'${loop."
-                                                                "output.iteration}'}") "," T_(
-            "body2",
-            ",'inputParameters':{'prev':'${body.output.n}'}") "]}," T_("after",
-                                                                       ",'inputParameters':{'l':'${"
-                                                                       "loop.output}','b1':'${body_"
-                                                                       "_1.output.n}'}") "]}",
-        NULL);
+    start("{'name':'w','tasks':[{'taskReferenceName':'loop','type':'LOOP',"
+          "'inputParameters':{'times':2},'loopOver':[" T_(
+              "body",
+              ",'inputParameters':{'it':'${loop."
+              "output.iteration}'}") "," T_("body2",
+                                            ",'inputParameters':{'prev':'${body.output.n}'"
+                                            "}") "]}," T_("after", ",'inputParameters':{'l':'${"
+                                                                   "loop.output}','b1':'${body_"
+                                                                   "_1.output.n}'}") "]}",
+          NULL);
     decide();
     loop = task("loop");
     assert_int_equal(loop->status, WEFT_TASK_IN_PROGRESS);

@@ -943,7 +943,8 @@ static void test_limits(void **state)
     compile_bad("{'name':'w','tasks':[{'taskReferenceName':'f','type':'BOX','forkTasks':["
                 "[{'taskReferenceName':'a','type':'T'}],[{'taskReferenceName':'b','type':'T'}],"
                 "[{'taskReferenceName':'c','type':'T'}]]}]}",
-                "w.json", NULL, "w.json: task 'f': 3 branches (nested task lists) is over the limit of 2",
+                "w.json", NULL,
+                "w.json: task 'f': 3 branches (nested task lists) is over the limit of 2",
                 "(max_fork_width)");
     /* the definition's initial variables */
     lim = def_limits_default;

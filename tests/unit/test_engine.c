@@ -473,9 +473,10 @@ static void on_end(void *ud, const xc_exec *x)
 /* Many executions at once: work runs in the order it became due, timers too. */
 static void test_run_all(void **state)
 {
-    const char *chain = "{'name':'c','tasks':[" LAMBDA("a", "return input.x + 1",
-                                                       ",'x':'${workflow.input.x}'") "," LAMBDA(
-        "b", "return input.v * 2", ",'v':'${a.output.result}'") "]}";
+    const char *chain = "{'name':'c','tasks':[" LAMBDA(
+        "a", "return input.x + 1",
+        ",'x':'${workflow.input.x}'") "," LAMBDA("b", "return input.v * 2",
+                                                 ",'v':'${a.output.result}'") "]}";
     xc_exec *xs[4];
     weft_error err = {0};
     int i;
@@ -834,7 +835,8 @@ static void test_dynamic_fork_limit(void **state)
                     "'inputParameters':{'dynamicTasks':'${gen.output.result}'}},"
                     "{'name':'join','taskReferenceName':'join','type':'JOIN','joinOn':[]}]}",
             NULL, WEFT_WF_FAILED);
-    assert_has(x->reason, "'fan' would start 4 tasks at once, over the limit of 3 (max_fork_width)");
+    assert_has(x->reason,
+               "'fan' would start 4 tasks at once, over the limit of 3 (max_fork_width)");
     assert_null(xc_find_ref(x, "d1"));
 }
 

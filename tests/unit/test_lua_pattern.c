@@ -26,7 +26,8 @@ static const char grid[] =
     "  '()a()', '(%w+)=(%w+)', '%b()', '%b[]', '%f[%w]%w+', '%f[%W]', '(a)%1', '(.)%1',\n"
     "  '(%w)(%w)%2%1', '%', '[a', '(a', 'a)', '%1', '(()', '%g', '%p+', '%c', '%x+', '%u%l',\n"
     "  'x*$', '$x', 'a$b', '^', '%b', '%ba', '%f', '%fa', '[%', '%0', '(a)%2', '%.', '%%',\n"
-    "  '.-b', '.-', '(.-)c', 'a*?', 'a+-', 'a?a?a?aaa', '\\0', '[\\0-a]', '%z', '^(%s*)(.-)(%s*)$',\n"
+    "  '.-b', '.-', '(.-)c', 'a*?', 'a+-', 'a?a?a?aaa', '\\0', '[\\0-a]', '%z', "
+    "'^(%s*)(.-)(%s*)$',\n"
     "  string.rep('a-', 250), string.rep('(', 40), '((a)(b))', '(a*(.)%w(%s*))' }\n"
     "local reps = { '<%0>', '%1', '%2', '%%', '%', '%x', 'z', 7,\n"
     "  function(a, b) return a and a:upper() end, function() return false end,\n"
@@ -148,7 +149,8 @@ static void test_meter_stops(void **state_)
         lua_State *L = state(count_meter);
         metered = 0;
         assert_int_equal(luaL_loadstring(L, *c), LUA_OK);
-        if (lua_pcall(L, 0, 0, 0) != LUA_ERRRUN || !strstr(lua_tostring(L, -1), "stopped by the meter"))
+        if (lua_pcall(L, 0, 0, 0) != LUA_ERRRUN ||
+            !strstr(lua_tostring(L, -1), "stopped by the meter"))
             fail_msg("'%s' was not stopped: %s", *c, lua_tostring(L, -1));
         lua_close(L);
     }

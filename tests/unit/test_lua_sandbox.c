@@ -252,8 +252,8 @@ static void test_library_proxies(void **state)
            NULL, "true");
     expect(s, "string.helper = function(x) return x .. '!' end return string.helper('a')", NULL,
            "\"a!\"");
-    expect(s, "return string.upper ~= nil and utf8.char(72) == 'H' and string.helper == nil",
-           NULL, "true");
+    expect(s, "return string.upper ~= nil and utf8.char(72) == 'H' and string.helper == nil", NULL,
+           "true");
     /* pairs / next over a library see its fields (but not the dropped ones) */
     expect(s,
            "local a, b, c = 0, 0, 0 for _ in pairs(math) do a = a + 1 end "
@@ -273,11 +273,12 @@ static void test_library_proxies(void **state)
            "string.upper = nil local m = 0 for k in pairs(string) do m = m + 1 end "
            "return seen and m == n - 1 and string.format ~= nil",
            NULL, "true");
-    expect(s,
-           "local names = {} for k in pairs(_G) do names[k] = true end "
-           "return names.string and names.pairs and names.input and names._G and names.setmetatable "
-           "and not names.print",
-           "{}", "true");
+    expect(
+        s,
+        "local names = {} for k in pairs(_G) do names[k] = true end "
+        "return names.string and names.pairs and names.input and names._G and names.setmetatable "
+        "and not names.print",
+        "{}", "true");
     /* setmetatable / getmetatable on a library table or _G */
     expect(s, "return getmetatable(string) == nil and getmetatable(_G) == nil", NULL, "true");
     expect(s,
@@ -482,7 +483,8 @@ static void test_handler_escapes(void **state)
         weft_error err;
         int rc;
         char *got = run(s, *p, NULL, &rc, &err);
-        if (rc != WEFT_ELIMIT) fail_msg("'%s': rc %d (%s), want a limit", *p, rc, got ? got : err.msg);
+        if (rc != WEFT_ELIMIT)
+            fail_msg("'%s': rc %d (%s), want a limit", *p, rc, got ? got : err.msg);
         assert_true(now_s() - t0 < 1.0 * slow);
         expect(s, "return 1 + 1", NULL, "2");
     }
@@ -550,21 +552,25 @@ static void test_utf8_metered(void **state)
     alarm(120);
     expect_err(s, "local s = ('a'):rep(1.5e7) local f = utf8.len while true do f(s) end", NULL,
                WEFT_ELIMIT, "instruction limit");
-    expect_err(s,
-               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 1) end",
-               NULL, WEFT_ELIMIT, "instruction limit");
-    expect_err(s,
-               "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 0, -1) end",
-               NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(
+        s, "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 1) end",
+        NULL, WEFT_ELIMIT, "instruction limit");
+    expect_err(
+        s,
+        "local s = 'a' .. ('\\x80'):rep(1.5e7) local f = utf8.offset while true do f(s, 0, -1) end",
+        NULL, WEFT_ELIMIT, "instruction limit");
     assert_true(now_s() - t0 < 1.0 * slow);
     alarm(0);
     /* they work as before */
-    expect(s, "return {utf8.len('h\\u{e9}llo'), utf8.len('abc', 2), utf8.len('abc', -1), "
-              "utf8.len('abc', 4), select(2, utf8.len('a\\xffb'))}",
+    expect(s,
+           "return {utf8.len('h\\u{e9}llo'), utf8.len('abc', 2), utf8.len('abc', -1), "
+           "utf8.len('abc', 4), select(2, utf8.len('a\\xffb'))}",
            NULL, "[5,2,1,0,2]");
-    expect(s, "return {utf8.offset('h\\u{e9}llo', 3), utf8.offset('abc', -1), utf8.offset('abc', 0, 2), "
-              "utf8.offset('abc', 5)}",
-           NULL, "[4,3,2]");
+    expect(
+        s,
+        "return {utf8.offset('h\\u{e9}llo', 3), utf8.offset('abc', -1), utf8.offset('abc', 0, 2), "
+        "utf8.offset('abc', 5)}",
+        NULL, "[4,3,2]");
     expect_err(s, "return utf8.len('abc', 5)", NULL, WEFT_ESCRIPT,
                "bad argument #2 to 'len' (initial position out of bounds)");
     expect_err(s, "return utf8.len('abc', 1, 4)", NULL, WEFT_ESCRIPT,
@@ -602,18 +608,20 @@ static void test_c_loops_metered(void **state)
         const char *const *c;
         for (c = calls; *c; c++) {
             char body[512];
-            snprintf(body, sizeof body,
-                     "local last = {} for i = 1, 2e5 do last[i] = '' end local t = last "
-                     "for i = 1, 1990 do t = setmetatable({}, {__index = t, __newindex = t}) end %s",
-                     *c);
+            snprintf(
+                body, sizeof body,
+                "local last = {} for i = 1, 2e5 do last[i] = '' end local t = last "
+                "for i = 1, 1990 do t = setmetatable({}, {__index = t, __newindex = t}) end %s",
+                *c);
             expect_err(s, body, NULL, WEFT_ELIMIT, "instruction limit");
         }
     }
     assert_true(now_s() - t0 < 1.0 * slow);
     alarm(0);
     /* appending and popping cost no shift */
-    expect(s, "local t = {} for i = 1, 1e5 do table.insert(t, i) end "
-              "for i = 1, 5e4 do table.remove(t) end return #t",
+    expect(s,
+           "local t = {} for i = 1, 1e5 do table.insert(t, i) end "
+           "for i = 1, 5e4 do table.remove(t) end return #t",
            NULL, "50000");
     expect(s, "return {table.unpack({1, 2, 3}, 2)}", NULL, "[2,3]");
     expect_err(s, "return table.unpack({}, 1, 1e7)", NULL, WEFT_ESCRIPT,
@@ -621,8 +629,9 @@ static void test_c_loops_metered(void **state)
     /* they work as before, and their errors name them */
     expect(s, "return string.format('%q %s %%q %d', 'a\\0b', 'x', 3)", NULL,
            "\"\\\"a\\\\0b\\\" x %q 3\"");
-    expect(s, "return {table.concat({1, 2, 3}), table.concat({'a', 'b', 'c'}, ',', 2), "
-              "table.concat({}, ','), table.concat({'a'}, ',', 3, 2)}",
+    expect(s,
+           "return {table.concat({1, 2, 3}), table.concat({'a', 'b', 'c'}, ',', 2), "
+           "table.concat({}, ','), table.concat({'a'}, ',', 3, 2)}",
            NULL, "[\"123\",\"b,c\",\"\",\"\"]");
     expect_err(s, "return string.format('%d', 'x')", NULL, WEFT_ESCRIPT,
                "bad argument #2 to 'format'");
@@ -720,8 +729,9 @@ static void test_result_limit(void **state)
     sbx *s = sbx_new(&lim, &err), *d = *state;
     size_t rss0 = rss_bytes();
     assert_non_null(s);
-    expect_err(d, "local s = ('x'):rep(1 << 20) local t = {} for i = 1, 1000 do t[i] = s end return t",
-               NULL, WEFT_ELIMIT, "calc: result[16]: over the result size limit (16777216 bytes as JSON)");
+    expect_err(
+        d, "local s = ('x'):rep(1 << 20) local t = {} for i = 1, 1000 do t[i] = s end return t",
+        NULL, WEFT_ELIMIT, "calc: result[16]: over the result size limit (16777216 bytes as JSON)");
     expect_err(d, "local t = {1} for i = 1, 60 do t = {t, t} end return t", NULL, WEFT_ELIMIT,
                "over the result size limit (16777216 bytes");
     expect_err(d, "local t = {k = 1} for i = 1, 60 do t = {a = t, b = t} end error(t)", NULL,
@@ -748,13 +758,14 @@ static void test_result_limit(void **state)
         free(got);
         assert_true(now_s() - t0 < 1.0 * slow);
         alarm(0);
-        expect(d, "return setmetatable({b = 1, a = 2, c = 3}, {__jsonorder = {'c', 'x', 'b'}})", NULL,
-               "{\"c\":3,\"b\":1,\"a\":2}");
+        expect(d, "return setmetatable({b = 1, a = 2, c = 3}, {__jsonorder = {'c', 'x', 'b'}})",
+               NULL, "{\"c\":3,\"b\":1,\"a\":2}");
     }
     print_message("rss grew %zu MiB\n", (rss_bytes() - rss0) >> 20);
     assert_true(rss_bytes() < rss0 + (size_t)768 * 1024 * 1024);
     expect(d, "return #('x'):rep(1 << 20)", NULL, "1048576");
-    expect_err(s, "return ('x'):rep(999)", NULL, WEFT_ELIMIT, "result: over the result size limit (1000 bytes");
+    expect_err(s, "return ('x'):rep(999)", NULL, WEFT_ELIMIT,
+               "result: over the result size limit (1000 bytes");
     {
         char want[903];
         want[0] = '"';
@@ -765,7 +776,8 @@ static void test_result_limit(void **state)
     }
     /* counted as JSON text: a control character takes six bytes (\u0001) */
     expect_err(s, "return ('\\1'):rep(900)", NULL, WEFT_ELIMIT, "over the result size limit");
-    expect_err(s, "return {[('\\1'):rep(900)] = 1}", NULL, WEFT_ELIMIT, "over the result size limit");
+    expect_err(s, "return {[('\\1'):rep(900)] = 1}", NULL, WEFT_ELIMIT,
+               "over the result size limit");
     {
         char want[160 * 6 + 3] = "\"";
         int i;

@@ -47,7 +47,7 @@
 #define THREADS 2
 
 static rf_server srv;
-static pl_registry *R;  /* lock plugins; NULL without WEFT_TOP_BUILDDIR */
+static pl_registry *R; /* lock plugins; NULL without WEFT_TOP_BUILDDIR */
 
 /* ---- definitions: one queued type, defined here ---- */
 
@@ -526,8 +526,8 @@ static void test_command(void **state)
     start(NULL, NULL, id2);
     assert_int_equal(rs_exec_command(RC, id2, "t1|pause|", "pause", &pending, st, &err),
                      RS_CMD_RECORDED);
-    assert_int_equal(rs_exec_command(RC, id2, "t2|terminate|stop", "terminate", &pending, st,
-                                     &err), RS_CMD_RECORDED);
+    assert_int_equal(rs_exec_command(RC, id2, "t2|terminate|stop", "terminate", &pending, st, &err),
+                     RS_CMD_RECORDED);
     c.rc = WEFT_ESTATE;
     assert_int_equal(op_update(&F.env, id2, set_var, &c, &err), WEFT_ESTATE);
     assert_has(err.msg, "change refused");

@@ -31,12 +31,10 @@ static int setup(void **state)
     weft_error err = {0};
     const char *tmp = getenv("TMPDIR");
     snprintf(f->root, sizeof f->root, "%s/weft-ps.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(f->root))
-        return -1;
+    if (!mkdtemp(f->root)) return -1;
     snprintf(f->dir, sizeof f->dir, "%s/payloads", f->root);
     /* soft limit 16 bytes: anything bigger goes outside */
-    if (ps_dir_open(f->dir, 16, 1 << 20, &f->s, &err))
-        return -1;
+    if (ps_dir_open(f->dir, 16, 1 << 20, &f->s, &err)) return -1;
     *state = f;
     return 0;
 }
@@ -47,16 +45,14 @@ static int teardown(void **state)
     char cmd[400];
     ps_close(f->s);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", f->root);
-    if (system(cmd) != 0)
-        return -1;
+    if (system(cmd) != 0) return -1;
     free(f);
     return 0;
 }
 
 static void assert_has(const char *msg, const char *part)
 {
-    if (!strstr(msg, part))
-        fail_msg("\"%s\" does not contain \"%s\"", msg, part);
+    if (!strstr(msg, part)) fail_msg("\"%s\" does not contain \"%s\"", msg, part);
 }
 
 static size_t count_files(const char *dir)
@@ -66,8 +62,7 @@ static size_t count_files(const char *dir)
     size_t n = 0;
     assert_non_null(d);
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
+        if (e->d_name[0] != '.') n++;
     closedir(d);
     return n;
 }
@@ -265,8 +260,7 @@ static int alive_fn(void *ud, const char *const *ids, size_t n, int *alive, weft
     alive_calls *c = ud;
     size_t i;
     c->calls++;
-    if (c->fail)
-        return (err->code = WEFT_EIO);
+    if (c->fail) return (err->code = WEFT_EIO);
     for (i = 0; i < n; i++) {
         alive[i] = !strcmp(ids[i], "alive-1");
         c->asked++;
@@ -282,15 +276,15 @@ static void test_sweep(void **state)
     size_t removed = 0;
     int rc, steps = 0;
 
-    plant(f->dir, "gone-1." HEX64 ".json", "{}", 7200);           /* ended and expired */
+    plant(f->dir, "gone-1." HEX64 ".json", "{}", 7200); /* ended and expired */
     plant(f->dir, "gone-1.1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.json",
           "{}", 7200);
     plant(f->dir, "gone-2." HEX64 ".json." OWNER ".tmp", "{", 7200); /* a write cut short */
-    plant(f->dir, "alive-1." HEX64 ".json", "{}", 7200);          /* still running */
-    plant(f->dir, "gone-3." HEX64 ".json", "{}", 10);             /* young: a start under way */
-    plant(f->dir, "notes.txt", "mine", 7200);                      /* not the runtime's */
-    plant(f->dir, "gone-4.json", "{}", 7200);                      /* not the runtime's naming */
-    plant(f->dir, "gone-5." HEX64 ".json.tmp", "{}", 7200);        /* nor this */
+    plant(f->dir, "alive-1." HEX64 ".json", "{}", 7200);             /* still running */
+    plant(f->dir, "gone-3." HEX64 ".json", "{}", 10);                /* young: a start under way */
+    plant(f->dir, "notes.txt", "mine", 7200);                        /* not the runtime's */
+    plant(f->dir, "gone-4.json", "{}", 7200);                        /* not the runtime's naming */
+    plant(f->dir, "gone-5." HEX64 ".json.tmp", "{}", 7200);          /* nor this */
 
     /* a failing existence check removes nothing */
     c.fail = 1;

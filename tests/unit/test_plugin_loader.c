@@ -24,7 +24,7 @@ void pl_host_note(int level, const char *msg);
  * fx_*.la with the objects in .libs/, or plain fx_*.so).
  */
 static char fixture_dir[1024];
-static char so_dir[1024]; /* where the real fx_*.so files are */
+static char so_dir[1024];     /* where the real fx_*.so files are */
 static char abi_so_dir[1024]; /* and those of plugins/abi */
 static char tmp_root[64];
 

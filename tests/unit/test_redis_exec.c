@@ -194,7 +194,8 @@ static void test_save_steps(void **state)
 static void test_unqueue_leased(void **state)
 {
     weft_error err = {0};
-    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, unq = {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL};
+    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
+            unq = {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL};
     const char *types[] = {"HTTP"};
     rs_lease c;
     long long ready, leased;
@@ -610,7 +611,8 @@ static void test_early_steps(void **state)
     weft_error err = {0};
     rs *e = NULL;
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
+                    {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
     rs_save s;
     st[1].lease_until = until;
     e = open_early();
@@ -709,11 +711,13 @@ static void test_early_refused_kept(void **state)
 static void test_refused_after_end_expires(void **state)
 {
     weft_error err = {0};
-    rs_step st[] = {{RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_DONE, NULL, NULL, 0, NULL, 0, NULL}};
+    rs_step st[] = {{RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL},
+                    {RS_DONE, NULL, NULL, 0, NULL, 0, NULL}};
     long long ttl;
     create("wf1", LATE);
     freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
-    assert_int_equal(rs_exec_save(r, "wf1", 1, DOC, "TERMINATED", 1, st, 2, NULL, 0, NULL, &err), 0);
+    assert_int_equal(rs_exec_save(r, "wf1", 1, DOC, "TERMINATED", 1, st, 2, NULL, 0, NULL, &err),
+                     0);
     assert_int_equal(qint("ZCARD weft:{wf1}:out"), 1);
     ttl = qint("PTTL weft:{wf1}:out");
     assert_true(ttl > 0);
@@ -724,7 +728,8 @@ static void test_refused_after_end_expires(void **state)
 static void test_create_taken_outbox(void **state)
 {
     weft_error err = {0};
-    rs_step st[] = {{RS_PUSH, "HTTP", "other", 0, NULL, 0, NULL}, {RS_WAKE, NULL, NULL, LATE, NULL, 0, NULL}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "other", 0, NULL, 0, NULL},
+                    {RS_WAKE, NULL, NULL, LATE, NULL, 0, NULL}};
     rs_create c;
     create("wf1", LATE);
     OK(rs_command(r, &e_, "ZADD weft:{wf1}:out 1 %s", "1|push|HTTP|pending|0"));

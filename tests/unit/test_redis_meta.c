@@ -32,8 +32,10 @@ static int on_event(void *ud, const char *id, const char *json)
     const char *head = "{\"workflowId\":\"wf1\",\"time\":", *p = json + strlen(head);
     if (strncmp(json, head, strlen(head))) fail_msg("event without its head: %s", json);
     /* 7: the older entry below brings its own */
-    if (strtoll(p, NULL, 10) != strtoll(id, NULL, 10) && strtoll(p, NULL, 10) != 7) fail_msg("event time is not its entry's: %s", json);
-    while (*p >= '0' && *p <= '9') p++;
+    if (strtoll(p, NULL, 10) != strtoll(id, NULL, 10) && strtoll(p, NULL, 10) != 7)
+        fail_msg("event time is not its entry's: %s", json);
+    while (*p >= '0' && *p <= '9')
+        p++;
     if (*p == ',') p++;
     if (s->n < 4) snprintf(s->json[s->n], sizeof s->json[0], "{%s", p);
     if (s->n < 4) snprintf(s->ids[s->n], sizeof s->ids[0], "%s", id);
@@ -193,7 +195,8 @@ static void test_events(void **state)
         pthread_join(t, NULL);
     }
     /* an empty event, and one that carries its head already (older entries) */
-    freeReplyObject(qc("XADD weft:{wf1}:ev 9999999999999-0 json %s", "{}\n{\"workflowId\":\"wf1\",\"time\":7,\"x\":1}"));
+    freeReplyObject(qc("XADD weft:{wf1}:ev 9999999999999-0 json %s",
+                       "{}\n{\"workflowId\":\"wf1\",\"time\":7,\"x\":1}"));
     {
         char after[64];
         snprintf(after, sizeof after, "%s", s.last_id);

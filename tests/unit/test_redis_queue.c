@@ -176,7 +176,8 @@ static void test_due_claim(void **state)
 {
     weft_error err = {0};
     const char *types[] = {"HTTP", "LAMBDA"};
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}, {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0, NULL}};
+    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
+                    {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0, NULL}};
     rs_lease c[4];
     char ids[4][64];
     int nd = -1;
@@ -229,7 +230,8 @@ static void test_due_claim(void **state)
         {
             rs *sh = open_rs(NULL, 200);
             t0 = wu_now_ms();
-            assert_int_equal(rs_due_claim(sh, 400, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err), 0);
+            assert_int_equal(rs_due_claim(sh, 400, 4, 1000, ids, &nd, types, 2, 4, 60000, c, &err),
+                             0);
             assert_true(wu_now_ms() - t0 >= 350);
             rs_free(sh);
         }

@@ -340,10 +340,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration_good), cmocka_unit_test(test_duration_bad),
         cmocka_unit_test(test_uuid),          cmocka_unit_test(test_map),
-        cmocka_unit_test(test_map_borrowing),
-        cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
-        cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_map_borrowing), cmocka_unit_test(test_vec),
+        cmocka_unit_test(test_parse_json),    cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -73,7 +73,7 @@ static int textcase_execute(weft_ctx *ctx, weft_result *r)
 }
 
 static const weft_task_type textcase_type =
-    WEFT_TASK_TYPE(.name = "TEXT_CASE", .validate = textcase_validate,
-                   .execute = textcase_execute, .init = textcase_init);
+    WEFT_TASK_TYPE(.name = "TEXT_CASE", .validate = textcase_validate, .execute = textcase_execute,
+                   .init = textcase_init);
 
 WEFT_PLUGIN(textcase, .types = &textcase_type, .ntypes = 1, .host = &H)

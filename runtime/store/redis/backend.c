@@ -28,26 +28,21 @@ rs *st_redis_conn(st_store *s)
 /* ---- executions as documents ---- */
 
 /* The compiled definition of a stored execution (cache, else its stored text). */
-static int exec_def(rb *b, const char *id, const char *defkey, def_workflow **out,
-                    weft_error *err)
+static int exec_def(rb *b, const char *id, const char *defkey, def_workflow **out, weft_error *err)
 {
     char *json = NULL;
     int rc;
-    if ((*out = dc_get(b->cache, defkey)))
-        return 0;
-    if ((rc = rs_exec_def(b->r, id, &json, err)))
-        return rc;
+    if ((*out = dc_get(b->cache, defkey))) return 0;
+    if ((rc = rs_exec_def(b->r, id, &json, err))) return rc;
     rc = dc_compile(b->cache, b->defs, json, id, out, err);
     free(json);
     return rc;
 }
 
 /* Payloads kept outside come back in. */
-static int load_one(rb *b, const xc_exec *x, const char *ref, json_object **slot,
-                    weft_error *err)
+static int load_one(rb *b, const xc_exec *x, const char *ref, json_object **slot, weft_error *err)
 {
-    if (!ref || *slot)
-        return 0;
+    if (!ref || *slot) return 0;
     return ps_load(b->ps, x->id, ref, slot, err);
 }
 
@@ -80,19 +75,16 @@ static void keep_payloads(rb *b, xc_exec *x)
 {
     char what[200];
     size_t i;
-    if (!b->ps)
-        return;
+    if (!b->ps) return;
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
-        if (t->sized)
-            continue;
+        if (t->sized) continue;
         free(t->output_ref);
         t->output_ref = NULL;
         /* an input is resolved once, when its task is made: one kept
          * outside already need not be hashed again on each status change */
         snprintf(what, sizeof what, "input of task '%s'", t->ref);
-        if (!t->input_ref)
-            keep_one(b, x, what, t->input, &t->input_ref);
+        if (!t->input_ref) keep_one(b, x, what, t->input, &t->input_ref);
         snprintf(what, sizeof what, "output of task '%s'", t->ref);
         keep_one(b, x, what, t->output, &t->output_ref);
         t->sized = 1;
@@ -126,10 +118,8 @@ static int decode(rb *b, const char *id, rs_exec *e, xc_exec **out, weft_error *
     if (!sid)
         rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it has no id", id);
     else if (strcmp(sid, id))
-        rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it names %s", id,
-                    sid);
-    if (rc)
-        goto out;
+        rc = wu_err(err, WEFT_EINVAL, "workflow %s: stored state is corrupt: it names %s", id, sid);
+    if (rc) goto out;
     rc = cd_from_doc(doc, def, b->defs, out, err);
     if (rc == 0) {
         (*out)->fence = e->fence;
@@ -155,22 +145,19 @@ static int rb_exec_load(st_store *s, const char *id, xc_exec **out, uint64_t *fe
     rs_exec e = {0};
     int rc;
     *out = NULL;
-    if ((rc = rs_exec_load(b->r, id, 0, &e, err)))
-        return rc;
-    if (fence)
-        *fence = e.fence;
+    if ((rc = rs_exec_load(b->r, id, 0, &e, err))) return rc;
+    if (fence) *fence = e.fence;
     return decode(b, id, &e, out, err);
 }
 
-static int rb_exec_load_many(st_store *s, const char *const *ids, size_t n, xc_exec **out,
-                             int *rcs, weft_error *err)
+static int rb_exec_load_many(st_store *s, const char *const *ids, size_t n, xc_exec **out, int *rcs,
+                             weft_error *err)
 {
     rb *b = rb_of(s);
     rs_exec *e = calloc(n + 1, sizeof *e);
     size_t i;
     int rc;
-    if (!e)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!e) return wu_err(err, WEFT_ENOMEM, "out of memory");
     rc = rs_exec_load_many(b->r, ids, n, e, rcs, err);
     for (i = 0; i < n; i++) {
         weft_error e2 = {0};
@@ -253,7 +240,7 @@ static int rb_exec_create_many(st_store *s, st_create *c, size_t n, weft_error *
     rb *b = rb_of(s);
     rs_create *rv = calloc(n + 1, sizeof *rv);
     wu_buf *docs = calloc(n + 1, sizeof *docs);
-    char (*keys)[17] = calloc(n + 1, sizeof *keys);
+    char(*keys)[17] = calloc(n + 1, sizeof *keys);
     size_t *at = calloc(n + 1, sizeof *at);
     size_t i, m = 0;
     int rc = 0;
@@ -290,8 +277,7 @@ static int rb_exec_create_many(st_store *s, st_create *c, size_t n, weft_error *
         rv[m].nevents = c[i].nevents;
         at[m++] = i;
     }
-    if (m)
-        rc = rs_exec_create_many(b->r, rv, m, err);
+    if (m) rc = rs_exec_create_many(b->r, rv, m, err);
     for (i = 0; i < m; i++) {
         c[at[i]].rc = rc ? rc : rv[i].rc;
         snprintf(c[at[i]].why, sizeof c[at[i]].why, "%s", rc ? err->msg : rv[i].why);
@@ -389,8 +375,8 @@ static int rb_poll(st_store *s, const char *queue, int max, int64_t lease_ms, in
                    st_lease *out, int *reaped, char ***exhausted, size_t *nexhausted,
                    weft_error *err)
 {
-    return rs_poll(rb_of(s)->r, queue, max, lease_ms, max_reaps, out, reaped, exhausted,
-                   nexhausted, err);
+    return rs_poll(rb_of(s)->r, queue, max, lease_ms, max_reaps, out, reaped, exhausted, nexhausted,
+                   err);
 }
 static int rb_lease_extend(st_store *s, const char *queue, const char *workflow_id,
                            const char *task_id, int64_t lease_ms, weft_error *err)
@@ -402,14 +388,14 @@ static int rb_queue_sizes(st_store *s, const char *type, long long *ready, long 
 {
     return rs_queue_sizes(rb_of(s)->r, type, ready, leased, err);
 }
-static int rb_queue_has(st_store *s, const char *type, const char *workflow_id,
-                        const char *task_id, weft_error *err)
+static int rb_queue_has(st_store *s, const char *type, const char *workflow_id, const char *task_id,
+                        weft_error *err)
 {
     return rs_queue_has(rb_of(s)->r, type, workflow_id, task_id, err);
 }
-static int rb_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms,
-                        char (*due_ids)[64], int *ndue, const char *const *types, size_t ntypes,
-                        int max, int64_t lease_ms, st_lease *out, weft_error *err)
+static int rb_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
+                        int *ndue, const char *const *types, size_t ntypes, int max,
+                        int64_t lease_ms, st_lease *out, weft_error *err)
 {
     return rs_due_claim(rb_of(s)->r, wait_ms, due_max, hold_ms, due_ids, ndue, types, ntypes, max,
                         lease_ms, out, err);
@@ -484,8 +470,8 @@ static int rb_secret_names(st_store *s, char ***names, size_t *n, weft_error *er
     return rs_secret_names(rb_of(s)->r, names, n, err);
 }
 static int rb_events(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
-                     int block_ms, int (*fn)(void *ud, const char *id, const char *json),
-                     void *ud, weft_error *err)
+                     int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
+                     weft_error *err)
 {
     return rs_events(rb_of(s)->r, workflow_id, after_id, next_id, block_ms, fn, ud, err);
 }
@@ -539,8 +525,7 @@ int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)
     rb *b = calloc(1, sizeof *b);
     int rc;
     *out = NULL;
-    if (!b)
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!b) return wu_err(err, WEFT_ENOMEM, "out of memory");
     b->base.ops = &rb_ops;
     b->defs = o->defs;
     b->cache = o->cache;

@@ -13,10 +13,10 @@
 #include "store/store.h"
 
 typedef struct st_redis_opts {
-    rs_opts rs;           /* the connection */
-    const def_env *defs;  /* compiles stored definitions */
-    dc_cache *cache;      /* compiled definitions (shared); may be NULL */
-    ps_store *ps;         /* large payloads; NULL = always inline */
+    rs_opts rs;          /* the connection */
+    const def_env *defs; /* compiles stored definitions */
+    dc_cache *cache;     /* compiled definitions (shared); may be NULL */
+    ps_store *ps;        /* large payloads; NULL = always inline */
 } st_redis_opts;
 
 /* Connect (rs_open). As there, WEFT_EIO with the reason when Redis cannot

@@ -104,8 +104,8 @@ __attribute__((format(printf, 2, 3))) void rs_cmd_addf(rs_cmd *c, const char *fm
     if (!strcmp(fmt, "%d") || !strcmp(fmt, "%lld")) {
         long long v = fmt[1] == 'd' ? va_arg(ap, int) : va_arg(ap, long long);
         va_end(ap);
-        rs_cmd_dup(c,
-                   rs_digits(buf, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, v < 0));
+        rs_cmd_dup(
+            c, rs_digits(buf, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, v < 0));
         return;
     }
     if (!strcmp(fmt, "%llu") || !strcmp(fmt, "%zu")) {
@@ -241,8 +241,7 @@ int rs_reply_err(rs *r, const redisReply *x, const char *key, weft_error *err)
                       key, msg);
     if (strstr(msg, "user_script:"))
         return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->url.shown, key, msg);
-    if (transient(msg))
-        rs_drop(r);
+    if (transient(msg)) rs_drop(r);
     return wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, msg);
 }
 

@@ -22,16 +22,16 @@ static void due_cmd(rs *r, int max, int64_t hold_ms, long long now, rs_cmd *c, c
  * out more, the extra ones are given back in one more round trip (only
  * then). The due executions go to due_ids, their count to *ndue.
  */
-int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
-                 int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
-                 rs_lease *out, weft_error *err)
+int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
+                 const char *const *types, size_t ntypes, int max, int64_t lease_ms, rs_lease *out,
+                 weft_error *err)
 {
     char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX], wk[KEY_MAX];
     rs_cmd *c = NULL;
     redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
     size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0,
-           nd = due_max > 0 ? 1 : 0, nc;
+                    nd = due_max > 0 ? 1 : 0, nc;
     long long now = (long long)wu_now_ms();
     int rc;
 

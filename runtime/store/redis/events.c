@@ -20,8 +20,8 @@ static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, 
     if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
         return wu_buf_add(b, line, strlen(line));
     snprintf(t, sizeof t, ",\"time\":%lld", strtoll(entry_id, NULL, 10));
-    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) || (rc = wu_buf_add_json_str(b, workflow_id)) ||
-        (rc = wu_buf_add(b, t, strlen(t))))
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) ||
+        (rc = wu_buf_add_json_str(b, workflow_id)) || (rc = wu_buf_add(b, t, strlen(t))))
         return rc;
     if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
     return wu_buf_add(b, line + 1, strlen(line + 1));

@@ -10,14 +10,12 @@
 /* Events (one-line JSON texts) as one argument, a line each, for a
  * script's single stream entry and message; NULL when there are none (or no
  * memory: oom set). */
-static char *events_arg(const char *id, const char *const *ev, size_t n, int *oom,
-                        weft_error *err)
+static char *events_arg(const char *id, const char *const *ev, size_t n, int *oom, weft_error *err)
 {
     size_t i, len = 0;
     char *t, *p;
     for (i = 0; i < n; i++) {
-        if (!ev[i])
-            return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i), NULL;
+        if (!ev[i]) return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu is NULL", id, i), NULL;
         if (strchr(ev[i], '\n'))
             return wu_err(err, WEFT_EINVAL, "workflow %s: event %zu spans lines", id, i), NULL;
         len += strlen(ev[i]) + 1;
@@ -359,8 +357,8 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
     } else if (x->element[0]->integer == -1) {
         s->rc = wu_err(&err, WEFT_ENOTFOUND, "no workflow %s", s->id);
     } else if (x->element[0]->integer == 0 && x->elements > 2) {
-        s->rc = wu_err(&err, WEFT_ESTATE, "execution %s has an operator command to apply first",
-                       s->id);
+        s->rc =
+            wu_err(&err, WEFT_ESTATE, "execution %s has an operator command to apply first", s->id);
     } else if (x->element[0]->integer == 0) {
         long long cur = x->elements > 1 ? x->element[1]->integer : -1;
         s->rc = wu_err(&err, WEFT_ESTATE,
@@ -503,7 +501,8 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         if (es[i]) {
             /* save_reply counted them into a set or dropped them: free by count */
             size_t k = 0;
-            while (es[i][k].raw) k++;
+            while (es[i][k].raw)
+                k++;
             rs_entries_free(es[i], k);
         }
 out:
@@ -589,8 +588,7 @@ int rs_exec_command(rs *r, const char *id, const char *text, const char *kind, c
  * *rep gets the n replies; free them with each_exec_free, also on failure.
  */
 static int each_exec(rs *r, const char *cmd, const char *const *ids, size_t n,
-                     const char *const *tail, const char *what, redisReply ***rep,
-                     weft_error *err)
+                     const char *const *tail, const char *what, redisReply ***rep, weft_error *err)
 {
     rs_cmd *c = calloc(n + 1, sizeof *c);
     size_t i;
@@ -617,8 +615,7 @@ static int each_exec(rs *r, const char *cmd, const char *const *ids, size_t n,
 
 static void each_exec_free(redisReply **rep, size_t n)
 {
-    if (rep)
-        rs_replies_free(rep, n);
+    if (rep) rs_replies_free(rep, n);
     free(rep);
 }
 

@@ -54,9 +54,9 @@ struct rs {
     int64_t retention_ms;
     int timeout_ms;
     int broken;
-    unsigned rr; /* rotates which type rs_claim serves first */
-    int early;   /* rs_opts.early_steps */
-    int guard;   /* SIGPIPE is not ignored: block it around each exchange */
+    unsigned rr;        /* rotates which type rs_claim serves first */
+    int early;          /* rs_opts.early_steps */
+    int guard;          /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly; /* a steps pipeline sent, its replies not read yet */
     rs_epoch *epoch;    /* shared; NULL = no epoch checks */
     wu_buf proto;       /* commands in the wire format, before they go to hiredis */
@@ -94,8 +94,8 @@ typedef struct rs_entry {
     int64_t at;
     const char *lease; /* a push leased to the saver at once (its own steps only) */
     int64_t lease_until;
-    char *raw;        /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
-    char *buf;        /* owned copy the fields point into (parsed entries) */
+    char *raw; /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
+    char *buf; /* owned copy the fields point into (parsed entries) */
 } rs_entry;
 
 /* The steps of one execution to apply: its entries, the command trimming

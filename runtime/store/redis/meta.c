@@ -208,8 +208,8 @@ int rs_daemons(rs *r, char **json, weft_error *err)
 /* ---- named hashes (secrets, task definitions): NAME -> value ---- */
 
 /* HSET P<kind> name value. One round trip. */
-static int hash_put(rs *r, const char *kind, const char *what, const char *name,
-                    const char *value, weft_error *err)
+static int hash_put(rs *r, const char *kind, const char *what, const char *name, const char *value,
+                    weft_error *err)
 {
     char k[KEY_MAX];
     rs_cmd c = {0};

@@ -273,9 +273,9 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
     for (i = 0; i < nsets; i++) {
         total += 2 * sets[i].n + 1 + 3 * sets[i].nacks;
         for (j = 0; j < sets[i].n && !wake; j++)
-            wake = (sets[i].e[j].kind == RS_PUSH && !sets[i].e[j].lease &&
-                    sets[i].e[j].at <= now) ||
-                   (sets[i].e[j].kind == RS_WAKE && sets[i].e[j].at <= now);
+            wake =
+                (sets[i].e[j].kind == RS_PUSH && !sets[i].e[j].lease && sets[i].e[j].at <= now) ||
+                (sets[i].e[j].kind == RS_WAKE && sets[i].e[j].at <= now);
     }
     /* work that is visible now wakes an idle worker (two more commands in the
      * same pipeline: no extra round trip) */
@@ -427,8 +427,8 @@ struct flight {
     redisReply **rep; /* their k replies, once read */
     step_set *sets;
     size_t nsets;
-    char **ids;         /* the sets' ids */
-    rs_entry **es;      /* entry arrays, each ending with raw NULL (NULL ones skipped) */
+    char **ids;    /* the sets' ids */
+    rs_entry **es; /* entry arrays, each ending with raw NULL (NULL ones skipped) */
     size_t nes;
 };
 
@@ -445,7 +445,8 @@ void rs_flight_free(flight *f)
     }
     for (i = 0; i < f->nes; i++)
         if (f->es[i]) {
-            for (n = 0; f->es[i][n].raw; n++) {}
+            for (n = 0; f->es[i][n].raw; n++) {
+            }
             rs_entries_free(f->es[i], n);
         }
     free(f->ids);

@@ -92,8 +92,7 @@ int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err)
 }
 
 /* One round trip: renew.lua for each, pipelined. */
-int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
-                  weft_error *err)
+int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok, weft_error *err)
 {
     rs_cmd *cmds;
     redisReply **x;

@@ -57,7 +57,6 @@ typedef st_step_kind rs_step_kind;
 /* One claimed task: the store interface's st_lease (store.h). */
 typedef st_lease rs_lease;
 
-
 /*
  * The store's epoch: a random id under P"epoch", written at first use.
  * Each connect reads it in its own round trip, and so does each
@@ -83,7 +82,8 @@ void rs_epoch_free(rs_epoch *e);
 void rs_epoch_last(rs_epoch *e, rs_loss *out);
 
 typedef struct rs_opts {
-    const char *url;      /* redis://[:password@]host[:port][/db] or unix:///path; NULL = $WEFT_REDIS_URL or redis://127.0.0.1:6379 */
+    const char *url; /* redis://[:password@]host[:port][/db] or unix:///path; NULL = $WEFT_REDIS_URL
+                        or redis://127.0.0.1:6379 */
     const char *prefix;   /* NULL = $WEFT_KEY_PREFIX or "weft:" */
     int64_t retention_ms; /* terminal executions expire after this; 0 = 7 days */
     int timeout_ms;       /* connect/command timeout; 0 = 5000 */
@@ -125,7 +125,7 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
 typedef struct rs_create {
     const char *id, *doc, *def, *defkey;
     const char *status; /* optional: the document's status (else read from doc) */
-    int64_t due_ms; /* with no steps: the decider wakes at this time */
+    int64_t due_ms;     /* with no steps: the decider wakes at this time */
     /* optional: the start's own queue steps (the starter decided the first
      * task) in place of the wake, and its status-lane events */
     const rs_step *steps;
@@ -145,7 +145,7 @@ typedef struct rs_exec {
     char *defkey; /* malloc'd */
     char *status; /* malloc'd */
     uint64_t fence;
-    char *cmd;    /* malloc'd: the operator command waiting (rs_exec_command), or NULL */
+    char *cmd; /* malloc'd: the operator command waiting (rs_exec_command), or NULL */
 } rs_exec;
 void rs_exec_clear(rs_exec *e);
 
@@ -198,8 +198,8 @@ typedef struct rs_save {
      * ago): dropped without a token check once the save is committed */
     const rs_lease *acks;
     size_t nacks;
-    int rc;             /* out: as rs_exec_save returns */
-    uint64_t new_fence; /* out */
+    int rc;                   /* out: as rs_exec_save returns */
+    uint64_t new_fence;       /* out */
     char why[WEFT_ERROR_MAX]; /* out: the message when rc != 0 */
 } rs_save;
 
@@ -259,8 +259,7 @@ int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t le
 int rs_renew(rs *r, const rs_lease *c, int64_t lease_ms, weft_error *err);
 /* rs_renew for n leases in one round trip: ok[i] = 1 when c[i] was renewed,
  * 0 when it is no longer current. An error is the first failed reply's. */
-int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
-                  weft_error *err);
+int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok, weft_error *err);
 /* Drop a claim after its result was handled; WEFT_ESTATE when the lease is
  * no longer current (the result must be discarded). */
 int rs_ack(rs *r, const rs_lease *c, weft_error *err);
@@ -283,7 +282,6 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err);
 
-
 /* ---- decider queue ---- */
 
 /*
@@ -304,9 +302,9 @@ int rs_due(rs *r, int max, int64_t hold_ms, char (*ids)[64], weft_error *err);
  * is taken or the wait ends, still one round trip. Timed work (retry
  * backoff, WAIT) pushes no token: the wait ending is its poll.
  */
-int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
-                 int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
-                 rs_lease *out, weft_error *err);
+int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
+                 const char *const *types, size_t ntypes, int max, int64_t lease_ms, rs_lease *out,
+                 weft_error *err);
 /* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
 int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);
 /* Take an execution off the decider queue (ZREM): it ended. */
@@ -341,7 +339,6 @@ int rs_secret_delete(rs *r, const char *name, weft_error *err);
 int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err);
 
 /* ---- status lane ---- */
-
 
 /*
  * Read events after the event `after_id` (st_event_id_parse, store.h; "0" or NULL =
