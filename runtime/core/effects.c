@@ -282,13 +282,16 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-void fx_after(op_env *env, const xc_exec *x, const dec_out *o)
+void fx_after(op_env *env, xc_exec *x, const dec_out *o)
 {
     size_t i;
     for (i = 0; i < o->n; i++) {
         const dec_action *a = &o->a[i];
         struct op_later l = {0};
         switch (a->kind) {
+        case DEC_CANCEL:
+            if (env->hooks && env->hooks->cancel) env->hooks->cancel(env->hooks->ud, x, a->task);
+            break;
         case DEC_TERMINATE_CHILD:
             fx_terminate_later(env, a->task->child_id);
             break;

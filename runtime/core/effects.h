@@ -34,7 +34,7 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
  * woken) and tell env->hooks->ended. Best effort: what a crash loses the
  * sweeper repairs. fx_drain runs them.
  */
-void fx_after(op_env *env, const xc_exec *x, const dec_out *o);
+void fx_after(op_env *env, xc_exec *x, const dec_out *o);
 
 /* Terminate execution id ("parent task canceled") as a cascade step. */
 void fx_terminate_later(op_env *env, const char *id);

@@ -256,6 +256,18 @@ static int hook_find_def(void *ud, const char *name, int version, def_workflow *
     return rc;
 }
 
+/* A canceled task's plugin hears of it. */
+static void hook_cancel(void *ud, xc_exec *x, xc_task *t)
+{
+    eng *e = ud;
+    if (t->def->type->cancel) {
+        weft_ctx c;
+        host_ctx_init(&c, &e->svc, x, t);
+        t->def->type->cancel(&c);
+        host_ctx_done(&c);
+    }
+}
+
 static void hook_warn(void *ud, const char *msg)
 {
     fprintf(stderr, "weft: %s\n", msg);
@@ -541,6 +553,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->hooks.change = e->trace ? on_change : NULL;
     e->hooks.find_def = hook_find_def;
     e->hooks.warn = hook_warn;
+    e->hooks.cancel = hook_cancel;
     e->op.st = e->st;
     e->op.defs = &e->defs;
     e->op.dec = &e->dec;

@@ -115,7 +115,7 @@ static void say_notes(op_env *env, const collect *col)
 }
 
 /* After a save: its log lines, and its cascades queued (effects.h). */
-static void after_save(op_env *env, const xc_exec *x, const dec_out *o, const collect *col)
+static void after_save(op_env *env, xc_exec *x, const dec_out *o, const collect *col)
 {
     say_notes(env, col);
     fx_after(env, x, o);

@@ -37,6 +37,9 @@ typedef struct op_hooks {
      * where this process finds definitions by name (the embedded engine's
      * files). NULL: the store's registered ones. */
     int (*find_def)(void *ud, const char *name, int version, def_workflow **out, weft_error *err);
+    /* Task t of x was canceled or timed out: its plugin hears of it (the
+     * embedded engine, where the task ran in this process). */
+    void (*cancel)(void *ud, xc_exec *x, xc_task *t);
     /* A failure workflow was started, with this id. */
     void (*started)(void *ud, const char *id);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,

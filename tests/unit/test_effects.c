@@ -1,0 +1,190 @@
+/*
+ * Applying a decision (core/effects.c) over a memory store: the queue steps
+ * of each action, and the cascades after a save (a canceled task's plugin
+ * told, a child terminated, a parent told or woken). No Redis: the memory
+ * backend is the store.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/effects.h"
+#include "core/ops.h"
+#include "store/memory.h"
+
+static int q_execute(weft_ctx *ctx, weft_result *r)
+{
+    r->status = WEFT_TASK_COMPLETED;
+    return 0;
+}
+
+static const weft_task_type Q_TYPE = {.name = "Q", .execute = q_execute};
+
+static const weft_task_type *find_type(void *ud, const char *name)
+{
+    return !strcmp(name, "Q") ? &Q_TYPE : NULL;
+}
+
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
+
+static const char *DEF_JSON = "{\"name\":\"fx_w\",\"tasks\":[{\"taskReferenceName\":\"a\","
+                              "\"type\":\"Q\"},{\"taskReferenceName\":\"b\",\"type\":\"Q\"}]}";
+
+static struct {
+    st_store *st;
+    op_env env;
+    op_hooks hooks;
+    dec_env dec;
+    def_workflow *def;
+    int canceled;     /* hooks.cancel calls */
+    char last[64];    /* the task it was told of */
+    xc_exec *mine[4]; /* the test's own references (stored) */
+    int nmine;
+} F;
+
+static void hear_cancel(void *ud, xc_exec *x, xc_task *t)
+{
+    F.canceled++;
+    strcpy(F.last, t->ref);
+}
+
+static int setup(void **state)
+{
+    weft_error err = {0};
+    memset(&F, 0, sizeof F);
+    if (st_memory_open(NULL, &F.st, &err)) return -1;
+    F.dec.defs = &DEFS;
+    F.dec.now = wu_now_ms;
+    F.hooks.cancel = hear_cancel;
+    F.env.st = F.st;
+    F.env.defs = &DEFS;
+    F.env.dec = &F.dec;
+    F.env.sweep_ms = 60000;
+    F.env.hooks = &F.hooks;
+    return op_def(&F.env, DEF_JSON, "fx.json", &F.def, &err) ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+    while (F.nmine > 0)
+        xc_free(F.mine[--F.nmine]);
+    def_unref(F.def);
+    st_free(F.st);
+    return 0;
+}
+
+/* A stored execution of the definition (a reference of the store's). */
+static xc_exec *stored(const char *parent)
+{
+    weft_error err = {0};
+    st_create c = {0};
+    xc_exec *x = NULL;
+    assert_int_equal(xc_new(F.def, NULL, NULL, &x, &err), 0);
+    if (parent) {
+        x->parent_id = strdup(parent);
+        x->parent_task_id = strdup("none");
+    }
+    c.x = x;
+    assert_int_equal(ST(F.st, exec_create_many, &c, 1, &err), 0);
+    assert_int_equal(c.rc, 0);
+    F.mine[F.nmine++] = x;
+    return x;
+}
+
+static size_t count_kind(const st_step *s, size_t n, st_step_kind kind)
+{
+    size_t i, k = 0;
+    for (i = 0; i < n; i++)
+        k += s[i].kind == kind;
+    return k;
+}
+
+/* Enqueue becomes a push; a queued task's cancel and a worker's answer
+ * (dec_unqueue) each an unqueue; an end takes it off the decider queue. */
+static void test_steps(void **state)
+{
+    xc_exec *x = stored(NULL);
+    dec_out o = {0};
+    st_step *s = NULL;
+    size_t n = 0;
+    xc_task *a;
+    assert_int_equal(dec_decide(&F.dec, x, &o), 0);
+    assert_int_equal(fx_steps(&F.env, &F.dec, x, &o, 0, &s, &n, NULL, NULL, NULL), 0);
+    assert_int_equal(count_kind(s, n, ST_PUSH), 1);
+    assert_string_equal(s[0].task_id, (a = xc_find_ref(x, "a"))->id);
+    assert_ptr_equal(s[0].task, a);
+    free(s);
+    o.n = 0;
+    dec_unqueue(&F.dec, x, a, &o);
+    dec_end(&F.dec, x, WEFT_WF_TERMINATED, "stop", &o);
+    assert_int_equal(fx_steps(&F.env, &F.dec, x, &o, 0, &s, &n, NULL, NULL, NULL), 0);
+    assert_int_equal(count_kind(s, n, ST_UNQUEUE), 2); /* the answer's and the cancel's */
+    assert_int_equal(count_kind(s, n, ST_DONE), 1);
+    assert_int_equal(s[n - 1].kind, ST_DONE);
+    free(s);
+    dec_out_free(&o);
+}
+
+/* After the save: the canceled task's plugin hears of it, and a child it
+ * started is terminated once the cascades run. */
+static void test_cancel_and_child(void **state)
+{
+    xc_exec *x = stored(NULL), *child = stored(NULL);
+    dec_out o = {0};
+    weft_error err = {0};
+    xc_task *a;
+    assert_int_equal(dec_decide(&F.dec, x, &o), 0);
+    a = xc_find_ref(x, "a");
+    a->child_id = strdup(child->id);
+    o.n = 0;
+    dec_end(&F.dec, x, WEFT_WF_TERMINATED, "stop", &o);
+    fx_after(&F.env, x, &o);
+    assert_int_equal(F.canceled, 1);
+    assert_string_equal(F.last, "a");
+    assert_int_equal(child->status, WEFT_WF_RUNNING); /* cascades wait for fx_drain */
+    fx_drain(&F.env);
+    assert_int_equal(child->status, WEFT_WF_TERMINATED);
+    assert_string_equal(child->reason, "parent task canceled");
+    dec_out_free(&o);
+    (void)err;
+}
+
+/* Where ends are not followed (a client), an ended child wakes its
+ * parent's decider instead of completing the parent's task itself. */
+static void test_parent_woken(void **state)
+{
+    xc_exec *parent = stored(NULL), *child;
+    dec_out o = {0};
+    char due[4][64];
+    int ndue = 0;
+    weft_error err = {0};
+    /* the parent is due at its create: take it off, then see the child wake it */
+    assert_int_equal(ST(F.st, due_claim, 0, 4, 60000, due, &ndue, NULL, 0, 0, 0, NULL, &err), 0);
+    assert_int_equal(ndue, 1);
+    child = stored(parent->id);
+    assert_int_equal(ST(F.st, due_claim, 0, 4, 60000, due, &ndue, NULL, 0, 0, 0, NULL, &err), 0);
+    assert_int_equal(ndue, 1); /* the child's own create */
+    dec_end(&F.dec, child, WEFT_WF_FAILED, "boom", &o);
+    F.env.cascade = 0;
+    fx_after(&F.env, child, &o);
+    fx_drain(&F.env);
+    assert_int_equal(ST(F.st, due_claim, 0, 4, 60000, due, &ndue, NULL, 0, 0, 0, NULL, &err), 0);
+    assert_int_equal(ndue, 1);
+    assert_string_equal(due[0], parent->id);
+    dec_out_free(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_steps, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_and_child, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_parent_woken, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
