@@ -49,19 +49,19 @@ typedef struct mem {
 
 static int check_id(const char *id, weft_error *err)
 {
-    return mm_check_name("workflow id", id, ID_MAX, 0, err);
+    return st_check_name("workflow id", id, ID_MAX, 0, err);
 }
 
 static int check_type(const char *type, weft_error *err)
 {
-    return mm_check_name("task type", type, TYPE_MAX, 0, err);
+    return st_check_name("task type", type, TYPE_MAX, 0, err);
 }
 
 static int check_member(const char *type, const char *wf, const char *task, weft_error *err)
 {
     int rc;
     if ((rc = check_type(type, err)) != 0 || (rc = check_id(wf, err)) != 0 ||
-        (rc = mm_check_name("task id", task, ID_MAX, 0, err)) != 0)
+        (rc = st_check_name("task id", task, ID_MAX, 0, err)) != 0)
         return rc;
     return 0;
 }
@@ -85,7 +85,7 @@ static int check_step(const st_step *s, weft_error *err)
     if (s->task && s->task_id == s->task->id)
         return 0; /* named by the task object itself: its ids are made valid */
     if ((rc = check_type(s->type, err)) != 0 ||
-        (rc = mm_check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
+        (rc = st_check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
         return rc;
     return 0;
 }
@@ -518,9 +518,7 @@ static int mem_renew_many(st_store *s, const st_lease *c, size_t n, int64_t leas
     int64_t expiry = wu_now_ms() + lease_ms;
     size_t i;
     int rc;
-    if (lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
+    if ((rc = st_check_lease("renew", lease_ms, err)) != 0) return rc;
     for (i = 0; i < n; i++)
         if ((rc = check_claim(&c[i], err)) != 0) return rc;
     for (i = 0; i < n; i++)
@@ -560,7 +558,7 @@ static int mem_poll(st_store *s, const char *queue, int max, int64_t lease_ms, i
     *reaped = 0;
     *exhausted = NULL;
     *nexhausted = 0;
-    if ((rc = mm_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
     if (max <= 0) return 0;
     if (lease_ms <= 0 || max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
@@ -628,12 +626,8 @@ static int mem_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms,
     int nd = due_max > 0, n = 0, rc, k;
     size_t i;
     if (ndue) *ndue = 0;
-    if (max <= 0 || !types) ntypes = 0;
-    if (ntypes && lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
-    if (nd && hold_ms < 0)
-        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
+        return rc;
     if (!nd && !ntypes) return 0;
     for (i = 0; i < ntypes; i++)
         if ((rc = check_type(types[i], err)) != 0) return rc;

@@ -26,17 +26,6 @@ struct mm {
 
 /* ---- checks ---- */
 
-int mm_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
-{
-    if (!s || !*s) return wu_err(err, WEFT_EINVAL, "%s is empty", what);
-    if (strlen(s) >= max)
-        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
-                      max - 1);
-    if (!bar_ok && strchr(s, '|'))
-        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
-    return 0;
-}
-
 static int oom(weft_error *err)
 {
     return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
@@ -141,7 +130,7 @@ int mm_def_register(st_store *s, const char *name, int version, const char *json
     const char *key;
     char v[16];
     int rc;
-    if ((rc = mm_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
     if (version <= 0 || !json)
         return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given", name);
     if (!kv_get(&t->defnames, name) && kv_put(&t->defnames, name, name)) return oom(err);
@@ -181,7 +170,7 @@ int mm_def_get(st_store *s, const char *name, int version, char **json, int *ver
     char v[16];
     int rc;
     *json = NULL;
-    if ((rc = mm_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
     kv = wu_map_get(t->defs, name);
     if (version <= 0 && (!kv || !(version = def_latest(kv))))
         return wu_err(err, WEFT_ENOTFOUND, "no definition %s", name);
@@ -238,7 +227,7 @@ static int put_named(mem_kv *kv, const char *what, const char *name, const char 
                      weft_error *err)
 {
     int rc;
-    if ((rc = mm_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
     if (!value) return wu_err(err, WEFT_EINVAL, "%s %s: no value", what, name);
     return kv_put(kv, name, value) ? oom(err) : 0;
 }
@@ -250,7 +239,7 @@ static int get_named(const mem_kv *kv, const char *what, const char *name, char 
     const char *v;
     int rc;
     *value = NULL;
-    if ((rc = mm_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
     if (!(v = kv_get(kv, name))) return wu_err(err, WEFT_ENOTFOUND, "%s", missing);
     return (*value = strdup(v)) ? 0 : oom(err);
 }
@@ -293,8 +282,8 @@ int mm_idem_claim(st_store *s, const char *key, const char *id, char existing[64
     const char *was;
     int rc;
     if (existing) existing[0] = 0;
-    if ((rc = mm_check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
-        (rc = mm_check_name("workflow id", id, 64, 0, err)) != 0)
+    if ((rc = st_check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
+        (rc = st_check_name("workflow id", id, 64, 0, err)) != 0)
         return rc;
     if (!(was = kv_get(kv, key))) return kv_put(kv, key, id) ? oom(err) : 0;
     if (existing) snprintf(existing, 64, "%s", was);
@@ -308,7 +297,7 @@ int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, we
     mm *t = st_memory_meta(s);
     json_object *j;
     int rc;
-    if ((rc = mm_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
     j = json_tokener_parse(info_json ? info_json : "{}");
     if (!j || !json_object_is_type(j, json_type_object)) {
         json_object_put(j);
@@ -342,7 +331,7 @@ int mm_secret_delete(st_store *s, const char *name, weft_error *err)
 {
     mem_kv *kv = &st_memory_meta(s)->secrets;
     int rc;
-    if ((rc = mm_check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
     if (!kv_get(kv, name)) return wu_err(err, WEFT_ENOTFOUND, "secret '%s' is not set", name);
     return kv_put(kv, name, NULL);
 }

@@ -17,11 +17,6 @@ void mm_free(mm *t);
 /* The tables of memory store s (memory.c; borrowed, live as long as s). */
 mm *st_memory_meta(st_store *s);
 
-/* A name the store keeps: not empty, under max bytes, no '|' unless bar_ok
- * (ids and types end up in "<wfid>|<taskid>"). 0, or WEFT_EINVAL naming
- * what. */
-int mm_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err);
-
 /* The st_ops entries of the same names (store.h, and their rs_* twins in
  * store/redis/redis.h for the details); s is a memory store. */
 int mm_def_register(st_store *s, const char *name, int version, const char *json, weft_error *err);

@@ -16,6 +16,35 @@ int st_check(const st_ops *ops, weft_error *err)
     return 0;
 }
 
+int st_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
+{
+    if (!s || !*s) return wu_err(err, WEFT_EINVAL, "%s is empty", what);
+    if (strlen(s) >= max)
+        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
+                      max - 1);
+    if (!bar_ok && strchr(s, '|'))
+        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
+    return 0;
+}
+
+int st_check_lease(const char *what, int64_t lease_ms, weft_error *err)
+{
+    return lease_ms > 0 ? 0
+                        : wu_err(err, WEFT_EINVAL, "%s: lease must be positive (got %lld ms)", what,
+                                 (long long)lease_ms);
+}
+
+int st_check_due_claim(int due_max, int64_t hold_ms, const char *const *types, size_t *ntypes,
+                       int max, int64_t lease_ms, weft_error *err)
+{
+    int rc;
+    if (max <= 0 || !types) *ntypes = 0;
+    if (*ntypes && (rc = st_check_lease("claim", lease_ms, err)) != 0) return rc;
+    if (due_max > 0 && hold_ms < 0)
+        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    return 0;
+}
+
 void st_free(st_store *s)
 {
     if (s) s->ops->free(s);

@@ -219,6 +219,18 @@ struct st_store {
 /* Call operation op of store s: ST(s, wake, id, at, 0, err), ST(s, broken). */
 #define ST(s, op, ...) ((s)->ops->op((s), ##__VA_ARGS__))
 
+/*
+ * The argument checks every backend makes alike, so that both refuse the
+ * same: a name (what names it in the message) is non-empty, under max
+ * bytes, and without '|' unless bar_ok (ids, task ids and types end up in
+ * members split at '|'); a lease is positive; due_claim's arguments (it
+ * sets *ntypes to 0 when no claim is asked for). 0 or WEFT_EINVAL.
+ */
+int st_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err);
+int st_check_lease(const char *what, int64_t lease_ms, weft_error *err);
+int st_check_due_claim(int due_max, int64_t hold_ms, const char *const *types, size_t *ntypes,
+                       int max, int64_t lease_ms, weft_error *err);
+
 /* 0, or WEFT_EABI when a backend's table is older than this interface. */
 int st_check(const st_ops *ops, weft_error *err);
 void st_free(st_store *s);

@@ -672,21 +672,9 @@ void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX
     rs_cat(key, KEY_MAX, r->prefix, kind, name, (char *)NULL);
 }
 
-/* Ids, task ids and types end up in members split at '|' and in fixed buffers. */
-int rs_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err)
-{
-    if (!s || !*s) return wu_err(err, WEFT_EINVAL, "%s is empty", what);
-    if (strlen(s) >= max)
-        return wu_err(err, WEFT_EINVAL, "%s \"%.40s...\" is longer than %zu bytes", what, s,
-                      max - 1);
-    if (!bar_ok && strchr(s, '|'))
-        return wu_err(err, WEFT_EINVAL, "%s \"%s\" contains '|'", what, s);
-    return 0;
-}
-
 int rs_check_id(const char *id, weft_error *err)
 {
-    return rs_check_name("workflow id", id, ID_MAX, 0, err);
+    return st_check_name("workflow id", id, ID_MAX, 0, err);
 }
 
 static char *dup_range(const char *s, size_t n)

@@ -36,15 +36,11 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     int rc;
 
     if (ndue) *ndue = 0;
-    if (max <= 0 || !types) ntypes = 0;
-    if (ntypes && lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
-    if (nd && hold_ms < 0)
-        return wu_err(err, WEFT_EINVAL, "due: negative hold (%lld ms)", (long long)hold_ms);
+    if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
+        return rc;
     if (nd + ntypes == 0) return 0;
     for (i = 0; i < ntypes; i++)
-        if ((rc = rs_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
+        if ((rc = st_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
     wu_uuid(seed);
     for (i = j = 0; seed[i]; i++)
         if (seed[i] != '-') seed[j++] = seed[i];

@@ -148,7 +148,6 @@ void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_M
 void rs_k_dq(const rs *r, char key[KEY_MAX]);
 void rs_k_wake(const rs *r, char key[KEY_MAX]);
 void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX]);
-int rs_check_name(const char *what, const char *s, size_t max, int bar_ok, weft_error *err);
 int rs_check_id(const char *id, weft_error *err);
 char *rs_reply_dup(const redisReply *x);
 int rs_is_str(const redisReply *x);

@@ -17,7 +17,7 @@ int rs_def_put(rs *r, const char *name, int version, const char *json, weft_erro
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
     if (version <= 0 || !json)
         return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given", name);
     rs_k_name(r, "def:", name, k);
@@ -40,7 +40,7 @@ int rs_def_get(rs *r, const char *name, int version, char **json, int *version_o
     int rc;
 
     *json = NULL;
-    if ((rc = rs_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
     rs_k_name(r, "def:", name, k);
     if (version <= 0) {
         long best = 0;
@@ -82,7 +82,7 @@ int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], wef
     int rc, attempt;
 
     if (existing) existing[0] = 0;
-    if ((rc = rs_check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
+    if ((rc = st_check_name("idempotency key", key, NAME_MAX_, 1, err)) != 0 ||
         (rc = rs_check_id(id, err)) != 0)
         return rc;
     rs_k_name(r, "idem:", key, k);
@@ -135,7 +135,7 @@ int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_err
     size_t n = 1;
     int rc;
     memset(c, 0, sizeof c);
-    if ((rc = rs_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
     j = json_tokener_parse(info_json ? info_json : "{}");
     if (!j || !json_object_is_type(j, json_type_object)) {
         json_object_put(j);
@@ -215,7 +215,7 @@ static int hash_put(rs *r, const char *kind, const char *what, const char *name,
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
     if (!value) return wu_err(err, WEFT_EINVAL, "%s %s: no value", what, name);
     rs_k_name(r, kind, "", k);
     rs_cmd_add(&c, "HSET");
@@ -236,7 +236,7 @@ static int hash_get(rs *r, const char *kind, const char *what, const char *name,
     redisReply *x = NULL;
     int rc;
     *value = NULL;
-    if ((rc = rs_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name(what, name, NAME_MAX_, 1, err)) != 0) return rc;
     rs_k_name(r, kind, "", k);
     rs_cmd_add(&c, "HGET");
     rs_cmd_add(&c, k);
@@ -273,7 +273,7 @@ int rs_secret_delete(rs *r, const char *name, weft_error *err)
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc, gone;
-    if ((rc = rs_check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("secret name", name, NAME_MAX_, 1, err)) != 0) return rc;
     rs_k_name(r, "secrets", "", k);
     rs_cmd_add(&c, "HDEL");
     rs_cmd_add(&c, k);
@@ -317,7 +317,7 @@ int rs_def_register(rs *r, const char *name, int version, const char *json, weft
     rs_cmd c[2];
     redisReply *x[2];
     int rc, i;
-    if ((rc = rs_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = st_check_name("definition name", name, NAME_MAX_, 1, err)) != 0) return rc;
     if (version <= 0 || !json)
         return wu_err(err, WEFT_EINVAL, "definition %s: version must be >= 1 and JSON given", name);
     rs_k_name(r, "def:", name, k[0]);

@@ -98,8 +98,8 @@ int rs_check_step(const rs_step *s, weft_error *err)
     if ((unsigned)s->kind > RS_DONE)
         return wu_err(err, WEFT_EINVAL, "queue step: unknown kind %d", (int)s->kind);
     if (s->kind != RS_PUSH && s->kind != RS_UNQUEUE) return 0;
-    if ((rc = rs_check_name("task type", s->type, TYPE_MAX, 0, err)) != 0 ||
-        (rc = rs_check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
+    if ((rc = st_check_name("task type", s->type, TYPE_MAX, 0, err)) != 0 ||
+        (rc = st_check_name("task id", s->task_id, ID_MAX, 0, err)) != 0)
         return rc;
     return 0;
 }

@@ -9,7 +9,7 @@ int rs_check_claim(const rs_lease *c, weft_error *err)
 {
     int rc;
     if (!c) return wu_err(err, WEFT_EINVAL, "no claim");
-    if ((rc = rs_check_name("task type", c->type, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = st_check_name("task type", c->type, TYPE_MAX, 0, err)) != 0) return rc;
     if (!c->lease[0])
         return wu_err(err, WEFT_EINVAL, "claim of %s|%s has no lease", c->workflow_id, c->task_id);
     return 0;
@@ -54,10 +54,9 @@ void rs_claim_release(rs *r, const rs_lease *cl, size_t n)
 int rs_claim(rs *r, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
              rs_lease *out, weft_error *err)
 {
+    int rc;
     if (max <= 0 || ntypes == 0) return 0;
-    if (lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "claim: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
+    if ((rc = st_check_lease("claim", lease_ms, err)) != 0) return rc;
     return rs_due_claim(r, 0, 0, 0, NULL, NULL, types, ntypes, max, lease_ms, out, err);
 }
 
@@ -99,9 +98,7 @@ int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
     int64_t expiry = wu_now_ms() + lease_ms;
     size_t i;
     int rc;
-    if (lease_ms <= 0)
-        return wu_err(err, WEFT_EINVAL, "renew: lease must be positive (got %lld ms)",
-                      (long long)lease_ms);
+    if ((rc = st_check_lease("renew", lease_ms, err)) != 0) return rc;
     if (n == 0) return 0;
     for (i = 0; i < n; i++)
         if ((rc = rs_check_claim(&c[i], err)) != 0) return rc;
@@ -165,7 +162,7 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
 
     *exhausted = NULL;
     *nexhausted = 0;
-    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
     rs_k_queue(r, type, "ready", ready);
     rs_k_queue(r, type, "leases", leases);
@@ -216,7 +213,7 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
     rs_cmd c[2];
     redisReply *x[2];
     int rc, i;
-    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     rs_k_queue(r, type, "ready", k[0]);
     rs_k_queue(r, type, "leases", k[1]);
     memset(c, 0, sizeof c);
@@ -248,9 +245,9 @@ int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *t
     rs_cmd c[2];
     redisReply *x[2];
     int rc, i, has = 0;
-    if ((rc = rs_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
+    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
-        (rc = rs_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
     rs_k_queue(r, type, "ready", k[0]);
@@ -318,7 +315,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     *reaped = 0;
     *exhausted = NULL;
     *nexhausted = 0;
-    if ((rc = rs_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
     if (max <= 0) return 0;
     if (lease_ms <= 0 || max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
@@ -381,9 +378,9 @@ int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const cha
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
-        (rc = rs_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
     rs_k_queue(r, queue, "leases", k);
