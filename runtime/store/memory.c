@@ -683,21 +683,6 @@ static int mem_forget(st_store *s, const char *id, weft_error *err)
 
 /* ---- the status lane ---- */
 
-/* A stored event as delivered: {"workflowId":..,"time":<entry ms>, ...}. */
-static int event_full(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line, size_t len)
-{
-    char t[32];
-    int rc;
-    b->len = 0;
-    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14)) return wu_buf_add(b, line, len);
-    snprintf(t, sizeof t, ",\"time\":%llu", (unsigned long long)ms);
-    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) ||
-        (rc = wu_buf_add_json_str(b, workflow_id)) || (rc = wu_buf_add(b, t, strlen(t))))
-        return rc;
-    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
-    return wu_buf_add(b, line + 1, len - 1);
-}
-
 static int mem_events(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
                       int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
                       weft_error *err)
@@ -747,7 +732,7 @@ static int mem_events(st_store *s, const char *workflow_id, const char *after_id
             if (!(again && k <= skip)) {
                 n++;
                 snprintf(evid, sizeof evid, "%s-%lld", entry, k);
-                if (fn && event_full(&full, workflow_id, v->ms, line, len) == 0 &&
+                if (fn && st_event_text(&full, workflow_id, v->ms, line, len) == 0 &&
                     fn(ud, evid, full.data))
                     stop = 1;
             }

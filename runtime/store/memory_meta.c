@@ -298,12 +298,7 @@ int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, we
     json_object *j;
     int rc;
     if ((rc = st_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
-    j = json_tokener_parse(info_json ? info_json : "{}");
-    if (!j || !json_object_is_type(j, json_type_object)) {
-        json_object_put(j);
-        return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
-    }
-    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    if ((rc = st_daemon_info(daemon_id, info_json, &j, err)) != 0) return rc;
     return json_object_object_add(t->daemons, daemon_id, j) ? oom(err) : 0;
 }
 

@@ -45,6 +45,33 @@ int st_check_due_claim(int due_max, int64_t hold_ms, const char *const *types, s
     return 0;
 }
 
+int st_event_text(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line, size_t len)
+{
+    char t[32];
+    int rc;
+    b->len = 0;
+    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14)) return wu_buf_add(b, line, len);
+    snprintf(t, sizeof t, ",\"time\":%llu", (unsigned long long)ms);
+    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) ||
+        (rc = wu_buf_add_json_str(b, workflow_id)) || (rc = wu_buf_add(b, t, strlen(t))))
+        return rc;
+    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
+    return wu_buf_add(b, line + 1, len - 1);
+}
+
+int st_daemon_info(const char *daemon_id, const char *info_json, json_object **out, weft_error *err)
+{
+    json_object *j = json_tokener_parse(info_json ? info_json : "{}");
+    *out = NULL;
+    if (!j || !json_object_is_type(j, json_type_object)) {
+        json_object_put(j);
+        return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
+    }
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    *out = j;
+    return 0;
+}
+
 void st_free(st_store *s)
 {
     if (s) s->ops->free(s);

@@ -231,6 +231,16 @@ int st_check_lease(const char *what, int64_t lease_ms, weft_error *err);
 int st_check_due_claim(int due_max, int64_t hold_ms, const char *const *types, size_t *ntypes,
                        int max, int64_t lease_ms, weft_error *err);
 
+/* A stored event (cd_event_text's {...}) as delivered, into *b (emptied
+ * first): {"workflowId":..,"time":<ms>,...}. One that carries them
+ * already is passed as it is. 0 or WEFT_ENOMEM. */
+int st_event_text(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line, size_t len);
+
+/* A daemon's heartbeat info (a JSON object text, NULL = {}) with "seen":
+ * now added, into *out (caller owns). WEFT_EINVAL when it is no object. */
+int st_daemon_info(const char *daemon_id, const char *info_json, json_object **out,
+                   weft_error *err);
+
 /* 0, or WEFT_EABI when a backend's table is older than this interface. */
 int st_check(const st_ops *ops, weft_error *err);
 void st_free(st_store *s);

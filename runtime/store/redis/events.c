@@ -6,27 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/*
- * A stored event ({...}, as cd_event_text writes it) as delivered, into
- * *b: the workflow's id and the time of its stream entry (the entry id's
- * milliseconds) in front, so it reads {"workflowId":..,"time":..,...}.
- * An event that carries them already (older entries) is passed as it is.
- */
-static int event_full(wu_buf *b, const char *workflow_id, const char *entry_id, const char *line)
-{
-    char t[32];
-    int rc;
-    b->len = 0;
-    if (line[0] != '{' || !strncmp(line, "{\"workflowId\":", 14))
-        return wu_buf_add(b, line, strlen(line));
-    snprintf(t, sizeof t, ",\"time\":%lld", strtoll(entry_id, NULL, 10));
-    if ((rc = wu_buf_add(b, "{\"workflowId\":", 14)) ||
-        (rc = wu_buf_add_json_str(b, workflow_id)) || (rc = wu_buf_add(b, t, strlen(t))))
-        return rc;
-    if (line[1] != '}' && (rc = wu_buf_add(b, ",", 1))) return rc;
-    return wu_buf_add(b, line + 1, strlen(line + 1));
-}
-
 /* digits only, at most max of them, at least one; *v their value (no overflow) */
 /* The stream id just before entry ms-seq: XREAD from it reads that entry again. */
 static void id_before(const char *entry, char out[ST_EVENT_ID_MAX])
@@ -127,7 +106,10 @@ int rs_events(rs *r, const char *workflow_id, const char *after_id, char *next_i
                         if (again && k <= skip) continue;
                         n++;
                         snprintf(evid, sizeof evid, "%s-%lld", e->element[0]->str, k);
-                        if (fn && event_full(&full, workflow_id, e->element[0]->str, line) == 0 &&
+                        if (fn &&
+                            st_event_text(&full, workflow_id,
+                                          (uint64_t)strtoll(e->element[0]->str, NULL, 10), line,
+                                          strlen(line)) == 0 &&
                             fn(ud, evid, full.data))
                             stop = 1;
                     }
