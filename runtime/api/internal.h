@@ -86,7 +86,7 @@ typedef struct longpoll {
 typedef struct tls {
     ap_server *s;
     st_store *st;
-    op_cache *cache;
+    dc_cache *cache;
     dec_env dec;
     op_env op;
 } tls;

@@ -66,7 +66,7 @@ static void tls_free(tls *t)
 {
     if (!t) return;
     st_free(t->st);
-    op_cache_free(t->cache);
+    dc_free(t->cache);
     free(t);
 }
 
@@ -108,7 +108,7 @@ tls *ap_tls_get(ap_server *s)
     if (t) return t;
     if (!(t = calloc(1, sizeof *t))) return NULL;
     t->s = s;
-    if (!(t->cache = op_cache_new()) || (ap_open_store(s, t->cache, &t->st, &err) && !t->st)) {
+    if (!(t->cache = dc_new()) || (ap_open_store(s, t->cache, &t->st, &err) && !t->st)) {
         ap_say(s, WEFT_LOG_ERROR, "api: %s", err.msg[0] ? err.msg : "out of memory");
         tls_free(t);
         return NULL;

@@ -52,7 +52,7 @@ typedef struct worker {
     int64_t due_gap, claim_gap; /* while busy: poll again after this (doubles while empty) */
     int due_more, claim_more;   /* the last poll was full: poll again at once */
     int poll_refused;           /* polls Redis refused in a row (logged once) */
-    op_cache *cache;            /* this thread's compiled definitions */
+    dc_cache *cache;            /* this thread's compiled definitions */
     pthread_t thread;
     int started;
 } worker;

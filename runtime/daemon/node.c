@@ -69,7 +69,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->idx = idx;
     /* Each thread compiles its own copy of a definition: json-c's reference
      * counts are not atomic, so no JSON may be shared between threads. */
-    if (!(w->cache = op_cache_new())) return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if (!(w->cache = dc_new())) return wu_err(err, WEFT_ENOMEM, "out of memory");
     o.rs.url = n->cfg->redis_url;
     o.rs.prefix = n->cfg->key_prefix;
     o.rs.retention_ms = n->cfg->retention_ms;
@@ -118,7 +118,7 @@ static void worker_fini(worker *w)
     w->nhold = 0;
     st_free(w->st);
     sbx_free(w->sandbox);
-    op_cache_free(w->cache);
+    dc_free(w->cache);
 }
 
 static const weft_task_type *find_type(void *ud, const char *name)
