@@ -19,11 +19,6 @@
 #include "core/defcache.h"
 #include "store/store.h"
 
-/* Compiled definitions (defcache.h), the name kept for callers. */
-typedef dc_cache op_cache;
-#define op_cache_new dc_new
-#define op_cache_free dc_free
-
 typedef struct op_env op_env;
 
 /* Who hears of what a save did (optional). */

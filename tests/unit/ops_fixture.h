@@ -65,7 +65,7 @@ static const char *DEF_JSON =
 /* ---- the fixture: a cache, one env on the main thread, the definition ---- */
 
 static struct {
-    op_cache *cache;
+    dc_cache *cache;
     op_env env;
     def_workflow *def;
 } F;
@@ -141,7 +141,7 @@ OPF_FN int setup(void **state)
     }
     x = redisCommand(q, "FLUSHALL");
     freeReplyObject(x);
-    F.cache = op_cache_new();
+    F.cache = dc_new();
     env_init(&F.env, open_rs());
     if (!F.cache || !F.env.st) return -1;
     if (op_def(&F.env, DEF_JSON, "test.json", &F.def, &err)) {
@@ -155,7 +155,7 @@ OPF_FN int teardown(void **state)
 {
     def_unref(F.def);
     st_free(F.env.st);
-    op_cache_free(F.cache);
+    dc_free(F.cache);
     memset(&F, 0, sizeof F);
     return 0;
 }
