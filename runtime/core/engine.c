@@ -528,6 +528,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
         eng_free(e);
         return err ? err->code : WEFT_ENOMEM;
     }
+    mo.unrecorded_eager = 1; /* this thread runs what it leases itself at once */
     if ((rc = pick_types(e, err)) || (rc = st_memory_open(&mo, &e->st, err))) {
         eng_free(e);
         return rc;

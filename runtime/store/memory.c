@@ -35,6 +35,7 @@ typedef struct mem_exec {
 typedef struct mem {
     st_store base;
     int keep_events;
+    int unrecorded_eager; /* st_memory_opts */
     uint64_t seq;
     size_t rr;     /* claims start at another type each call, as redis's */
     wu_map *execs; /* borrowing: id -> mem_exec */
@@ -222,6 +223,7 @@ static int step_apply(mem *m, mem_exec *ex, const st_step *s)
 {
     switch (s->kind) {
     case ST_PUSH:
+        if (s->lease && m->unrecorded_eager) return 0;
         return mq_push(m->queues, s->type, ex->id, s->task_id, &ex->x, s->task, s->at, s->lease,
                        s->lease_until);
     case ST_UNQUEUE:
@@ -392,7 +394,7 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     if ((rc = steps_apply(m, ex, sv->steps, sv->nsteps, err)) != 0) return rc;
     if (events_add(m, ex, sv->events, sv->nevents)) return oom(err);
     for (i = 0; i < sv->nacks; i++)
-        mq_ack(m->queues, &sv->acks[i], 0);
+        if (!(m->unrecorded_eager && sv->acks[i].never_reaped)) mq_ack(m->queues, &sv->acks[i], 0);
     return 0;
 }
 
@@ -855,6 +857,7 @@ int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)
     if (!m) return oom(err);
     m->base.ops = &mem_ops;
     m->keep_events = o ? o->keep_events : 1;
+    m->unrecorded_eager = o ? o->unrecorded_eager : 0;
     m->due.seq_off = offsetof(mem_exec, due_seq);
     m->execs = wu_map_new_borrowing();
     m->queues = mq_new();

@@ -42,6 +42,13 @@ typedef struct st_memory_opts {
     /* 0: the status lane keeps nothing and events() finds none (the
      * embedded engine then need not build events); NULL opts keep them */
     int keep_events;
+    /* 1: a task leased to the saver at once (a PUSH step with a lease:
+     * eager dispatch) is the saver's alone and leaves no record: one
+     * thread saves, claims and runs, so nothing else could claim it or
+     * find its lease expired, and its ack (never_reaped) finds nothing to
+     * drop. The embedded engine's; 0 (and NULL opts) record it as redis
+     * does. */
+    int unrecorded_eager;
 } st_memory_opts;
 
 /* A new, empty memory store into *out (st_free it). o may be NULL (the

@@ -910,6 +910,54 @@ static void test_memory_objects(void **state)
         assert_int_equal(ST(S, events, "wf-m", "0", NULL, 5000, on_event, &s, &e_), 0);
         assert_true(wu_mono_ms() - t0 < 1000);
     }
+    /* an eager lease is recorded as leased; with unrecorded_eager (the
+     * engine's) it leaves no record, and its ack finds nothing to drop */
+    {
+        int u;
+        for (u = 0; u < 2; u++) {
+            st_store *st = NULL;
+            st_create c;
+            st_save sv;
+            st_step ep = push("T9", "e1", 0);
+            st_lease ack;
+            long long ready = -1, leased = -1;
+            o.keep_events = 1;
+            o.unrecorded_eager = u;
+            OK(st_memory_open(&o, &st, &e_));
+            memset(&c, 0, sizeof c);
+            c.x = new_exec("wf-e");
+            OK(ST(st, exec_create_many, &c, 1, &e_));
+            assert_int_equal(c.rc, 0);
+            ep.lease = "me:e1";
+            ep.lease_until = wu_now_ms() + 60000;
+            memset(&sv, 0, sizeof sv);
+            sv.x = c.x;
+            sv.fence = c.x->fence;
+            sv.steps = &ep;
+            sv.nsteps = 1;
+            OK(ST(st, exec_save_many, &sv, 1, &e_));
+            assert_int_equal(sv.rc, 0);
+            OK(ST(st, queue_sizes, "T9", &ready, &leased, &e_));
+            assert_int_equal(ready, 0);
+            assert_int_equal(leased, u ? 0 : 1);
+            memset(&ack, 0, sizeof ack);
+            strcpy(ack.workflow_id, "wf-e");
+            strcpy(ack.task_id, "e1");
+            strcpy(ack.lease, "me:e1");
+            strcpy(ack.type, "T9");
+            ack.never_reaped = 1;
+            memset(&sv, 0, sizeof sv);
+            sv.x = c.x;
+            sv.fence = c.x->fence;
+            sv.acks = &ack;
+            sv.nacks = 1;
+            OK(ST(st, exec_save_many, &sv, 1, &e_));
+            assert_int_equal(sv.rc, 0);
+            OK(ST(st, queue_sizes, "T9", &ready, &leased, &e_));
+            assert_int_equal(leased, 0);
+            st_free(st);
+        }
+    }
 }
 
 /* CPU time in ns (the machine may be busy with other work). */
