@@ -161,6 +161,36 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
 
 /* A new execution of def, created in the store (due for a decider now);
  * before the create, fill (may be NULL) sets what the caller adds. */
+/*
+ * The first decision of a new execution, made before it is created when
+ * its first task is a queued one (op_start does the same): the create
+ * then queues that task itself, and no decider has to look at the
+ * execution first. Its steps go into c (malloc'd). The wake a save adds
+ * for a new execution is left out when it is only the sweep's (nothing
+ * due before it): an execution waiting on its tasks is off the decider
+ * queue here (commit). 0 or WEFT_ENOMEM.
+ */
+static int first_steps(eng *e, xc_exec *x, st_create *c)
+{
+    const def_list *root = &x->def->root;
+    dec_out o = {0};
+    st_step *steps = NULL;
+    size_t n = 0, i, k = 0;
+    int64_t swept = wu_now_ms() + ENG_SWEEP_MS / 2;
+    if (root->n == 0 || root->tasks[0]->type->map) return 0;
+    dec_decide(&e->dec, x, &o);
+    if (fx_steps(&e->op, &e->dec, x, &o, 0, &steps, &n, NULL, NULL, NULL)) {
+        dec_out_free(&o);
+        return WEFT_ENOMEM;
+    }
+    dec_out_free(&o);
+    for (i = 0; i < n; i++)
+        if (!(steps[i].kind == ST_WAKE && steps[i].at >= swept)) steps[k++] = steps[i];
+    c->steps = steps;
+    c->nsteps = k;
+    return 0;
+}
+
 static int add_exec(eng *e, def_workflow *def, json_object *input,
                     void (*fill)(xc_exec *x, void *ud), void *ud, xc_exec **out, weft_error *err)
 {
@@ -174,8 +204,12 @@ static int add_exec(eng *e, def_workflow *def, json_object *input,
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
     c.x = x;
-    if ((rc = ST(e->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
+    rc = first_steps(e, x, &c);
+    if (rc == 0 && (rc = ST(e->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
         rc = wu_err(err, c.rc, "%s", c.why);
+    else if (rc)
+        wu_err(err, rc, "out of memory");
+    free((st_step *)c.steps);
     if (rc) return rc;
     *out = x;
     return 0;
