@@ -72,16 +72,32 @@ static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *roo
 int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, st_step **out,
              size_t *n, size_t *room, st_lease **eager, size_t *neager)
 {
+    return fx_steps_in(env, dec, x, o, follow, NULL, out, n, room, eager, neager);
+}
+
+void fx_free(const fx_buf *buf, st_step *steps, st_lease *eager)
+{
+    if (!buf || steps != buf->steps) free(steps);
+    if (!buf || eager != buf->leases) free(eager);
+}
+
+int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, fx_buf *buf,
+                st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager)
+{
     st_step *s;
     st_lease *got = NULL;
     size_t i, k = 0, ng = 0;
     int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
     int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
+    /* (next_due may have added actions: the room is counted after it) */
+    int inline_steps = buf && o->n + 1 <= sizeof buf->steps / sizeof buf->steps[0];
+    int inline_leases = buf && o->n <= sizeof buf->leases / sizeof buf->leases[0];
     /* filled entry by entry below: nothing to zero */
-    s = malloc((o->n + 1) * sizeof *s);
-    if (s && room && *room && !(got = malloc((o->n + 1) * sizeof *got))) {
-        free(s);
+    s = inline_steps ? buf->steps : malloc((o->n + 1) * sizeof *s);
+    if (s && room && *room &&
+        !(got = inline_leases ? buf->leases : malloc((o->n + 1) * sizeof *got))) {
+        if (!inline_steps) free(s);
         return WEFT_ENOMEM;
     }
     if (!s) return WEFT_ENOMEM;
@@ -102,7 +118,7 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
                 got[ng].x = x;
                 got[ng].t = a->task;
                 st.lease = got[ng].lease;
-                st.lease_until = wu_now_ms() + env->lease_ms;
+                st.lease_until = now + env->lease_ms;
                 ng++;
             }
             s[k++] = st;
@@ -124,15 +140,13 @@ int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow
     }
     *out = s;
     *n = k;
-    if (!ng) {
-        free(got);
+    if (!ng || !eager) {
+        if (!inline_leases) free(got);
         got = NULL;
     }
     if (eager) {
         *eager = got;
         *neager = ng;
-    } else {
-        free(got);
     }
     return 0;
 }

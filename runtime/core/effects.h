@@ -27,6 +27,19 @@
 int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, st_step **out,
              size_t *n, size_t *room, st_lease **eager, size_t *neager);
 
+/* Room for the steps and eager leases of a small decision, for a caller
+ * that applies them at once (the embedded engine): no allocation. */
+typedef struct fx_buf {
+    st_step steps[8];
+    st_lease leases[2];
+} fx_buf;
+
+/* fx_steps into buf when they fit (else allocated as there); release
+ * them with fx_free. */
+int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, fx_buf *buf,
+                st_step **out, size_t *n, size_t *room, st_lease **eager, size_t *neager);
+void fx_free(const fx_buf *buf, st_step *steps, st_lease *eager);
+
 /*
  * After the save of x that o's actions came with: queue its cascades on
  * env (children to terminate; when x ended, its parent told and its

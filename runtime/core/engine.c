@@ -343,12 +343,13 @@ static int eager_run(void *ud, const xc_task *t)
 static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int looked)
 {
     st_save sv; /* its fields set one by one: why[] need not be zeroed */
+    fx_buf buf;
     st_step *steps = NULL;
     st_lease *eager = NULL;
     weft_error err = {0};
     size_t n = 0, i, neager = 0, room = ENG_BATCH;
     int next = 0;
-    if (fx_steps(&e->op, &e->dec, x, o, 0, &steps, &n, &room, &eager, &neager)) {
+    if (fx_steps_in(&e->op, &e->dec, x, o, 0, &buf, &steps, &n, &room, &eager, &neager)) {
         fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
     }
@@ -364,12 +365,11 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
         fprintf(stderr, "weft: workflow %s: %s\n", x->id, sv.rc ? sv.why : err.msg);
     else
         pend_add(e, eager, neager);
-    free(eager);
     for (i = 0; looked && i < n; i++)
         next |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
     if (looked && !next) /* it waits on its tasks: off the decider queue until they say */
         ST(e->st, forget, x->id, &err);
-    free(steps);
+    fx_free(&buf, steps, eager);
     fx_after(&e->op, x, o);
     fx_drain(&e->op);
 }

@@ -154,7 +154,7 @@ static mem_exec *exec_entry(mem *m, const char *id)
     mem_exec *ex = exec_find(m, id);
     if (ex) return ex;
     if (!(ex = calloc(1, sizeof *ex))) return NULL;
-    snprintf(ex->id, sizeof ex->id, "%s", id);
+    memcpy(ex->id, id, strnlen(id, sizeof ex->id - 1)); /* checked: under ID_MAX */
     if (wu_vec_push(&m->all_execs, ex)) {
         free(ex);
         return NULL;
