@@ -521,6 +521,12 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
     dec_end(e, x, WEFT_WF_COMPLETED, NULL, o);
 }
 
+int dec_can_start(const xc_exec *x)
+{
+    const def_list *root = &x->def->root;
+    return root->n > 0 && !root->tasks[0]->type->map;
+}
+
 int dec_decide(const dec_env *e, xc_exec *x, dec_out *o)
 {
     size_t i;

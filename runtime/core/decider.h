@@ -50,6 +50,10 @@ typedef struct dec_env {
     void *ud;
 } dec_env;
 
+/* Whether a new execution's first decision runs no plugin code (its first
+ * task is a queued one), so that whoever starts it can make it. */
+int dec_can_start(const xc_exec *x);
+
 /* Act on every task that ended since the last call. */
 int dec_decide(const dec_env *env, xc_exec *x, dec_out *out);
 

@@ -8,22 +8,24 @@
 /* ---- queue steps ---- */
 
 /* When a decider should look at x next (follow: at once, the change was
- * made where no decider follows it). */
+ * made where no decider follows it): its next deadline, within sweep_ms;
+ * 0 when it has none and sweep_ms is 0 (nothing to look at until its
+ * tasks say so). */
 static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
 {
-    int64_t now = dec->now(), due = now + env->sweep_ms, next = 0;
+    int64_t now = dec->now(), due = env->sweep_ms ? now + env->sweep_ms : 0, next = 0;
     size_t i;
     if (follow || x->fresh > 0 || x->ended_head < x->ended.len) return now;
     dec_timeouts(dec, x, now, &next, o);
     if (x->ended_head < x->ended.len) return now; /* something timed out: follow it now */
-    if (next && next < due) due = next;
+    if (next && (!due || next < due)) due = next;
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
         if (t->def->type->map && t->status == WEFT_TASK_IN_PROGRESS && t->callback_ms > 0 &&
-            t->callback_ms < due)
+            (!due || t->callback_ms < due))
             due = t->callback_ms;
     }
-    return due < now ? now : due;
+    return due && due < now ? now : due;
 }
 
 /* src into dst (size bytes), cut to fit: what snprintf("%s") does, at a
@@ -131,8 +133,10 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
     }
     /* a running execution that was created is on the decider queue, due
      * within sweep_ms (every save and due.lua keep it so): a save that wants
-     * it looked at no sooner than that needs no wake */
-    if (xc_wf_terminal(x->status) || x->fence == 0 || x->revived || due < now + env->sweep_ms) {
+     * it looked at no sooner than that needs no wake. With no sweep
+     * (sweep_ms 0), only a deadline wakes it. */
+    if (xc_wf_terminal(x->status) ||
+        (env->sweep_ms ? x->fence == 0 || x->revived || due < now + env->sweep_ms : due != 0)) {
         st_step st = {0};
         st.kind = xc_wf_terminal(x->status) ? ST_DONE : ST_WAKE;
         st.at = due;

@@ -30,9 +30,10 @@
 /* A lease outlives any task run here (they run one at a time). */
 #define ENG_LEASE_MS (24LL * 3600 * 1000)
 /* An execution waiting on its tasks is looked at again only when its
- * tasks say so (a result, a timer, a timeout): the store's decider queue
- * holds it out of the way this long meanwhile. */
-#define ENG_SWEEP_MS (24LL * 3600 * 1000)
+ * tasks say so (a result, a timer, a timeout: op_env.sweep_ms 0). A look
+ * holds it this long on the store's decider queue, until its save says
+ * when next or takes it off (commit). */
+#define ENG_HOLD_MS (24LL * 3600 * 1000)
 
 struct eng {
     pl_registry *plugins;
@@ -159,38 +160,30 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
 
 /* ---- executions ---- */
 
-/* A new execution of def, created in the store (due for a decider now);
- * before the create, fill (may be NULL) sets what the caller adds. */
 /*
  * The first decision of a new execution, made before it is created when
- * its first task is a queued one (op_start does the same): the create
- * then queues that task itself, and no decider has to look at the
- * execution first. Its steps go into c (malloc'd). The wake a save adds
- * for a new execution is left out when it is only the sweep's (nothing
- * due before it): an execution waiting on its tasks is off the decider
- * queue here (commit). 0 or WEFT_ENOMEM.
+ * it runs no plugin code (op_start does the same): the create then queues
+ * the first task itself, and no decider has to look at the execution
+ * first. Its steps go into c (malloc'd). 0 or WEFT_ENOMEM.
  */
 static int first_steps(eng *e, xc_exec *x, st_create *c)
 {
-    const def_list *root = &x->def->root;
     dec_out o = {0};
     st_step *steps = NULL;
-    size_t n = 0, i, k = 0;
-    int64_t swept = wu_now_ms() + ENG_SWEEP_MS / 2;
-    if (root->n == 0 || root->tasks[0]->type->map) return 0;
+    size_t n = 0;
+    int rc;
+    if (!dec_can_start(x)) return 0;
     dec_decide(&e->dec, x, &o);
-    if (fx_steps(&e->op, &e->dec, x, &o, 0, &steps, &n, NULL, NULL, NULL)) {
-        dec_out_free(&o);
-        return WEFT_ENOMEM;
-    }
+    rc = fx_steps(&e->op, &e->dec, x, &o, 0, &steps, &n, NULL, NULL, NULL) ? WEFT_ENOMEM : 0;
     dec_out_free(&o);
-    for (i = 0; i < n; i++)
-        if (!(steps[i].kind == ST_WAKE && steps[i].at >= swept)) steps[k++] = steps[i];
     c->steps = steps;
-    c->nsteps = k;
-    return 0;
+    c->nsteps = n;
+    return rc;
 }
 
+/* A new execution of def, created in the store (due for a decider now, or
+ * with its first task queued: first_steps); before the create, fill (may
+ * be NULL) sets what the caller adds. */
 static int add_exec(eng *e, def_workflow *def, json_object *input,
                     void (*fill)(xc_exec *x, void *ud), void *ud, xc_exec **out, weft_error *err)
 {
@@ -450,7 +443,7 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
         while (first < n && xc_wf_terminal(xs[first]->status))
             first++;
         if (first == n) break;
-        got = ST(e->st, due_claim, 0, ENG_BATCH, ENG_SWEEP_MS, due, &ndue, e->types, e->ntypes,
+        got = ST(e->st, due_claim, 0, ENG_BATCH, ENG_HOLD_MS, due, &ndue, e->types, e->ntypes,
                  ENG_BATCH, ENG_LEASE_MS, claims, err);
         if (got < 0) {
             rc = got;
@@ -592,7 +585,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->op.st = e->st;
     e->op.defs = &e->defs;
     e->op.dec = &e->dec;
-    e->op.sweep_ms = ENG_SWEEP_MS;
+    e->op.sweep_ms = 0; /* one process: nothing to repair, no periodic look */
     e->op.cascade = 1;
     e->op.hooks = &e->hooks;
     e->op.eager = eager_run;

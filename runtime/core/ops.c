@@ -489,11 +489,10 @@ static void start_fill(const op_start_args *a, xc_exec *x)
  */
 static int start_create(op_env *env, const op_start_args *a, prep *p, st_create *c)
 {
-    const def_list *root = &p->x->def->root;
     dec_env dec;
     memset(c, 0, sizeof *c);
     c->x = p->x;
-    if (!env->dec || a->idempotency_key || root->n == 0 || root->tasks[0]->type->map) return 0;
+    if (!env->dec || a->idempotency_key || !dec_can_start(p->x)) return 0;
     dec = *env->dec;
     dec.on_change = on_change;
     dec.ud = &p->col;

@@ -54,7 +54,8 @@ struct op_env {
     const weft_lock_provider *lock; /* NULL = no lock (fencing alone) */
     void *lock_handle;
     int64_t lock_ttl_ms, lock_wait_ms;
-    int64_t sweep_ms; /* an unfinished execution is looked at again within this */
+    int64_t sweep_ms; /* an unfinished execution is looked at again within this; 0: only at
+                       * its deadlines (one process, where nothing can be lost) */
     int client;       /* changes made here are followed by a decider elsewhere: wake it now */
     int cascade;      /* ends are followed here (a daemon's deciders): the parent told, the
                        * failure workflow started; else the parent's decider is woken */
