@@ -863,9 +863,11 @@ static const st_ops mem_ops = {
 
 int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)
 {
-    mem *m = calloc(1, sizeof *m);
+    mem *m;
+    int rc;
     *out = NULL;
-    if (!m) return oom(err);
+    if ((rc = st_check(&mem_ops, err)) != 0) return rc;
+    if (!(m = calloc(1, sizeof *m))) return oom(err);
     m->base.ops = &mem_ops;
     m->keep_events = o ? o->keep_events : 1;
     m->unrecorded_eager = o ? o->unrecorded_eager : 0;

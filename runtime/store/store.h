@@ -126,7 +126,8 @@ enum { ST_CMD_RECORDED = 1, ST_CMD_SAME = 2, ST_CMD_OTHER = 3 };
 
 typedef struct st_ops {
     /* sizeof(st_ops) the backend was built with: the table only grows at
-     * its end; st_check refuses a table shorter than this interface's. */
+     * its end; opening a store refuses a table shorter than this
+     * interface's (st_check). */
     size_t size;
     const char *name; /* "redis", "memory" */
     void (*free)(st_store *s);

@@ -818,7 +818,15 @@ static void test_bad_inputs(void **state)
     long long r, l;
     xc_exec *x;
     uint64_t f = 0;
+    st_ops older;
     (void)state;
+    /* a backend's table is checked: its own passes, one from an older
+     * interface (shorter) is refused */
+    OK(st_check(S->ops, &e_));
+    older = *S->ops;
+    older.size = offsetof(st_ops, events);
+    assert_int_equal(st_check(&older, &e_), WEFT_EABI);
+    assert_non_null(strstr(e_.msg, S->ops->name));
     assert_int_equal(create(new_exec("a|b"), NULL, 0, NULL, 0), WEFT_EINVAL);
     created("wf-b");
     x = load("wf-b");

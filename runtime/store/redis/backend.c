@@ -522,10 +522,11 @@ static const st_ops rb_ops = {
 
 int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)
 {
-    rb *b = calloc(1, sizeof *b);
+    rb *b;
     int rc;
     *out = NULL;
-    if (!b) return wu_err(err, WEFT_ENOMEM, "out of memory");
+    if ((rc = st_check(&rb_ops, err)) != 0) return rc;
+    if (!(b = calloc(1, sizeof *b))) return wu_err(err, WEFT_ENOMEM, "out of memory");
     b->base.ops = &rb_ops;
     b->defs = o->defs;
     b->cache = o->cache;
