@@ -23,6 +23,14 @@ void wu_join_tail(char *buf, size_t size, const char *head, const char *tail);
 /* Prefix err->msg with a printf-style context ("order.lua: "); returns err->code. */
 int wu_err_prefix(weft_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An empty err, without zeroing its message buffer (= {0} costs that on
+ * paths taken for every task). */
+static inline void wu_err_clear(weft_error *err)
+{
+    err->code = 0;
+    err->msg[0] = 0;
+}
+
 /* Wall-clock ms since the epoch; monotonic ms for intervals. */
 int64_t wu_now_ms(void);
 int64_t wu_mono_ms(void);

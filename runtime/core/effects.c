@@ -11,9 +11,10 @@
  * made where no decider follows it): its next deadline, within sweep_ms;
  * 0 when it has none and sweep_ms is 0 (nothing to look at until its
  * tasks say so). */
-static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow)
+static int64_t next_due(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow,
+                        int64_t now)
 {
-    int64_t now = dec->now(), due = env->sweep_ms ? now + env->sweep_ms : 0, next = 0;
+    int64_t due = env->sweep_ms ? now + env->sweep_ms : 0, next = 0;
     size_t i;
     if (follow || x->fresh > 0 || x->ended_head < x->ended.len) return now;
     dec_timeouts(dec, x, now, &next, o);
@@ -38,35 +39,45 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[n] = 0;
 }
 
+/* The next lease token into lease: "<seed>:e<n>", kept as text and counted
+ * up in place (no printf on a path taken for every task). */
+static void lease_next(op_env *env, char lease[40])
+{
+    char *t = env->lease_tok;
+    size_t n = env->lease_len, i;
+    if (!n) {
+        char u[37];
+        wu_uuid(u);
+        for (i = 0; u[i] && n < 24; i++)
+            if (u[i] != '-') t[n++] = u[i];
+        t[n++] = ':';
+        t[n++] = 'e';
+        t[n++] = '1';
+        t[n] = 0;
+        env->lease_len = n;
+    }
+    memcpy(lease, t, n + 1);
+    for (i = n - 1; t[i] == '9'; i--)
+        t[i] = '0';
+    if (t[i] != 'e')
+        t[i]++;
+    else if (n + 1 < sizeof env->lease_tok) { /* all nines: one digit more */
+        t[i + 1] = '1';
+        t[n] = '0';
+        t[n + 1] = 0;
+        env->lease_len = n + 1;
+    } else {
+        env->lease_len = 0; /* out of digits: a new seed */
+    }
+}
+
 /* Eager dispatch: whether task t, made visible now by a save, is leased to
  * the saver instead (room permitting); the token into lease. */
 static int take_eager(op_env *env, const dec_action *a, int64_t now, size_t *room, char lease[40])
 {
     if (!room || !*room || !env->eager || a->at > now || !env->eager(env->eager_ud, a->task))
         return 0;
-    if (!env->lease_seed[0]) {
-        char u[37];
-        size_t i, j;
-        wu_uuid(u);
-        for (i = j = 0; u[i] && j < 24; i++)
-            if (u[i] != '-') env->lease_seed[j++] = u[i];
-        env->lease_seed[j] = 0;
-    }
-    {
-        /* "<seed>:e<n>", without printf on a path taken for every task */
-        char digits[24];
-        unsigned long v = ++env->lease_n;
-        size_t nd = 0, ns = strlen(env->lease_seed);
-        do
-            digits[nd++] = (char)('0' + v % 10);
-        while ((v /= 10) && nd < sizeof digits);
-        memcpy(lease, env->lease_seed, ns);
-        lease[ns++] = ':';
-        lease[ns++] = 'e';
-        while (nd && ns < 39)
-            lease[ns++] = digits[--nd];
-        lease[ns] = 0;
-    }
+    lease_next(env, lease);
     (*room)--;
     return 1;
 }
@@ -91,7 +102,7 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
     size_t i, k = 0, ng = 0;
     int64_t now = dec->now();
     /* first: next_due may time tasks out, adding their cancels to o */
-    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow);
+    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow, now);
     /* (next_due may have added actions: the room is counted after it) */
     int inline_steps = buf && o->n + 1 <= sizeof buf->steps / sizeof buf->steps[0];
     int inline_leases = buf && o->n <= sizeof buf->leases / sizeof buf->leases[0];

@@ -27,11 +27,12 @@
 int fx_steps(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int follow, st_step **out,
              size_t *n, size_t *room, st_lease **eager, size_t *neager);
 
-/* Room for the steps and eager leases of a small decision, for a caller
- * that applies them at once (the embedded engine): no allocation. */
+/* Room for the steps and eager leases of a decision up to a fork of 16,
+ * for a caller that applies them at once (the embedded engine): no
+ * allocation (about 6 KB of stack). */
 typedef struct fx_buf {
-    st_step steps[8];
-    st_lease leases[2];
+    st_step steps[17];
+    st_lease leases[16];
 } fx_buf;
 
 /* fx_steps into buf when they fit (else allocated as there); release

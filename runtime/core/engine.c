@@ -160,34 +160,43 @@ static int find_named(eng *e, const char *name, int version, def_workflow **out,
 
 /* ---- executions ---- */
 
-/*
- * The first decision of a new execution, made before it is created when
- * it runs no plugin code (op_start does the same): the create then queues
- * the first task itself, and no decider has to look at the execution
- * first. Its steps go into c (malloc'd). 0 or WEFT_ENOMEM.
- */
-static int first_steps(eng *e, xc_exec *x, st_create *c)
+/* Tasks leased to the engine by a save (copied): run next. */
+static void pend_add(eng *e, const st_lease *l, size_t n)
 {
-    dec_out o = {0};
-    st_step *steps = NULL;
-    size_t n = 0;
-    int rc;
-    if (!dec_can_start(x)) return 0;
-    dec_decide(&e->dec, x, &o);
-    rc = fx_steps(&e->op, &e->dec, x, &o, 0, &steps, &n, NULL, NULL, NULL) ? WEFT_ENOMEM : 0;
-    dec_out_free(&o);
-    c->steps = steps;
-    c->nsteps = n;
-    return rc;
+    if (!n) return;
+    if (e->hpend == e->npend) e->hpend = e->npend = 0;
+    if (e->npend + n > e->cappend) {
+        size_t cap = (e->npend + n) * 2;
+        st_lease *p = realloc(e->pend, cap * sizeof *p);
+        if (!p) return; /* their leases expire: the claims find them again */
+        e->pend = p;
+        e->cappend = cap;
+    }
+    memcpy(e->pend + e->npend, l, n * sizeof *l);
+    e->npend += n;
 }
 
-/* A new execution of def, created in the store (due for a decider now, or
- * with its first task queued: first_steps); before the create, fill (may
- * be NULL) sets what the caller adds. */
+/*
+ * A new execution of def, created in the store; before the create, fill
+ * (may be NULL) sets what the caller adds. Its first decision is made
+ * before the create when it runs no plugin code (op_start does the same):
+ * the create then queues the first tasks itself (leased to the engine at
+ * once as a save's are, room permitting) and no decider has to look at it
+ * first; else it is due for a decider now.
+ */
 static int add_exec(eng *e, def_workflow *def, json_object *input,
                     void (*fill)(xc_exec *x, void *ud), void *ud, xc_exec **out, weft_error *err)
 {
     st_create c = {0};
+    dec_out o = {0};
+    fx_buf buf;
+    st_step *steps = NULL;
+    st_lease *eager = NULL;
+    size_t nsteps = 0, neager = 0, backlog = e->npend - e->hpend;
+    /* a start leases its first tasks to the engine while few are waiting
+     * (a serial caller's); many starts in a row queue theirs, claimed a
+     * batch at a time as the engine gets to them */
+    size_t room = backlog < ENG_BATCH ? ENG_BATCH - backlog : 0;
     xc_exec *x;
     int rc = xc_new(def, input, NULL, &x, err);
     if (rc) return rc;
@@ -197,12 +206,21 @@ static int add_exec(eng *e, def_workflow *def, json_object *input,
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
     c.x = x;
-    rc = first_steps(e, x, &c);
-    if (rc == 0 && (rc = ST(e->st, exec_create_many, &c, 1, err)) == 0 && c.rc)
-        rc = wu_err(err, c.rc, "%s", c.why);
-    else if (rc)
-        wu_err(err, rc, "out of memory");
-    free((st_step *)c.steps);
+    if (dec_can_start(x)) {
+        dec_decide(&e->dec, x, &o);
+        if (fx_steps_in(&e->op, &e->dec, x, &o, 0, &buf, &steps, &nsteps, &room, &eager, &neager))
+            rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        c.steps = steps;
+        c.nsteps = nsteps;
+    }
+    if (rc == 0 && (rc = ST(e->st, exec_create_many, &c, 1, err)) == 0) {
+        if (c.rc)
+            rc = wu_err(err, c.rc, "%s", c.why);
+        else
+            pend_add(e, eager, neager);
+    }
+    fx_free(&buf, steps, eager);
+    dec_out_free(&o);
     if (rc) return rc;
     *out = x;
     return 0;
@@ -308,22 +326,6 @@ static void hook_ended(void *ud, const xc_exec *x)
 
 /* ---- deciding and applying ---- */
 
-/* Tasks leased to the engine by a save (copied): run next. */
-static void pend_add(eng *e, const st_lease *l, size_t n)
-{
-    if (!n) return;
-    if (e->hpend == e->npend) e->hpend = e->npend = 0;
-    if (e->npend + n > e->cappend) {
-        size_t cap = (e->npend + n) * 2;
-        st_lease *p = realloc(e->pend, cap * sizeof *p);
-        if (!p) return; /* their leases expire: the claims find them again */
-        e->pend = p;
-        e->cappend = cap;
-    }
-    memcpy(e->pend + e->npend, l, n * sizeof *l);
-    e->npend += n;
-}
-
 /* Whether a task made runnable now is run by the engine at once. */
 static int eager_run(void *ud, const xc_task *t)
 {
@@ -339,9 +341,10 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
     fx_buf buf;
     st_step *steps = NULL;
     st_lease *eager = NULL;
-    weft_error err = {0};
+    weft_error err;
     size_t n = 0, i, neager = 0, room = ENG_BATCH;
     int next = 0;
+    wu_err_clear(&err);
     if (fx_steps_in(&e->op, &e->dec, x, o, 0, &buf, &steps, &n, &room, &eager, &neager)) {
         fprintf(stderr, "weft: workflow %s: out of memory applying a decision\n", x->id);
         return;
@@ -391,8 +394,9 @@ static void run(eng *e, const st_lease *l)
     xc_task *t = l->t;
     dec_out o = {0};
     weft_result r;
-    weft_error err = {0};
+    weft_error err;
     int rc;
+    wu_err_clear(&err);
     if (!x || !t || xc_task_terminal(t->status) || !t->queued || x->status != WEFT_WF_RUNNING ||
         !t->def->type->execute) {
         ST(e->st, ack, l, &err); /* canceled or paused meanwhile: dropped */
@@ -440,6 +444,10 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
         st_lease claims[ENG_BATCH];
         char due[ENG_BATCH][64];
         int got, ndue = 0, i;
+        while (e->hpend < e->npend) { /* what saves and creates leased to it, first */
+            st_lease l = e->pend[e->hpend++];
+            run(e, &l);
+        }
         while (first < n && xc_wf_terminal(xs[first]->status))
             first++;
         if (first == n) break;
@@ -453,12 +461,7 @@ int eng_run_all(eng *e, xc_exec *const *xs, size_t n, eng_ended_fn on_end, void 
             look(e, due[i]);
         for (i = 0; i < got; i++)
             run(e, &claims[i]);
-        while (e->hpend < e->npend) {
-            st_lease l = e->pend[e->hpend++];
-            run(e, &l);
-            got++;
-        }
-        if (got == 0 && ndue == 0) {
+        if (got == 0 && ndue == 0 && e->hpend == e->npend) {
             int64_t next = st_memory_next(e->st, e->types, e->ntypes), wait;
             struct timespec ts;
             if (!next) {

@@ -68,8 +68,8 @@ struct op_env {
     int (*eager)(void *ud, const xc_task *t);
     void *eager_ud;
     int64_t lease_ms;
-    char lease_seed[25]; /* lease tokens: seed:e<n> (set on first use) */
-    unsigned long lease_n;
+    char lease_tok[40]; /* the next lease token, "<seed>:e<n>" (set on first use) */
+    size_t lease_len;
     /* Cascades between executions (effects.h) wait here and are run one
      * after the other by the outermost update. Zero-initialized; private
      * to effects.c. */

@@ -112,12 +112,6 @@ static int check_write(const char *id, const st_step *steps, size_t nsteps,
 
 /* A per-item error made ready for use: not the whole buffer, which a
  * save per task would clear each time. */
-static void err_clear(weft_error *e)
-{
-    e->code = 0;
-    e->msg[0] = 0;
-}
-
 static int oom(weft_error *err)
 {
     return wu_err(err, WEFT_ENOMEM, "memory store: out of memory");
@@ -133,9 +127,14 @@ static mem_exec *exec_find(const mem *m, const char *id)
 /* The entry that stores x itself (most saves are of the stored object),
  * else the entry of x's id (NULL: none). A cache hit needs no hashing of
  * the id: while an entry holds x, no other object can have its address. */
+static mem_exec **obj_slot(mem *m, const xc_exec *x)
+{
+    return &m->by_obj[((uintptr_t)x >> 6) & 8191];
+}
+
 static mem_exec *exec_of(mem *m, const xc_exec *x)
 {
-    mem_exec **slot = &m->by_obj[((uintptr_t)x >> 6) & 8191], *ex = *slot;
+    mem_exec **slot = obj_slot(m, x), *ex = *slot;
     if (ex && ex->x == x) return ex;
     if ((ex = exec_find(m, x->id)) && ex->x == x) *slot = ex;
     return ex;
@@ -144,7 +143,7 @@ static mem_exec *exec_of(mem *m, const xc_exec *x)
 /* Whether x is a stored object itself (cached by exec_of): no lookup. */
 static int exec_known(mem *m, const xc_exec *x)
 {
-    const mem_exec *ex = m->by_obj[((uintptr_t)x >> 6) & 8191];
+    const mem_exec *ex = *obj_slot(m, x);
     return ex && ex->x == x;
 }
 
@@ -256,7 +255,7 @@ static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error 
         weft_error e;
         mem_exec *ex = NULL;
         st_step now = {ST_WAKE, NULL, NULL, wu_now_ms(), NULL, 0, NULL};
-        err_clear(&e);
+        wu_err_clear(&e);
         c[i].why[0] = 0;
         if (!c[i].x)
             c[i].rc = wu_err(&e, WEFT_EINVAL, "create: no execution");
@@ -270,6 +269,7 @@ static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error 
         }
         if (c[i].rc == 0) {
             ex->x = xc_ref(c[i].x);
+            *obj_slot(m, ex->x) = ex; /* its first save finds it without a lookup */
             ex->fence = c[i].x->fence = 1;
             if (c[i].nsteps)
                 c[i].rc = steps_apply(m, ex, c[i].steps, c[i].nsteps, &e);
@@ -310,7 +310,7 @@ static int mem_exec_load_many(st_store *s, const char *const *ids, size_t n, xc_
     size_t i;
     for (i = 0; i < n; i++) {
         weft_error e;
-        err_clear(&e);
+        wu_err_clear(&e);
         rcs[i] = mem_exec_load(s, ids[i], &out[i], NULL, &e);
     }
     (void)err;
@@ -414,7 +414,7 @@ static int mem_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *er
     size_t i;
     for (i = 0; i < n; i++) {
         weft_error e;
-        err_clear(&e);
+        wu_err_clear(&e);
         sv[i].why[0] = 0;
         sv[i].new_fence = 0;
         if ((sv[i].rc = save_one((mem *)s, &sv[i], &e)) != 0)
@@ -515,7 +515,7 @@ static int mem_exec_exists_many(st_store *s, const char *const *ids, size_t n, i
     for (i = 0; i < n; i++) {
         weft_error e;
         const mem_exec *ex;
-        err_clear(&e);
+        wu_err_clear(&e);
         ex = check_id(ids[i], &e) == 0 ? exec_find((mem *)s, ids[i]) : NULL;
         exists[i] = ex && ex->x;
     }
