@@ -25,7 +25,7 @@ local WORKFLOW = ordered { "name", "description", "version", "schemaVersion", "i
   "outputParameters", "timeoutSeconds", "timeoutPolicy", "failureWorkflow", "restartable",
   "variables", "tasks" }
 local TASK = ordered { "name", "taskReferenceName", "type", "description", "optional",
-  "inputParameters", "taskDefinition", "caseValueParam", "caseExpression", "evaluatorType",
+  "startDelay", "inputParameters", "taskDefinition", "caseValueParam", "caseExpression", "evaluatorType",
   "expression", "decisionCases", "defaultCase", "forkTasks", "joinOn", "dynamicForkTasksParam",
   "dynamicForkTasksInputParamName", "loopCondition", "maxIterations", "loopOver",
   "subWorkflowParam" }
@@ -35,7 +35,7 @@ local TASKDEF = ordered { "retryCount", "retryLogic", "retryDelaySeconds", "maxR
 local SUBWF = ordered { "name", "version", "workflowDefinition" }
 -- inputParameters: what the builder sets first, then the user's keys sorted
 local INPUT = ordered { "uri", "method", "headers", "body", "connectionTimeOut", "readTimeOut",
-  "scriptExpression", "case_value_param", "dynamicTasks", "dynamicTasksInput", "duration",
+  "scriptExpression", "case_value_param", "dynamicTasks", "dynamicTasksInput", "duration", "until",
   "terminationStatus", "terminationReason", "workflowOutput" }
 
 local Node = {}                                     -- metatable of builder results
@@ -48,7 +48,7 @@ local function set(list)
 end
 
 local COMMON = { "ref", "name", "description", "input", "optional", "retry", "timeout",
-  "response_timeout", "rate_limit", "concurrency" }
+  "response_timeout", "rate_limit", "concurrency", "start_delay" }
 local COMMON_SET = set(COMMON)
 
 local function fail(line, msg, ...)
@@ -254,6 +254,7 @@ local function common(b, spec, ty, skip_input)
   t.type = ty
   t.description = want(b, "description", spec.description, "string")
   if want(b, "optional", spec.optional, "boolean") then t.optional = true end
+  t.startDelay = seconds(b, "start_delay", spec.start_delay)
   t.inputParameters = setmetatable({}, INPUT)
   if spec.input ~= nil and not skip_input then
     if not is_table(spec.input) then
@@ -472,12 +473,23 @@ local function is_expr(v)
   return type(v) == "string" and v:find("${", 1, true) ~= nil
 end
 
-builder("wait", { "duration" }, false, function(b, spec)
+-- until is a Lua keyword: `at = ...` or `["until"] = ...` (Conductor's until)
+builder("wait", { "duration", "until", "at" }, false, function(b, spec)
   local t = common(b, spec, "WAIT")
+  local at = spec.at
+  if spec["until"] ~= nil then
+    if at ~= nil then bad(b, "a wait takes at or until, not both") end
+    at = spec["until"]
+  end
+  if spec.duration ~= nil and at ~= nil then
+    bad(b, "a wait takes duration or at (until), not both")
+  end
   if spec.duration ~= nil then
     if not is_expr(spec.duration) then millis(b, "duration", spec.duration) end
     add_input(b, t, "duration", spec.duration)
   end
+  -- the time's formats are checked where the definition is compiled (by the WAIT type)
+  if at ~= nil then add_input(b, t, "until", want(b, "at", at, "string")) end
   return node(b, t)
 end)
 

@@ -12,10 +12,13 @@
  * SET_VARIABLE merges its input into workflow.variables.
  * TERMINATE ends the workflow (terminationStatus COMPLETED or FAILED,
  * terminationReason, workflowOutput).
- * WAIT completes after inputParameters.duration, or waits for a signal.
+ * WAIT completes after inputParameters.duration ("5s", "3 days 2 hours"),
+ * at inputParameters.until (Conductor's "yyyy-MM-dd HH:mm z", "yyyy-MM-dd
+ * HH:mm", "yyyy-MM-dd"; one in the past ends at once), or on a signal.
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <weft/plugin.h>
 
 static const weft_host *H;
@@ -206,38 +209,144 @@ static int term_map(weft_ctx *ctx, json_object *def, json_object *out, weft_resu
 
 /* ---- WAIT ---- */
 
+/* Exactly n digits at *p into *v; *p moved past them. */
+static int digits(const char **p, int n, int *v)
+{
+    int i;
+    *v = 0;
+    for (i = 0; i < n; i++) {
+        if ((*p)[i] < '0' || (*p)[i] > '9') return -1;
+        *v = *v * 10 + ((*p)[i] - '0');
+    }
+    *p += n;
+    return 0;
+}
+
+/* A zone after the time: "Z", "UTC", "GMT", an offset "+04:00", "+0400",
+ * "-05", or UTC/GMT with an offset ("GMT+04:00"): its seconds east of UTC. */
+static int zone_offset(const char *p, long *off)
+{
+    int h = 0, m = 0, sign;
+    if (!strcmp(p, "Z"))
+        p += 1;
+    else if (!strncmp(p, "UTC", 3) || !strncmp(p, "GMT", 3))
+        p += 3;
+    *off = 0;
+    if (!*p) return 0;
+    if (*p != '+' && *p != '-') return -1;
+    sign = *p++ == '-' ? -1 : 1;
+    if (digits(&p, 2, &h)) return -1;
+    if (*p == ':') p++;
+    if (*p && digits(&p, 2, &m)) return -1;
+    if (*p || h > 18 || m > 59) return -1;
+    *off = sign * (h * 3600L + m * 60L);
+    return 0;
+}
+
+/* "yyyy-MM-dd", "yyyy-MM-dd HH:mm[:ss]" or that and a zone, into ms since
+ * the epoch. Without a zone it is the local time of the process (TZ), as
+ * Conductor reads it in its server's zone. */
+static int parse_until(const char *s, int64_t *ms, weft_error *err)
+{
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    const char *p = s;
+    int y, mo, d, h = 0, mi = 0, sec = 0, zoned = 0;
+    long off = 0;
+    struct tm tm;
+    time_t t;
+    if (digits(&p, 4, &y) || *p++ != '-' || digits(&p, 2, &mo) || *p++ != '-' || digits(&p, 2, &d))
+        goto bad;
+    if (*p == ' ' || *p == 'T') {
+        p++;
+        if (digits(&p, 2, &h) || *p++ != ':' || digits(&p, 2, &mi)) goto bad;
+        if (*p == ':' && (p++, digits(&p, 2, &sec))) goto bad;
+        while (*p == ' ')
+            p++;
+        if (*p) {
+            if (zone_offset(p, &off)) goto bad;
+            zoned = 1;
+        }
+    } else if (*p) {
+        goto bad;
+    }
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] ||
+        (mo == 2 && d == 29 && !(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0))) || h > 23 ||
+        mi > 59 || sec > 59)
+        goto bad;
+    memset(&tm, 0, sizeof tm);
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    tm.tm_isdst = -1;
+    t = zoned ? timegm(&tm) - off : mktime(&tm);
+    if (t == (time_t)-1) goto bad;
+    *ms = (int64_t)t * 1000;
+    return 0;
+bad:
+    return H->error(err, WEFT_EINVAL,
+                    "until: bad time '%s' (use \"yyyy-MM-dd HH:mm z\", \"yyyy-MM-dd HH:mm\" "
+                    "or \"yyyy-MM-dd\"; z is UTC, GMT, Z or an offset such as GMT+04:00)",
+                    s);
+}
+
+/* A literal (not an expression) in the definition: checked when it is loaded. */
+static int literal(json_object *v)
+{
+    return v &&
+           !(json_object_is_type(v, json_type_string) && strstr(json_object_get_string(v), "${"));
+}
+
 static int wait_validate(const weft_host *host, json_object *def, weft_error *err)
 {
-    json_object *in, *d;
+    json_object *in, *d = NULL, *u = NULL;
     int64_t ms;
-    if (json_object_object_get_ex(def, "inputParameters", &in) &&
-        json_object_object_get_ex(in, "duration", &d) &&
-        !(json_object_is_type(d, json_type_string) && strstr(json_object_get_string(d), "${")) &&
-        host->parse_duration(d, &ms, err))
-        return WEFT_EINVAL;
+    if (!json_object_object_get_ex(def, "inputParameters", &in)) return 0;
+    json_object_object_get_ex(in, "duration", &d);
+    json_object_object_get_ex(in, "until", &u);
+    if (d && u) return host->error(err, WEFT_EINVAL, "WAIT takes duration or until, not both");
+    if (literal(d) && host->parse_duration(d, &ms, err)) return WEFT_EINVAL;
+    if (literal(u) && !json_object_is_type(u, json_type_string))
+        return host->error(err, WEFT_EINVAL,
+                           "until must be a string such as \"2030-04-30 15:20 "
+                           "UTC\"");
+    if (literal(u) && parse_until(json_object_get_string(u), &ms, err)) return WEFT_EINVAL;
     return 0;
 }
 
 static int wait_execute(weft_ctx *ctx, weft_result *r)
 {
     const weft_task_view *t = H->task(ctx);
-    json_object *d;
+    json_object *d = NULL, *u = NULL;
     weft_error err = {0};
-    int64_t ms, elapsed;
-    if (!json_object_object_get_ex(t->input, "duration", &d) ||
-        json_object_is_type(d, json_type_null)) {
+    int64_t ms, left;
+    json_object_object_get_ex(t->input, "duration", &d);
+    json_object_object_get_ex(t->input, "until", &u);
+    if (json_object_is_type(d, json_type_null)) d = NULL;
+    if (json_object_is_type(u, json_type_null)) u = NULL;
+    if (!d && !u) {
         r->status = WEFT_TASK_IN_PROGRESS; /* until a signal */
         r->callback_after_ms = -1;
         return 0;
     }
-    if (H->parse_duration(d, &ms, &err)) return weft_fail(r, "duration: %s", err.msg);
-    elapsed = H->now_ms() - t->started_ms;
-    if (elapsed >= ms) {
+    if (d && u) return weft_fail(r, "WAIT takes duration or until, not both");
+    if (d) {
+        if (H->parse_duration(d, &ms, &err)) return weft_fail(r, "duration: %s", err.msg);
+        left = ms - (H->now_ms() - t->started_ms);
+    } else {
+        if (!json_object_is_type(u, json_type_string))
+            return weft_fail(r, "until must be a string (got %s)", json_object_to_json_string(u));
+        if (parse_until(json_object_get_string(u), &ms, &err)) return weft_fail(r, "%s", err.msg);
+        left = ms - H->now_ms();
+    }
+    if (left <= 0) {
         r->output = json_object_new_object();
         r->status = WEFT_TASK_COMPLETED;
     } else {
         r->status = WEFT_TASK_IN_PROGRESS;
-        r->callback_after_ms = ms - elapsed;
+        r->callback_after_ms = left;
     }
     return 0;
 }

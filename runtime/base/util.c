@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -124,34 +125,69 @@ void wu_uuid(char buf[37])
     buf[36] = 0;
 }
 
+/* A duration's units, short and spelled out (Conductor's WAIT form). */
+static const struct {
+    const char *name;
+    double ms;
+    int unit; /* which: each may come once */
+} dur_units[] = {
+    {"ms", 1, 0},           {"msec", 1, 0},       {"msecs", 1, 0},       {"millisecond", 1, 0},
+    {"milliseconds", 1, 0}, {"s", 1000, 1},       {"sec", 1000, 1},      {"secs", 1000, 1},
+    {"second", 1000, 1},    {"seconds", 1000, 1}, {"m", 60000, 2},       {"min", 60000, 2},
+    {"mins", 60000, 2},     {"minute", 60000, 2}, {"minutes", 60000, 2}, {"h", 3600000, 3},
+    {"hr", 3600000, 3},     {"hrs", 3600000, 3},  {"hour", 3600000, 3},  {"hours", 3600000, 3},
+    {"d", 86400000, 4},     {"day", 86400000, 4}, {"days", 86400000, 4},
+};
+
+/*
+ * "250ms", "5s", "1.5h", a bare number of seconds, or parts with units in
+ * any order, each unit once: "3 days 2 hours", "10m20s", "1 hr 2 mins".
+ */
 int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err)
 {
-    char *end;
-    double v, mult;
+    const char *p = s;
+    double total = 0;
+    int seen = 0, parts = 0, bare = 0;
     if (!s || !*s) return wu_err(err, WEFT_EINVAL, "empty duration");
-    errno = 0;
-    v = strtod(s, &end);
-    if (end == s || errno || !isfinite(v) || v < 0) goto bad;
-    while (*end == ' ')
-        end++;
-    if (!*end || !strcmp(end, "s"))
-        mult = 1000;
-    else if (!strcmp(end, "ms"))
-        mult = 1;
-    else if (!strcmp(end, "m"))
-        mult = 60000;
-    else if (!strcmp(end, "h"))
-        mult = 3600000;
-    else if (!strcmp(end, "d"))
-        mult = 86400000;
-    else
-        goto bad;
-    if (v * mult > 9.0e15) goto bad;
-    *ms = (int64_t)llround(v * mult);
+    for (;;) {
+        char *end;
+        double v;
+        size_t n, i;
+        while (*p == ' ')
+            p++;
+        if (!*p) break;
+        if (!isdigit((unsigned char)*p) && *p != '.') goto bad;
+        errno = 0;
+        v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || v < 0) goto bad;
+        if ((p[0] == '0' && (p[1] == 'x' || p[1] == 'X'))) goto bad; /* no hex */
+        p = end;
+        while (*p == ' ')
+            p++;
+        for (n = 0; isalpha((unsigned char)p[n]); n++)
+            ;
+        parts++;
+        if (n == 0) { /* a bare number: seconds, alone */
+            bare = 1;
+            total += v * 1000;
+            continue;
+        }
+        for (i = 0; i < sizeof dur_units / sizeof dur_units[0]; i++)
+            if (strlen(dur_units[i].name) == n && !strncasecmp(p, dur_units[i].name, n)) break;
+        if (i == sizeof dur_units / sizeof dur_units[0] || (seen & (1 << dur_units[i].unit)))
+            goto bad;
+        seen |= 1 << dur_units[i].unit;
+        total += v * dur_units[i].ms;
+        p += n;
+    }
+    if (parts == 0 || (bare && parts > 1) || total > 9.0e15) goto bad;
+    *ms = (int64_t)llround(total);
     return 0;
 bad:
     return wu_err(err, WEFT_EINVAL,
-                  "bad duration '%s' (use e.g. \"250ms\", \"5s\", \"2m\", \"1h\" or seconds)", s);
+                  "bad duration '%s' (use e.g. \"250ms\", \"5s\", \"2m\", \"1h\", \"3 days 2 "
+                  "hours\" or seconds)",
+                  s);
 }
 
 int wu_parse_duration(json_object *v, int64_t *ms, weft_error *err)

@@ -265,6 +265,8 @@ static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, j
                          int retry_count, int64_t delay, dec_out *o)
 {
     xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
+    /* startDelay holds back a first attempt; a retry waits its retry delay */
+    if (t && retry_count == 0 && t->def->start_delay_ms > delay) delay = t->def->start_delay_ms;
     if (t && !xc_task_terminal(t->status)) dispatch(e, x, t, delay, o);
     return t;
 }

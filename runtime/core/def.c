@@ -194,7 +194,8 @@ static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
     }
     if (td && json_object_object_get_ex(td, "backoffScaleFactor", &v))
         t->backoff_scale = json_object_get_double(v) > 0 ? json_object_get_double(v) : 1;
-    if ((rc = get_seconds_ms(td, "retryDelaySeconds", &t->retry_delay_ms, err)) ||
+    if ((rc = get_seconds_ms(t->json, "startDelay", &t->start_delay_ms, err)) ||
+        (rc = get_seconds_ms(td, "retryDelaySeconds", &t->retry_delay_ms, err)) ||
         (rc = get_seconds_ms(td, "maxRetryDelaySeconds", &t->max_retry_delay_ms, err)) ||
         (rc = get_seconds_ms(td, "timeoutSeconds", &t->timeout_ms, err)) ||
         (rc = get_seconds_ms(td, "responseTimeoutSeconds", &t->response_timeout_ms, err)))

@@ -50,6 +50,7 @@ struct def_task {
     int64_t retry_delay_ms, max_retry_delay_ms, jitter_ms;
     double backoff_scale;
     int64_t timeout_ms, response_timeout_ms; /* 0 = none */
+    int64_t start_delay_ms; /* startDelay: a first attempt waits this long to be claimed */
     enum def_timeout_policy timeout_policy;
     int line; /* source line (Lua definitions), 0 if unknown */
 };

@@ -240,6 +240,25 @@ static void test_common_fields(void **state)
     json_object_put(def);
 }
 
+/* start_delay on any task; a wait's at (until) and Conductor's duration words. */
+static void test_delays(void **state)
+{
+    json_object *def =
+        compile_ok(HEAD "w.simple { ref = 'a', start_delay = '1 minute 30 seconds' },\n"
+                        "w.wait { ref = 'b', at = '2030-04-30 15:20 GMT+04:00' },\n"
+                        "w.wait { ref = 'c', ['until'] = '2030-04-30' },\n"
+                        "w.wait { ref = 'd', duration = '3 days 2 hours' }" TAIL);
+    (void)state;
+    assert_string_equal(json_at(def, "tasks[0].startDelay"), "90");
+    assert_string_equal(json_at(def, "tasks[1].inputParameters"),
+                        "{\"until\":\"2030-04-30 15:20 GMT+04:00\"}");
+    assert_string_equal(json_at(def, "tasks[2].inputParameters"), "{\"until\":\"2030-04-30\"}");
+    assert_string_equal(json_at(def, "tasks[3].inputParameters"),
+                        "{\"duration\":\"3 days 2 hours\"}");
+    assert_string_equal(json_at(def, "tasks[3].startDelay"), "missing");
+    json_object_put(def);
+}
+
 static void test_builders(void **state)
 {
     json_object *def = compile_ok(
@@ -524,9 +543,9 @@ static void test_field_errors(void **state)
 static void test_duration_errors(void **state)
 {
     (void)state;
-    compile_err(HEAD "w.simple { ref = 'a', timeout = '5 minutes' }" TAIL, WEFT_EINVAL,
-                "order.lua:3: simple 'a': field 'timeout': bad duration '5 minutes' (use e.g. "
-                "\"250ms\", \"5s\", \"2m\", \"1h\" or seconds)");
+    compile_err(HEAD "w.simple { ref = 'a', timeout = '5 minutez' }" TAIL, WEFT_EINVAL,
+                "order.lua:3: simple 'a': field 'timeout': bad duration '5 minutez' (use e.g. "
+                "\"250ms\", \"5s\", \"2m\", \"1h\", \"3 days 2 hours\" or seconds)");
     compile_err(HEAD "w.simple { ref = 'a', timeout = -1 }" TAIL, WEFT_EINVAL,
                 "order.lua:3: simple 'a': field 'timeout': bad duration -1.0 (must be >= 0 "
                 "seconds)");
@@ -535,10 +554,18 @@ static void test_duration_errors(void **state)
                 "\"5s\" or a number of seconds)");
     compile_err(HEAD "w.wait { ref = 'a', duration = 'soon' }" TAIL, WEFT_EINVAL,
                 "order.lua:3: wait 'a': field 'duration': bad duration 'soon' (use e.g. "
-                "\"250ms\", \"5s\", \"2m\", \"1h\" or seconds)");
+                "\"250ms\", \"5s\", \"2m\", \"1h\", \"3 days 2 hours\" or seconds)");
     compile_err(HEAD "w.http { ref = 'a', uri = 'x', read_timeout = '1y' }" TAIL, WEFT_EINVAL,
                 "order.lua:3: http 'a': field 'read_timeout': bad duration '1y' (use e.g. "
-                "\"250ms\", \"5s\", \"2m\", \"1h\" or seconds)");
+                "\"250ms\", \"5s\", \"2m\", \"1h\", \"3 days 2 hours\" or seconds)");
+    compile_err(HEAD "w.wait { ref = 'a', duration = '1s', at = '2030-01-01' }" TAIL, WEFT_EINVAL,
+                "order.lua:3: wait 'a': a wait takes duration or at (until), not both");
+    compile_err(HEAD "w.wait { ref = 'a', at = '2030-01-01', ['until'] = '2030-01-01' }" TAIL,
+                WEFT_EINVAL, "order.lua:3: wait 'a': a wait takes at or until, not both");
+    compile_err(HEAD "w.lambda { ref = 'a', script = 'return 1', start_delay = 'later' }" TAIL,
+                WEFT_EINVAL,
+                "order.lua:3: lambda 'a': field 'start_delay': bad duration 'later' (use e.g. "
+                "\"250ms\", \"5s\", \"2m\", \"1h\", \"3 days 2 hours\" or seconds)");
     compile_err(HEAD "w.simple { ref = 'a', retry = { count = 1, cont = 2 } }" TAIL, WEFT_EINVAL,
                 "order.lua:3: simple 'a': unknown field 'retry.cont'");
     compile_err(HEAD "w.simple { ref = 'a', retry = { delay = '1s' } }" TAIL, WEFT_EINVAL,
@@ -766,6 +793,7 @@ int main(void)
         cmocka_unit_test_teardown(test_lines_through_helpers, teardown_lines),
         cmocka_unit_test(test_field_errors),
         cmocka_unit_test(test_duration_errors),
+        cmocka_unit_test(test_delays),
         cmocka_unit_test(test_script_compile_errors),
         cmocka_unit_test(test_ref_errors),
         cmocka_unit_test(test_workflow_errors),

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/engine.h"
@@ -459,6 +460,85 @@ static void test_wait_duration(void **state)
     assert_true(t->ended_ms - t->started_ms >= 30);
 }
 
+/* Conductor's WAIT forms: a duration in words; an until in the past ends
+ * at once; an until ahead (UTC, then local time) ends then. */
+static void test_wait_conductor_forms(void **state)
+{
+    char def[1024], utc[64], local[64];
+    time_t at = time(NULL) + 2;
+    int64_t at_ms = (int64_t)at * 1000;
+    struct tm tm;
+    xc_exec *x;
+    xc_task *t;
+    x = run("{'name':'nap','tasks':[{'name':'w','taskReferenceName':'nap','type':'WAIT',"
+            "'inputParameters':{'duration':'0 minutes 0.03 seconds'}}]}",
+            NULL, WEFT_WF_COMPLETED);
+    t = task(x, "nap");
+    assert_true(t->ended_ms - t->started_ms >= 30);
+    x = run("{'name':'past','tasks':[{'name':'w','taskReferenceName':'past','type':'WAIT',"
+            "'inputParameters':{'until':'2020-01-01 00:00 UTC'}}]}",
+            NULL, WEFT_WF_COMPLETED);
+    t = task(x, "past");
+    assert_true(t->ended_ms - t->started_ms < 1000);
+    gmtime_r(&at, &tm);
+    strftime(utc, sizeof utc, "%Y-%m-%d %H:%M:%S GMT+00:00", &tm);
+    at += 1;
+    localtime_r(&at, &tm);
+    strftime(local, sizeof local, "%Y-%m-%d %H:%M:%S", &tm);
+    snprintf(def, sizeof def,
+             "{'name':'until','tasks':[{'name':'w','taskReferenceName':'u1','type':'WAIT',"
+             "'inputParameters':{'until':'%s'}},{'name':'w','taskReferenceName':'u2',"
+             "'type':'WAIT','inputParameters':{'until':'%s'}}]}",
+             utc, local);
+    x = run(def, NULL, WEFT_WF_COMPLETED);
+    t = task(x, "u1");
+    if (t->ended_ms < at_ms || t->ended_ms > at_ms + 500)
+        fail_msg("u1 (%s) ended %lld ms from its time", utc, (long long)(t->ended_ms - at_ms));
+    t = task(x, "u2");
+    if (t->ended_ms < at_ms + 1000 || t->ended_ms > at_ms + 1500)
+        fail_msg("u2 (%s) ended %lld ms from its time", local,
+                 (long long)(t->ended_ms - at_ms - 1000));
+}
+
+/* A bad until fails the definition, naming the ref and the field. */
+static void test_wait_until_bad(void **state)
+{
+    static const char *const bad[] = {"tomorrow",         "2030-02-30",
+                                      "2030-01-01 25:00", "2030-01-01 10:00 PST",
+                                      "2030-1-1",         "2030-01-01 10:00 +25"};
+    size_t i;
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char def[512];
+        def_workflow *d = NULL;
+        weft_error err = {0};
+        snprintf(def, sizeof def,
+                 "{'name':'u','tasks':[{'name':'w','taskReferenceName':'hold','type':'WAIT',"
+                 "'inputParameters':{'until':'%s'}}]}",
+                 bad[i]);
+        assert_int_equal(eng_load_json(F.e, J(def), "u.json", &d, &err), WEFT_EINVAL);
+        assert_has(err.msg, "hold");
+        assert_has(err.msg, "until");
+        assert_has(err.msg, bad[i]);
+    }
+}
+
+/* startDelay holds a task back that long from its scheduling, the first
+ * attempt (not its retries' delays). */
+static void test_start_delay(void **state)
+{
+    xc_exec *x =
+        run("{'name':'sd','tasks':[" LAMBDA(
+                "a", "return 1", "") ",{'name':'b',"
+                                     "'taskReferenceName':'b','type':'LAMBDA','startDelay':0.3,"
+                                     "'inputParameters':{'scriptExpression':'return 2'}}]}",
+            NULL, WEFT_WF_COMPLETED);
+    xc_task *a = task(x, "a"), *b = task(x, "b");
+    if (b->started_ms - a->ended_ms < 300)
+        fail_msg("b started %lld ms after a ended, want >= 300",
+                 (long long)(b->started_ms - a->ended_ms));
+    assert_true(b->started_ms - b->scheduled_ms >= 300);
+}
+
 static struct {
     const xc_exec *x[8];
     int n;
@@ -876,6 +956,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sub_workflow, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sub_workflow_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_for_signal, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_conductor_forms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_until_bad, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_start_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_masks_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_duration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workflow_timeout, setup, teardown),

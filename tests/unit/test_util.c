@@ -41,6 +41,19 @@ static void test_duration_good(void **state)
     assert_duration("10", 10000);
     assert_duration("0", 0);
     assert_duration("5 s", 5000);
+    /* Conductor's WAIT form: x days y hours z minutes aa seconds, any of the
+     * units spelled out or short, parts with or without spaces */
+    assert_duration("2 seconds", 2000);
+    assert_duration("1 second", 1000);
+    assert_duration("1 minute", 60000);
+    assert_duration("3 days 2 hours", 3 * 86400000LL + 2 * 3600000LL);
+    assert_duration("10m20s", 620000);
+    assert_duration("1h 30m", 5400000);
+    assert_duration("1 hr 2 mins 3 secs", 3723000);
+    assert_duration("2 hrs", 7200000);
+    assert_duration("1d 1h 1m 1s 1ms", 90061001);
+    assert_duration("1.5 hours", 5400000);
+    assert_duration("  4 Seconds ", 4000);
 
     v = json_object_new_int(3);
     assert_int_equal(wu_parse_duration(v, &ms, &err), 0);
@@ -76,7 +89,15 @@ static void test_duration_bad(void **state)
     assert_bad_duration("");
     assert_bad_duration("abc");
     assert_bad_duration("5x");
-    assert_bad_duration("5 seconds");
+    assert_bad_duration("5 secondz");
+    assert_bad_duration("5 10s"); /* a bare number only stands alone */
+    assert_bad_duration("10s 5");
+    assert_bad_duration("1h 1h"); /* each unit once */
+    assert_bad_duration("1h,");
+    assert_bad_duration("1h -5m");
+    assert_bad_duration("s 5");
+    assert_bad_duration("0x10s");
+    assert_bad_duration("9999999 days 9999999 days");
     assert_bad_duration("-1s");
     assert_bad_duration("1e400");
     assert_bad_duration("nan");
