@@ -1,5 +1,6 @@
 #include "base/util.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
