@@ -101,10 +101,15 @@ static int registered_def(tls *t, const char *name, long version, json_object **
     return rc;
 }
 
+/* What a start request says besides the definition and the input. */
+typedef struct start_opts {
+    const char *corr, *idem;
+    int priority;
+} start_opts;
+
 /* Start a workflow of def (borrowed; its SIMPLE tasks may gain taskDefinitions). */
 static int start_def(ap_server *s, tls *t, json_object *defj, const char *source,
-                     json_object *input, const char *corr, const char *idem, char id[64],
-                     weft_error *err)
+                     json_object *input, const start_opts *o, char id[64], weft_error *err)
 {
     def_workflow *def = NULL;
     op_start_args a = {0};
@@ -117,8 +122,9 @@ static int start_def(ap_server *s, tls *t, json_object *defj, const char *source
         return rc;
     a.def = def;
     a.input = input;
-    a.correlation_id = corr;
-    a.idempotency_key = idem;
+    a.correlation_id = o->corr;
+    a.idempotency_key = o->idem;
+    a.priority = o->priority;
     t->op.client = 1;
     rc = op_start(&t->op, &a, id, err);
     def_unref(def);
@@ -129,12 +135,11 @@ static int start_def(ap_server *s, tls *t, json_object *defj, const char *source
 /* ---- handlers: workflows ---- */
 
 static mhd_result start_reply(ctx *c, json_object *defj, const char *source, json_object *input,
-                              const char *corr, const char *idem)
+                              const start_opts *o)
 {
     weft_error err = {0};
     char id[64];
-    if (start_def(c->s, c->t, defj, source, input, corr, idem, id, &err))
-        return ap_send_werr(c, &err);
+    if (start_def(c->s, c->t, defj, source, input, o, id, &err)) return ap_send_werr(c, &err);
     return ap_send_text(c, 200, id);
 }
 
@@ -143,7 +148,8 @@ mhd_result ap_h_start(ctx *c)
 {
     weft_error err = {0};
     json_object *body, *input, *v, *defj = NULL;
-    const char *name, *corr, *idem, *source = "workflowDef";
+    const char *name, *source = "workflowDef";
+    start_opts o = {0};
     long version = 0;
     mhd_result r;
     if (ap_body_json(c, 0, &body)) return c->res;
@@ -152,9 +158,18 @@ mhd_result ap_h_start(ctx *c)
         return ap_send_error(c, 400, "expected a StartWorkflowRequest object");
     }
     if (ap_member_str(c, body, "name", &name) || ap_member_obj(c, body, "input", &input) ||
-        ap_member_str(c, body, "correlationId", &corr) ||
-        ap_member_str(c, body, "idempotencyKey", &idem))
+        ap_member_str(c, body, "correlationId", &o.corr) ||
+        ap_member_str(c, body, "idempotencyKey", &o.idem))
         goto out;
+    if (json_object_object_get_ex(body, "priority", &v) && v) {
+        if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+            json_object_get_int64(v) > 99) {
+            ap_send_error(c, 400, "priority must be a whole number from 0 to 99 (got %s)",
+                          json_object_to_json_string(v));
+            goto out;
+        }
+        o.priority = json_object_get_int(v);
+    }
     if (json_object_object_get_ex(body, "version", &v) && v) {
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
             json_object_get_int64(v) > 0x7fffffff) {
@@ -188,7 +203,7 @@ mhd_result ap_h_start(ctx *c)
     } else {
         source = name;
     }
-    start_reply(c, defj, source, input, corr, idem);
+    start_reply(c, defj, source, input, &o);
 out:
     r = c->res;
     json_object_put(defj);
@@ -202,10 +217,14 @@ mhd_result ap_h_start_name(ctx *c)
     weft_error err = {0};
     json_object *input, *defj = NULL;
     const char *name = c->q->seg[2];
-    long version;
+    long version, priority;
+    start_opts o = {0};
     mhd_result r;
-    if (ap_query_long(c, "version", 0, 0, 0x7fffffff, &version) || ap_body_json(c, 1, &input))
+    if (ap_query_long(c, "version", 0, 0, 0x7fffffff, &version) ||
+        ap_query_long(c, "priority", 0, 0, 99, &priority) || ap_body_json(c, 1, &input))
         return c->res;
+    o.corr = ap_query(c, "correlationId");
+    o.priority = (int)priority;
     if (input && !json_object_is_type(input, json_type_object)) {
         json_object_put(input);
         return ap_send_error(c, 400, "workflow input must be a JSON object");
@@ -213,7 +232,7 @@ mhd_result ap_h_start_name(ctx *c)
     if (registered_def(c->t, name, version, &defj, &err))
         r = ap_send_werr(c, &err);
     else
-        r = start_reply(c, defj, name, input, ap_query(c, "correlationId"), NULL);
+        r = start_reply(c, defj, name, input, &o);
     json_object_put(defj);
     json_object_put(input);
     return r;

@@ -29,6 +29,7 @@ enum {
     CLI_O_REASON = 1u << 10,
     CLI_O_STATUS = 1u << 11,
     CLI_O_QUIET = 1u << 12,
+    CLI_O_PRIORITY = 1u << 13,
 };
 
 /* What every command on workflows in Redis takes: where they are. */
@@ -52,6 +53,7 @@ typedef struct cli {
     const char *reason;
     const char *status;
     int quiet;
+    const char *priority;
     int help;      /* --help / -h was given */
     unsigned seen; /* CLI_O_* bits of the options given */
 } cli;
@@ -83,6 +85,8 @@ int cli_fail(const weft_error *err);
 /* --input JSON|@file (NULL = {}): a JSON object (caller owns), or an error
  * printed (exit code returned). */
 int read_input(const char *arg, json_object **out);
+/* --priority into *out (0 when not given): 0, or EXIT_USAGE said on stderr. */
+int cli_priority(const cli *c, int *out);
 /* 1 if s names a definition file (.lua or .json), existing or not. */
 int cli_is_file(const char *s);
 void cli_sleep_ms(long ms);

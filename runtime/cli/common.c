@@ -37,6 +37,8 @@ static const struct cli_opt {
     {"reason", "R", offsetof(cli, reason), "why (kept with the workflow or task)"},
     {"status", "COMPLETED|FAILED", offsetof(cli, status), "how the task ends (default COMPLETED)"},
     {"quiet", NULL, 0, "no task transitions on stderr (also -q)"},
+    {"priority", "0-99", offsetof(cli, priority),
+     "its tasks are claimed before those of lower priorities (default 0)"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -55,6 +57,20 @@ int cli_fail(const weft_error *err)
 {
     fprintf(stderr, "weft: %s\n", err->msg);
     return err->code == WEFT_ESTATE ? EXIT_WF_FAILED : EXIT_USAGE;
+}
+
+int cli_priority(const cli *c, int *out)
+{
+    char *end;
+    long v;
+    *out = 0;
+    if (!c->priority) return 0;
+    v = strtol(c->priority, &end, 10);
+    if (end == c->priority || *end || v < 0 || v > 99)
+        return die(EXIT_USAGE, "--priority must be a whole number from 0 to 99, not '%s'",
+                   c->priority);
+    *out = (int)v;
+    return 0;
 }
 
 int read_input(const char *arg, json_object **out)

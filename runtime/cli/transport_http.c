@@ -239,6 +239,14 @@ static int h_start(cli_tp *t, const char *what, json_object *input, char **id)
         json_object_object_add(req, "correlationId", json_object_new_string(c->correlation_id));
     if (c->idempotency_key)
         json_object_object_add(req, "idempotencyKey", json_object_new_string(c->idempotency_key));
+    if (c->priority) {
+        int p;
+        if ((rc = cli_priority(c, &p))) {
+            json_object_put(req);
+            return rc;
+        }
+        json_object_object_add(req, "priority", json_object_new_int(p));
+    }
     rc = api_simple(t->impl, "POST", "/api/workflow",
                     json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN), &out);
     if (rc == EXIT_OK) *id = strdup(out.data ? out.data : "");

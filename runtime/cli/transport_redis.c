@@ -64,6 +64,10 @@ static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
     a.input = input;
     a.correlation_id = t->c->correlation_id;
     a.idempotency_key = t->c->idempotency_key;
+    if ((rc = cli_priority(t->c, &a.priority))) {
+        def_unref(def);
+        return rc;
+    }
     rc = op_start(&k->op, &a, buf, &err);
     def_unref(def);
     if (rc) return cli_fail(&err);

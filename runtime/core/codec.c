@@ -220,6 +220,7 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     w_str(&w, "parentWorkflowId", x->parent_id);
     w_str(&w, "parentWorkflowTaskId", x->parent_task_id);
     w_int(&w, "depth", x->depth);
+    w_int(&w, "priority", x->priority);
     w_str(&w, "failedTaskId", x->failed_task_id);
     w_int(&w, "createTime", x->created_ms);
     w_int(&w, "updateTime", x->updated_ms);
@@ -448,6 +449,8 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     x->parent_id = dup_or_null(get_str(doc, "parentWorkflowId"));
     x->parent_task_id = dup_or_null(get_str(doc, "parentWorkflowTaskId"));
     x->depth = (int)get_int(doc, "depth");
+    x->priority = (int)get_int(doc, "priority");
+    if (x->priority < 0 || x->priority > 99) x->priority = 0;
     x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
     x->created_ms = get_int(doc, "createTime");
     x->updated_ms = get_int(doc, "updateTime");

@@ -158,6 +158,38 @@ static int get_seconds_ms(json_object *o, const char *key, int64_t *ms, weft_err
     return 0;
 }
 
+/* A whole number >= 0 at key of o (absent: 0). */
+static int get_count(json_object *o, const char *key, int *out, weft_error *err)
+{
+    json_object *v;
+    if (!o || !json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
+        return 0;
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+        json_object_get_int64(v) > 1000000000)
+        return wu_err(err, WEFT_EINVAL, "%s must be a whole number from 0 to 1000000000 (got %s)",
+                      key, json_object_to_json_string(v));
+    *out = json_object_get_int(v);
+    return 0;
+}
+
+/* rateLimitPerFrequency per rateLimitFrequencyInSeconds (default 1 s; 0
+ * starts: no limit) and concurrentExecLimit (0: none), as in Conductor. */
+static int read_qlimit(json_object *td, def_qlimit *q, weft_error *err)
+{
+    int rc;
+    q->rate_per_ms = 1000;
+    if ((rc = get_count(td, "rateLimitPerFrequency", &q->rate_count, err)) ||
+        (rc = get_count(td, "concurrentExecLimit", &q->concurrency, err)) ||
+        (rc = get_seconds_ms(td, "rateLimitFrequencyInSeconds", &q->rate_per_ms, err)))
+        return rc;
+    if (q->rate_count > 0 && q->rate_per_ms < 1)
+        return wu_err(err, WEFT_EINVAL,
+                      "rateLimitFrequencyInSeconds must be at least 1 ms when "
+                      "rateLimitPerFrequency is set");
+    if (q->rate_count == 0) q->rate_per_ms = 0;
+    return 0;
+}
+
 static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
 {
     json_object *td = NULL, *v;
@@ -200,6 +232,7 @@ static int read_policy(const def_limits *lim, def_task *t, weft_error *err)
         (rc = get_seconds_ms(td, "timeoutSeconds", &t->timeout_ms, err)) ||
         (rc = get_seconds_ms(td, "responseTimeoutSeconds", &t->response_timeout_ms, err)))
         return rc;
+    if ((rc = read_qlimit(td, &t->limit, err))) return rc;
     if (td && json_object_object_get_ex(td, "backoffJitterMs", &v))
         t->jitter_ms = json_object_get_int64(v) > 0 ? json_object_get_int64(v) : 0;
     if (td && json_object_object_get_ex(td, "timeoutPolicy", &v)) {

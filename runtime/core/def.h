@@ -31,6 +31,18 @@ enum def_retry_logic { DEF_RETRY_FIXED, DEF_RETRY_LINEAR, DEF_RETRY_EXPONENTIAL 
 /* What a task timeout does (Conductor's timeoutPolicy; TIME_OUT_WF is the default). */
 enum def_timeout_policy { DEF_TIMEOUT_WF, DEF_TIMEOUT_RETRY, DEF_TIMEOUT_ALERT_ONLY };
 
+/* A task definition's queue limits (Conductor's rateLimitPerFrequency and
+ * rateLimitFrequencyInSeconds, concurrentExecLimit), counted under the
+ * task's name in its queue. */
+typedef struct def_qlimit {
+    int rate_count;      /* starts per window; 0 = no rate limit */
+    int64_t rate_per_ms; /* the window */
+    int concurrency;     /* leased at once; 0 = no limit */
+} def_qlimit;
+
+/* Whether d has queue limits. */
+#define def_limited(d) ((d)->limit.rate_count > 0 || (d)->limit.concurrency > 0)
+
 struct def_task {
     json_object *json; /* the WorkflowTask (its userdata points back here) */
     const char *ref;
@@ -51,6 +63,7 @@ struct def_task {
     double backoff_scale;
     int64_t timeout_ms, response_timeout_ms; /* 0 = none */
     int64_t start_delay_ms; /* startDelay: a first attempt waits this long to be claimed */
+    def_qlimit limit;       /* zeros: none */
     enum def_timeout_policy timeout_policy;
     int line; /* source line (Lua definitions), 0 if unknown */
 };

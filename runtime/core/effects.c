@@ -123,7 +123,13 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
             st.type = a->task->def->queue;
             st.task_id = a->task->id;
             st.at = a->at;
-            if (got && take_eager(env, a, now, room, got[ng].lease)) {
+            st.priority = x->priority;
+            if (def_limited(a->task->def)) {
+                st.limit_name = a->task->def->name;
+                st.limit = &a->task->def->limit;
+            }
+            /* a task with queue controls waits its turn in the queue */
+            if (got && !st.priority && !st.limit && take_eager(env, a, now, room, got[ng].lease)) {
                 copy_str(got[ng].workflow_id, sizeof got[ng].workflow_id, x->id);
                 copy_str(got[ng].task_id, sizeof got[ng].task_id, a->task->id);
                 copy_str(got[ng].type, sizeof got[ng].type, st.type);
@@ -181,6 +187,7 @@ struct op_later {
     json_object *data;       /* PARENT: the task's output; FAILURE: the workflow's input */
     char *text;              /* PARENT: the reason (NULL when completed); FAILURE: the name */
     int depth;               /* FAILURE: the failed one's depth */
+    int priority;            /* FAILURE: the failed one's priority */
 };
 
 static void later_clear(struct op_later *l)
@@ -267,6 +274,7 @@ static void start_failure(op_env *env, struct op_later *l)
     a.input = l->data;
     a.idempotency_key = key;
     a.depth = l->depth + 1;
+    a.priority = l->priority;
     if (op_start(env, &a, id, &err))
         warn(env, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
     else if (env->hooks && env->hooks->started)
@@ -353,6 +361,7 @@ void fx_after(op_env *env, xc_exec *x, const dec_out *o)
             l.text = dup_or_null(json_object_get_string(x->def->failure_workflow));
             l.data = xc_failure_input(x);
             l.depth = x->depth;
+            l.priority = x->priority;
             if (l.id && l.text)
                 later_push(env, &l);
             else

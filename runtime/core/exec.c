@@ -298,6 +298,7 @@ json_object *xc_to_json(const xc_exec *x)
     json_object_object_add(o, "version", json_object_new_int(x->def->version));
     add_str(o, "status", weft_wf_status_name(x->status));
     add_str(o, "correlationId", x->correlation_id);
+    json_object_object_add(o, "priority", json_object_new_int(x->priority));
     add_str(o, "reasonForIncompletion", x->reason);
     add_str(o, "failedTaskId", x->failed_task_id);
     add_str(o, "parentWorkflowId", x->parent_id);

@@ -56,7 +56,8 @@ typedef struct xc_exec {
     char *reason;
     char *correlation_id;
     char *parent_id, *parent_task_id;
-    int depth; /* sub-workflow nesting: 0 for a root, parent's + 1 */
+    int depth;    /* sub-workflow nesting: 0 for a root, parent's + 1 */
+    int priority; /* 0..99: its due tasks are claimed before those of lower ones */
     char *failed_task_id;
     char *input_ref, *output_ref; /* large input/output kept outside (payload.h) */
     int64_t created_ms, updated_ms, ended_ms;

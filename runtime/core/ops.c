@@ -474,6 +474,7 @@ static void start_fill(const op_start_args *a, xc_exec *x)
         x->parent_task_id = a->parent_task_id ? strdup(a->parent_task_id) : NULL;
     }
     x->depth = a->depth;
+    x->priority = a->priority;
 }
 
 /*
@@ -510,6 +511,9 @@ static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 {
     if (a->input && !json_object_is_type(a->input, json_type_object))
         return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
+    if (a->priority < 0 || a->priority > 99)
+        return wu_err(err, WEFT_EINVAL, "priority must be a whole number from 0 to 99 (got %d)",
+                      a->priority);
     return xc_new(a->def, a->input, a->id, x, err);
 }
 

@@ -145,6 +145,7 @@ typedef struct op_start_args {
     int depth;                              /* sub-workflows and failure workflows: the
                                              * depth of the one that started it + 1 */
     const char *id;                         /* NULL = a fresh UUID */
+    int priority; /* 0..99 (Conductor's): its due tasks are claimed before lower ones' */
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.

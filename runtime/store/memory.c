@@ -224,7 +224,7 @@ static int step_apply(mem *m, mem_exec *ex, const st_step *s)
     case ST_PUSH:
         if (s->lease && m->unrecorded_eager) return 0;
         return mq_push(m->queues, s->type, ex->id, s->task_id, &ex->x, s->task, s->at, s->lease,
-                       s->lease_until);
+                       s->lease_until, s);
     case ST_UNQUEUE:
         mq_unqueue(m->queues, s->type, ex->id, s->task_id);
         return 0;
@@ -254,7 +254,7 @@ static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error 
     for (i = 0; i < n; i++) {
         weft_error e;
         mem_exec *ex = NULL;
-        st_step now = {ST_WAKE, NULL, NULL, wu_now_ms(), NULL, 0, NULL};
+        st_step now = {.kind = ST_WAKE, .at = wu_now_ms()};
         wu_err_clear(&e);
         c[i].why[0] = 0;
         if (!c[i].x)

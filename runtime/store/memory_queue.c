@@ -9,6 +9,24 @@
 
 struct mq_queue;
 
+/* 2^42 ms (past the year 2100): one priority's band of due scores, as
+ * queue_lib.lua's SPAN. */
+#define MQ_SPAN 4398046511104LL
+
+/* A name's limits in one queue (queue_lib.lua's lim and park:<name>): the
+ * slots its members hold, its rate window, its members waiting. */
+typedef struct mq_bucket {
+    char *name;
+    int held;        /* slots held (leased members with a concurrency limit) */
+    int64_t ws;      /* the rate window's start (-1: none yet) */
+    int wn;          /* claims in it */
+    int64_t wake_at; /* while members wait on the rate: the window's end (0: none) */
+    int wake_n;      /* and how many the window lets through */
+    int64_t wake_w;  /* its length */
+    mq_order park;   /* waiting members, by due score */
+    long long nparked;
+} mq_bucket;
+
 /* A queue member "<wf>|<task>": ready, leased (both at once, as redis
  * allows), or only remembered for its reap count. */
 typedef struct mq_member {
@@ -22,6 +40,15 @@ typedef struct mq_member {
     uint32_t hash;
     uint32_t slot; /* its place in the pool: leases name it (token_make) */
     int reaps;
+    /* queue controls (mq_push): priority; the bucket its limits count in */
+    int prio;
+    mq_bucket *b;
+    def_qlimit lim;
+    int64_t vis_at;      /* when it became visible (its due score's time) */
+    unsigned ctl : 1;    /* it has controls */
+    unsigned holds : 1;  /* leased, holding one of b's slots */
+    unsigned in_due : 1; /* ready_seq is its item in due (else in ready, or parked) */
+    unsigned parked : 1; /* ready_seq is its item in b's park */
     char lease[40];
     char wf[MQ_ID_MAX], task[MQ_ID_MAX];
 } mq_member;
@@ -34,7 +61,10 @@ typedef struct mq_queue {
     mq_member **buckets;
     size_t nbuckets, nmembers; /* nbuckets: a power of 2 */
     mq_order ready, leases;
-    long long nready, nleased;
+    mq_order due; /* visible members while controls are around: by due score */
+    long long nready, nleased, ndue;
+    long long nctl; /* members with controls */
+    wu_vec limits;  /* mq_bucket *, by name (few) */
 } mq_queue;
 
 struct mq {
@@ -202,6 +232,7 @@ static mq_queue *queue_of(mq *w, const char *type, int create)
     if (!(q = calloc(1, sizeof *q))) return NULL;
     snprintf(q->type, sizeof q->type, "%s", type);
     q->ready.seq_off = offsetof(mq_member, ready_seq);
+    q->due.seq_off = offsetof(mq_member, ready_seq);
     q->leases.seq_off = offsetof(mq_member, lease_seq);
     if (!(q->buckets = calloc(64, sizeof *q->buckets)) || wu_vec_push(&w->all_queues, q)) {
         free(q->buckets);
@@ -291,6 +322,9 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
     p->tidx = 0;
     p->hash = h;
     p->reaps = 0;
+    p->prio = 0;
+    p->b = NULL;
+    p->ctl = p->holds = p->in_due = p->parked = 0;
     p->lease[0] = 0;
     copy_cut(p->wf, sizeof p->wf, wf);
     copy_cut(p->task, sizeof p->task, task);
@@ -305,11 +339,28 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
 static void member_release(mq *w, mq_member *p)
 {
     if (p->ready_seq || p->lease_seq || p->reaps) return;
+    if (p->ctl) {
+        p->ctl = 0;
+        p->q->nctl--;
+    }
     *p->pprev = p->next;
     if (p->next) p->next->pprev = p->pprev;
     p->q->nmembers--;
     p->next = w->pool;
     w->pool = p;
+}
+
+/* p is no longer in due or a park (its ready item moves elsewhere). */
+static void member_unplace(mq_member *p)
+{
+    if (p->in_due) {
+        p->in_due = 0;
+        p->q->ndue--;
+    }
+    if (p->parked) {
+        p->parked = 0;
+        p->b->nparked--;
+    }
 }
 
 /* Queue p as ready at `at` (lease 0) or leased until `at` (lease 1), in
@@ -318,8 +369,25 @@ static int member_put(mq *w, mq_member *p, int lease, int64_t at)
 {
     uint64_t *seq = lease ? &p->lease_seq : &p->ready_seq;
     if (!*seq) (*(lease ? &p->q->nleased : &p->q->nready))++;
+    if (!lease) member_unplace(p);
     *seq = ++w->seq;
     return mq_order_push(lease ? &p->q->leases : &p->q->ready, at, *seq, p);
+}
+
+/* A ready p into due at score (or into its bucket's park: park 1). */
+static int member_place(mq *w, mq_member *p, int park, int64_t score)
+{
+    if (!p->ready_seq) p->q->nready++;
+    member_unplace(p);
+    p->ready_seq = ++w->seq;
+    if (park) {
+        p->parked = 1;
+        p->b->nparked++;
+        return mq_order_push(&p->b->park, score, p->ready_seq, p);
+    }
+    p->in_due = 1;
+    p->q->ndue++;
+    return mq_order_push(&p->q->due, score, p->ready_seq, p);
 }
 
 /* Take p off its ready set (lease 0) or its leases (lease 1). */
@@ -330,7 +398,50 @@ static void member_take(mq_member *p, int lease)
         *seq = 0;
         (*(lease ? &p->q->nleased : &p->q->nready))--;
     }
-    if (lease) p->lease[0] = 0;
+    if (lease)
+        p->lease[0] = 0;
+    else
+        member_unplace(p);
+}
+
+/* ---- limits (queue_lib.lua's, kept as objects) ---- */
+
+static mq_bucket *bucket_get(mq_queue *q, const char *name)
+{
+    mq_bucket *b;
+    size_t i;
+    for (i = 0; i < q->limits.len; i++)
+        if (!strcmp(((mq_bucket *)q->limits.items[i])->name, name)) return q->limits.items[i];
+    if (!(b = calloc(1, sizeof *b)) || !(b->name = strdup(name)) || wu_vec_push(&q->limits, b)) {
+        if (b) free(b->name);
+        free(b);
+        return NULL;
+    }
+    b->ws = -1;
+    b->park.seq_off = offsetof(mq_member, ready_seq);
+    return b;
+}
+
+/* Up to n members waiting on b back to due. */
+static int bucket_unpark(mq *w, mq_bucket *b, int n)
+{
+    mq_item *it;
+    while (n-- > 0 && (it = mq_order_peek(&b->park))) {
+        mq_member *p = it->obj;
+        int64_t score = it->at;
+        mq_order_pop(&b->park, it);
+        if (member_place(w, p, 0, score)) return WEFT_ENOMEM;
+    }
+    return 0;
+}
+
+/* Give back the slot p holds (once) and bring b's first waiting member back. */
+static int member_free_slot(mq *w, mq_member *p)
+{
+    if (!p->holds) return 0;
+    p->holds = 0;
+    p->b->held--;
+    return bucket_unpark(w, p->b, 1);
 }
 
 /* A fresh token for p: "m", p's pool slot and a counter, in hex
@@ -381,11 +492,96 @@ static xc_task *member_task(const mq_member *p)
     return t;
 }
 
+/* Lease p (taken off ready, due or park) into c. */
+static int lease_to(mq *w, mq_member *p, int64_t now, int64_t lease_ms, st_lease *c,
+                    const mq_queue *q)
+{
+    member_take(p, 0);
+    token_make(w, p);
+    if (member_put(w, p, 1, now + lease_ms)) return WEFT_ENOMEM;
+    copy_cut(c->workflow_id, sizeof c->workflow_id, p->wf);
+    copy_cut(c->task_id, sizeof c->task_id, p->task);
+    memcpy(c->lease, p->lease, sizeof c->lease);
+    copy_cut(c->type, sizeof c->type, q->type);
+    c->never_reaped = 0;
+    c->controlled = p->ctl;
+    c->x = p->xslot ? *p->xslot : NULL;
+    c->t = member_task(p);
+    return 0;
+}
+
+/* Whether p may start now within its limits (claim.lua's checks): 1, and
+ * counted; 0 when it must wait (the bucket's wake set for a rate). */
+static int within_limits(mq_member *p, int64_t now)
+{
+    mq_bucket *b = p->b;
+    if (!b) return 1;
+    if (p->lim.concurrency > 0 && b->held >= p->lim.concurrency) return 0;
+    if (p->lim.rate_count > 0) {
+        int64_t ws = now - now % p->lim.rate_per_ms;
+        if (b->ws != ws) {
+            b->ws = ws;
+            b->wn = 0;
+        }
+        if (b->wn >= p->lim.rate_count) {
+            b->wake_n = p->lim.rate_count;
+            b->wake_w = p->lim.rate_per_ms;
+            if (!b->wake_at) b->wake_at = ws + p->lim.rate_per_ms;
+            return 0;
+        }
+        b->wn++;
+    }
+    if (p->lim.concurrency > 0) {
+        b->held++;
+        p->holds = 1;
+    }
+    return 1;
+}
+
+/* claim.lua with controls around: rate windows that ended let their
+ * members back, visible members go to due by priority, and due members
+ * are leased in order within their limits (the rest wait in parks). */
+static int queue_claim_controlled(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int max,
+                                  st_lease *out)
+{
+    int n = 0, looked = 0;
+    size_t i;
+    mq_item *it;
+    for (i = 0; i < q->limits.len; i++) {
+        mq_bucket *b = q->limits.items[i];
+        if (!b->wake_at || b->wake_at > now) continue;
+        if (bucket_unpark(w, b, b->wake_n)) return WEFT_ENOMEM;
+        b->wake_at = b->nparked ? now - now % b->wake_w + b->wake_w : 0;
+    }
+    while (looked < 1000 && (it = mq_order_peek(&q->ready)) && it->at <= now) {
+        mq_member *p = it->obj;
+        int64_t at = it->at;
+        mq_order_pop(&q->ready, it);
+        p->vis_at = at;
+        if (member_place(w, p, 0, (99 - p->prio) * MQ_SPAN + at)) return WEFT_ENOMEM;
+        looked++;
+    }
+    looked = 0;
+    while (n < max && looked < 1000 && (it = mq_order_peek(&q->due))) {
+        mq_member *p = it->obj;
+        int64_t score = it->at;
+        mq_order_pop(&q->due, it);
+        looked++;
+        if (!within_limits(p, now)) {
+            if (member_place(w, p, 1, score)) return WEFT_ENOMEM;
+            continue;
+        }
+        if (lease_to(w, p, now, lease_ms, &out[n++], q)) return WEFT_ENOMEM;
+    }
+    return n;
+}
+
 /* Lease up to max members of q visible at now (claim.lua) into out. */
 static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int max, st_lease *out)
 {
     int n = 0;
     mq_item *it;
+    if (q->nctl || q->ndue) return queue_claim_controlled(w, q, now, lease_ms, max, out);
     while (n < max && (it = mq_order_peek(&q->ready)) && it->at <= now) {
         mq_member *p = it->obj;
         st_lease *c = &out[n++];
@@ -398,6 +594,7 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
         memcpy(c->lease, p->lease, sizeof c->lease);
         copy_cut(c->type, sizeof c->type, q->type);
         c->never_reaped = 0;
+        c->controlled = 0;
         c->x = p->xslot ? *p->xslot : NULL;
         c->t = member_task(p);
     }
@@ -415,6 +612,7 @@ static int queue_reap(mq *w, mq_queue *q, int max_reaps, char ***exhausted, size
         mq_member *p = it->obj;
         mq_order_pop(&q->leases, it);
         member_take(p, 1);
+        if (member_free_slot(w, p)) rc = WEFT_ENOMEM;
         n++;
         if (++p->reaps > max_reaps) {
             size_t len = strlen(p->wf) + strlen(p->task) + 2;
@@ -461,6 +659,7 @@ static mq_member *lease_member(mq *w, const st_lease *c)
 static void member_drop(mq *w, mq_member *p)
 {
     member_take(p, 1);
+    member_free_slot(w, p); /* out of memory: the member waits in due, not parked */
     p->reaps = 0;
     mq_order_peek(&p->q->leases); /* acks in claim order leave no stale items behind */
     member_release(w, p);
@@ -484,8 +683,17 @@ void mq_free(mq *w)
     if (!w) return;
     for (i = 0; i < w->all_queues.len; i++) {
         mq_queue *q = w->all_queues.items[i];
+        size_t j;
         mq_order_free(&q->ready);
+        mq_order_free(&q->due);
         mq_order_free(&q->leases);
+        for (j = 0; j < q->limits.len; j++) {
+            mq_bucket *b = q->limits.items[j];
+            mq_order_free(&b->park);
+            free(b->name);
+            free(b);
+        }
+        wu_vec_free(&q->limits);
         free(q->buckets);
         free(q);
     }
@@ -504,7 +712,7 @@ static mq_member *member_of(mq *w, const char *type, const char *wf, const char 
 }
 
 int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *const *xslot,
-            xc_task *t, int64_t at, const char *lease, int64_t lease_until)
+            xc_task *t, int64_t at, const char *lease, int64_t lease_until, const st_step *ctl)
 {
     mq_queue *q = queue_of(w, type, 1);
     mq_member *p = q ? member_get(w, q, wf, task) : NULL;
@@ -512,6 +720,22 @@ int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *
     p->xslot = xslot;
     p->t = t;
     p->tidx = t && t->seq > 0 ? (size_t)t->seq - 1 : 0;
+    if (ctl && (ctl->priority > 0 || (ctl->limit && ctl->limit_name))) {
+        mq_bucket *b = NULL;
+        if (ctl->limit && ctl->limit_name && !(b = bucket_get(q, ctl->limit_name)))
+            return WEFT_ENOMEM;
+        if (!p->ctl) q->nctl++;
+        p->ctl = 1;
+        p->prio = ctl->priority < 0 ? 0 : ctl->priority > 99 ? 99 : ctl->priority;
+        p->b = b;
+        if (b) p->lim = *ctl->limit;
+        lease = NULL; /* a member with controls waits its turn */
+    } else if (p->ctl && !p->holds) { /* pushed again without them */
+        p->ctl = 0;
+        p->prio = 0;
+        p->b = NULL;
+        q->nctl--;
+    }
     if (lease) {
         copy_cut(p->lease, sizeof p->lease, lease);
         return member_put(w, p, 1, lease_until);
@@ -525,6 +749,7 @@ void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
     if (p) {
         member_take(p, 0);
         member_take(p, 1);
+        member_free_slot(w, p);
         p->reaps = 0;
         member_release(w, p);
     }
@@ -582,5 +807,14 @@ int64_t mq_next(mq *w, const char *type)
 {
     mq_queue *q = queue_of(w, type, 0);
     const mq_item *it = q ? mq_order_peek(&q->ready) : NULL;
-    return it ? it->at : INT64_MAX;
+    int64_t at = it ? it->at : INT64_MAX;
+    size_t i;
+    if (!q) return at;
+    if ((it = mq_order_peek(&q->due)) && ((const mq_member *)it->obj)->vis_at < at)
+        at = ((const mq_member *)it->obj)->vis_at;
+    for (i = 0; i < q->limits.len; i++) {
+        const mq_bucket *b = q->limits.items[i];
+        if (b->wake_at && b->wake_at < at) at = b->wake_at;
+    }
+    return at;
 }

@@ -57,7 +57,7 @@ void mq_free(mq *w);
  * stored (borrowed, outlives w; may be NULL), t: its task (optional, may
  * go away: checked before a claim hands it out). 0 or WEFT_ENOMEM. */
 int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *const *xslot,
-            xc_task *t, int64_t at, const char *lease, int64_t lease_until);
+            xc_task *t, int64_t at, const char *lease, int64_t lease_until, const st_step *ctl);
 /* Take the member off its queue, ready or leased, and forget its reap count. */
 void mq_unqueue(mq *w, const char *type, const char *wf, const char *task);
 /* Lease up to max members visible at now for lease_ms into out (with the

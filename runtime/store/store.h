@@ -61,6 +61,15 @@ typedef struct st_step {
     /* PUSH/UNQUEUE, optional: the task object itself (a backend that keeps
      * objects, memory, queues it instead of looking its ids up) */
     xc_task *task;
+    /* PUSH, optional: queue controls. Among members visible now, a higher
+     * priority (0..99) is claimed first, FIFO within one; limit (NULL:
+     * none) is counted under limit_name in its queue: at most rate_count
+     * claims per fixed window of rate_per_ms, at most concurrency leased at
+     * once. A member waiting on a limit stays queued. A push with controls
+     * is never leased at once (lease is ignored). */
+    int priority;
+    const char *limit_name;
+    const def_qlimit *limit;
 } st_step;
 
 /* One claimed task: which, and the lease that proves the claim is current. */
@@ -70,6 +79,7 @@ typedef struct st_lease {
     char lease[40];
     char type[128];
     int never_reaped; /* a lease the saver took at once (eager): no reap count to clear */
+    int controlled;   /* its member has queue controls (priority, limits): its ack frees them */
     /* the objects themselves when the backend keeps them (memory): borrowed,
      * valid while the execution is stored; NULL from redis */
     xc_exec *x;

@@ -119,7 +119,7 @@ RSF_FN void push(const char *id, const char *type, const char *task, int64_t at)
 {
     rs_exec e;
     weft_error err = {0};
-    rs_step s = {RS_PUSH, type, task, at, NULL, 0, NULL};
+    rs_step s = {.kind = RS_PUSH, .type = type, .task_id = task, .at = at};
     if (rs_exec_load(r, id, 0, &e, &err) != 0) fail_msg("%s", err.msg);
     save(id, e.fence, &s, 1);
     rs_exec_clear(&e);

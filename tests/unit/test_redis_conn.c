@@ -185,8 +185,8 @@ static void test_wrong_type(void **state)
 static void test_step_refused(void **state)
 {
     weft_error err = {0};
-    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
-                   {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0, NULL}};
+    rs_step s[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"},
+                   {.kind = RS_PUSH, .type = "LAMBDA", .task_id = "t2"}};
     create("wf1", 0);
     /* the HTTP queue is broken: the save still commits, the step stays in the outbox */
     freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
@@ -210,8 +210,8 @@ static void test_noscript(void **state)
     const char *types[] = {"HTTP"};
     rs_lease c;
     char ids[2][64];
-    rs_step s[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
-                   {RS_UNQUEUE, "HTTP", "t0", 0, NULL, 0, NULL}};
+    rs_step s[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"},
+                   {.kind = RS_UNQUEUE, .type = "HTTP", .task_id = "t0"}};
     create("wf1", 0);
     OK(rs_command(r, &e_, "SCRIPT FLUSH"));
     assert_int_equal(save("wf1", 1, s, 2), 2);

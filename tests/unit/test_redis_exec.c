@@ -92,8 +92,8 @@ static void test_bad_args(void **state)
     weft_error err = {0};
     rs_exec e;
     char long_id[100];
-    rs_step bad = {RS_PUSH, "HTTP", "t|1", 0, NULL, 0, NULL};
-    rs_step notype = {RS_UNQUEUE, NULL, "t1", 0, NULL, 0, NULL};
+    rs_step bad = {.kind = RS_PUSH, .type = "HTTP", .task_id = "t|1"};
+    rs_step notype = {.kind = RS_UNQUEUE, .task_id = "t1"};
     memset(long_id, 'a', sizeof long_id - 1);
     long_id[sizeof long_id - 1] = 0;
     assert_int_equal(rs_exec_create(r, "a|b", DOC, DEF, "k", 0, &err), WEFT_EINVAL);
@@ -119,7 +119,7 @@ static void test_save_and_stale_fence(void **state)
     rs_exec e;
     weft_error err = {0};
     uint64_t nf = 0;
-    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL};
+    rs_step push = {.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"};
     const char *ev[] = {"{\"event\":1}"};
 
     create("wf1", 0);
@@ -157,13 +157,13 @@ static void test_save_steps(void **state)
     weft_error err = {0};
     int64_t at = wu_now_ms() + 60000;
     rs_step s1[] = {
-        {RS_PUSH, "HTTP", "t1", 100, NULL, 0, NULL},
-        {RS_PUSH, "LAMBDA", "t2", 200, NULL, 0, NULL},
-        {RS_WAKE, NULL, NULL, at, NULL, 0, NULL},
+        {.kind = RS_PUSH, .type = "HTTP", .task_id = "t1", .at = 100},
+        {.kind = RS_PUSH, .type = "LAMBDA", .task_id = "t2", .at = 200},
+        {.kind = RS_WAKE, .at = at},
     };
     rs_step s2[] = {
-        {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL},
-        {RS_DONE, NULL, NULL, 0, NULL, 0, NULL},
+        {.kind = RS_UNQUEUE, .type = "HTTP", .task_id = "t1"},
+        {.kind = RS_DONE},
     };
     uint64_t f;
 
@@ -194,8 +194,8 @@ static void test_save_steps(void **state)
 static void test_unqueue_leased(void **state)
 {
     weft_error err = {0};
-    rs_step push = {RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
-            unq = {RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL};
+    rs_step push = {.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"},
+            unq = {.kind = RS_UNQUEUE, .type = "HTTP", .task_id = "t1"};
     const char *types[] = {"HTTP"};
     rs_lease c;
     long long ready, leased;
@@ -237,7 +237,7 @@ static void test_save_applies_leftovers(void **state)
     redisReply *x;
     size_t i;
     const char *src = NULL;
-    rs_step wake = {RS_WAKE, NULL, NULL, 777, NULL, 0, NULL};
+    rs_step wake = {.kind = RS_WAKE, .at = 777};
     create("wf1", LATE); /* a wake is ZADD LT: it only moves earlier */
     for (i = 0; i < rs_script_count; i++)
         if (!strcmp(rs_script_name[i], "save")) src = rs_script_src[i];
@@ -276,7 +276,7 @@ static void test_terminal_ttl(void **state)
     weft_error err = {0};
     rs_opts o = {0};
     rs *x = NULL;
-    rs_step done = {RS_DONE, NULL, NULL, 0, NULL, 0, NULL};
+    rs_step done = {.kind = RS_DONE};
     const char *ev[] = {"{\"status\":\"COMPLETED\"}"};
     long long ttl;
 
@@ -417,11 +417,11 @@ static void test_save_many(void **state)
     rs_lease c[2], eager;
     const rs_lease *c1, *c2;
     int64_t until = wu_now_ms() + 60000;
-    rs_step stale_steps[] = {{RS_PUSH, "HTTP", "s1", 0, NULL, 0, NULL},
-                             {RS_PUSH, "HTTP", "s2", 0, "tok-s2", 0, NULL}};
-    rs_step ok_steps[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL},
-                          {RS_PUSH, "LAMBDA", "t3", 7, NULL, 0, NULL}};
-    rs_step unknown_steps[] = {{RS_PUSH, "HTTP", "u1", 0, NULL, 0, NULL}};
+    rs_step stale_steps[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "s1"},
+                             {.kind = RS_PUSH, .type = "HTTP", .task_id = "s2", .lease = "tok-s2"}};
+    rs_step ok_steps[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t2", .lease = "tok-2"},
+                          {.kind = RS_PUSH, .type = "LAMBDA", .task_id = "t3", .at = 7}};
+    rs_step unknown_steps[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "u1"}};
     rs_save s[3];
     rs_exec e;
     char buf[64];
@@ -508,9 +508,9 @@ static void test_save_many(void **state)
 static void test_save_many_bad_step(void **state)
 {
     weft_error err = {0};
-    rs_step bad[] = {{RS_PUSH, "HT|TP", "t1", 0, NULL, 0, NULL}};
-    rs_step badtask[] = {{RS_UNQUEUE, "HTTP", "t|1", 0, NULL, 0, NULL}};
-    rs_step good[] = {{RS_PUSH, "HTTP", "t2", 0, NULL, 0, NULL}};
+    rs_step bad[] = {{.kind = RS_PUSH, .type = "HT|TP", .task_id = "t1"}};
+    rs_step badtask[] = {{.kind = RS_UNQUEUE, .type = "HTTP", .task_id = "t|1"}};
+    rs_step good[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t2"}};
     rs_save s[4];
     create("wf1", 0);
     create("wf2", 0);
@@ -554,7 +554,7 @@ static void test_save_many_lease_leftover(void **state)
 {
     weft_error err = {0};
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok-1", 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1", .lease = "tok-1"}};
     rs_save s;
     redisReply *x;
     st[0].lease_until = until;
@@ -591,7 +591,7 @@ static void test_save_many_applies_leftovers(void **state)
 {
     weft_error err = {0};
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t2", .lease = "tok-2"}};
     rs_save s;
     st[0].lease_until = until;
     create("wf1", 0);
@@ -611,8 +611,8 @@ static void test_early_steps(void **state)
     weft_error err = {0};
     rs *e = NULL;
     int64_t until = wu_now_ms() + 60000;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
-                    {RS_PUSH, "HTTP", "t2", 0, "tok-2", 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"},
+                    {.kind = RS_PUSH, .type = "HTTP", .task_id = "t2", .lease = "tok-2"}};
     rs_save s;
     st[1].lease_until = until;
     e = open_early();
@@ -653,7 +653,7 @@ static void test_early_steps_lost(void **state)
 {
     weft_error err = {0};
     rs *e = NULL;
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"}};
     rs_save s;
     e = open_early();
     create("wf1", 0);
@@ -681,8 +681,8 @@ static void test_early_refused_kept(void **state)
 {
     weft_error err = {0};
     rs *e = NULL;
-    rs_step a[] = {{RS_PUSH, NULL, NULL, 0, NULL, 0, NULL}};
-    rs_step b[] = {{RS_WAKE, NULL, NULL, LATE, NULL, 0, NULL}};
+    rs_step a[] = {{.kind = RS_PUSH}};
+    rs_step b[] = {{.kind = RS_WAKE, .at = LATE}};
     rs_save s;
     char *type = strdup("LAMBDA"), *task = strdup("t1");
     e = open_early();
@@ -711,8 +711,7 @@ static void test_early_refused_kept(void **state)
 static void test_refused_after_end_expires(void **state)
 {
     weft_error err = {0};
-    rs_step st[] = {{RS_UNQUEUE, "HTTP", "t1", 0, NULL, 0, NULL},
-                    {RS_DONE, NULL, NULL, 0, NULL, 0, NULL}};
+    rs_step st[] = {{.kind = RS_UNQUEUE, .type = "HTTP", .task_id = "t1"}, {.kind = RS_DONE}};
     long long ttl;
     create("wf1", LATE);
     freeReplyObject(qc("SET weft:{q:HTTP}:ready x"));
@@ -728,8 +727,8 @@ static void test_refused_after_end_expires(void **state)
 static void test_create_taken_outbox(void **state)
 {
     weft_error err = {0};
-    rs_step st[] = {{RS_PUSH, "HTTP", "other", 0, NULL, 0, NULL},
-                    {RS_WAKE, NULL, NULL, LATE, NULL, 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "other"},
+                    {.kind = RS_WAKE, .at = LATE}};
     rs_create c;
     create("wf1", LATE);
     OK(rs_command(r, &e_, "ZADD weft:{wf1}:out 1 %s", "1|push|HTTP|pending|0"));
@@ -815,8 +814,9 @@ static void test_many_unreachable(void **state)
 {
     weft_error err = {0};
     char url[64];
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, "tok", 1, NULL}};
-    rs_step bad[] = {{RS_PUSH, "HT|TP", "t1", 0, NULL, 0, NULL}};
+    rs_step st[] = {
+        {.kind = RS_PUSH, .type = "HTTP", .task_id = "t1", .lease = "tok", .lease_until = 1}};
+    rs_step bad[] = {{.kind = RS_PUSH, .type = "HT|TP", .task_id = "t1"}};
     rs_save s[3];
     rs_exec out[2];
     const char *ids[] = {"wf1", "wf2"};

@@ -161,7 +161,7 @@ static void test_reap(void **state)
 static void *late_pusher(void *arg)
 {
     rs *x = open_rs(NULL, 0);
-    rs_step st[] = {{RS_PUSH, "HTTP", "t5", 0, NULL, 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t5"}};
     weft_error err = {0};
     rf_sleep_ms(200);
     st[0].at = wu_now_ms();
@@ -176,8 +176,8 @@ static void test_due_claim(void **state)
 {
     weft_error err = {0};
     const char *types[] = {"HTTP", "LAMBDA"};
-    rs_step st[] = {{RS_PUSH, "HTTP", "t1", 0, NULL, 0, NULL},
-                    {RS_PUSH, "LAMBDA", "t2", 0, NULL, 0, NULL}};
+    rs_step st[] = {{.kind = RS_PUSH, .type = "HTTP", .task_id = "t1"},
+                    {.kind = RS_PUSH, .type = "LAMBDA", .task_id = "t2"}};
     rs_lease c[4];
     char ids[4][64];
     int nd = -1;

@@ -170,7 +170,7 @@ static int save(xc_exec *x, uint64_t fence, const st_step *steps, size_t nsteps,
 
 static st_step push(const char *type, const char *task, int64_t at)
 {
-    st_step s = {ST_PUSH, type, task, at, NULL, 0, NULL};
+    st_step s = {.kind = ST_PUSH, .type = type, .task_id = task, .at = at};
     return s;
 }
 
@@ -392,6 +392,157 @@ static void test_claim_order(void **state)
     assert_int_equal(ready + leased, 0);
 }
 
+/* A push with queue controls (store.h). */
+static st_step ctl_push(const char *type, const char *task, int64_t at, int prio, const char *name,
+                        const def_qlimit *lim)
+{
+    st_step s = push(type, task, at);
+    s.priority = prio;
+    s.limit_name = name;
+    s.limit = lim;
+    return s;
+}
+
+static void assert_sizes(const char *type, long long want_ready, long long want_leased)
+{
+    long long ready = -1, leased = -1;
+    OK(ST(S, queue_sizes, type, &ready, &leased, &e_));
+    if (ready != want_ready || leased != want_leased)
+        fail_msg("%s: %lld ready, %lld leased; want %lld, %lld", type, ready, leased, want_ready,
+                 want_leased);
+}
+
+/* Priority: among visible members the higher first, FIFO within one; a
+ * member not yet visible waits whatever its priority. */
+static void test_priority_order(void **state)
+{
+    int64_t now = wu_now_ms();
+    st_step sp[6] = {ctl_push("P", "a", now - 50, 0, NULL, NULL),
+                     ctl_push("P", "b", now - 40, 0, NULL, NULL),
+                     ctl_push("P", "c", now - 30, 99, NULL, NULL),
+                     ctl_push("P", "d", now - 20, 5, NULL, NULL),
+                     ctl_push("P", "f", now - 25, 5, NULL, NULL),
+                     ctl_push("P", "e", now + 60000, 99, NULL, NULL)};
+    st_lease l[8];
+    const char *want[5] = {"c", "f", "d", "a", "b"};
+    int i;
+    (void)state;
+    queued("wf-pri", sp, 6);
+    assert_int_equal(claim("P", 8, 60000, l), 5);
+    for (i = 0; i < 5; i++)
+        if (strcmp(l[i].task_id, want[i]))
+            fail_msg("claim %d: %s, want %s", i, l[i].task_id, want[i]);
+    assert_int_equal(l[0].controlled, 1);
+    assert_int_equal(l[3].controlled, 0);
+    assert_sizes("P", 1, 5);
+    assert_int_equal(ST(S, queue_has, "P", "wf-pri", "e", &e_), 1);
+    OK(ST(S, ack, &l[0], &e_));
+    assert_int_equal(ST(S, queue_has, "P", "wf-pri", "c", &e_), 0);
+    OK(ST(S, ack, &l[3], &e_));
+    assert_sizes("P", 1, 3);
+}
+
+/* Sleep until the next window of w ms begins (plus a little). */
+static void next_window(int64_t w)
+{
+    int64_t now = wu_now_ms();
+    nap((int)(w - now % w) + 5);
+}
+
+/* Rate: at most count claims per fixed window; the rest stay queued (not
+ * failed) and come back, in their order, when a window allows. */
+static void test_rate_limit(void **state)
+{
+    static const def_qlimit lim = {.rate_count = 2, .rate_per_ms = 400};
+    int64_t now = wu_now_ms();
+    st_step sp[5];
+    st_step un = {.kind = ST_UNQUEUE, .type = "R", .task_id = "m4"};
+    char names[5][4];
+    st_lease l[8];
+    xc_exec *x;
+    int i;
+    (void)state;
+    for (i = 0; i < 5; i++) {
+        snprintf(names[i], sizeof names[i], "m%d", i);
+        sp[i] = ctl_push("R", names[i], now - 100 + i, 0, "r", &lim);
+    }
+    next_window(400);
+    x = queued("wf-rate", sp, 5);
+    assert_int_equal(claim("R", 8, 60000, l), 2);
+    assert_string_equal(l[0].task_id, "m0");
+    assert_string_equal(l[1].task_id, "m1");
+    assert_int_equal(l[0].controlled, 1);
+    assert_int_equal(claim("R", 8, 60000, l + 2), 0);
+    assert_sizes("R", 3, 2); /* waiting on the window: still queued */
+    assert_int_equal(ST(S, queue_has, "R", "wf-rate", "m3", &e_), 1);
+    /* a waiting member can be taken off */
+    assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
+    assert_int_equal(ST(S, queue_has, "R", "wf-rate", "m4", &e_), 0);
+    assert_sizes("R", 2, 2);
+    next_window(400);
+    assert_int_equal(claim("R", 8, 60000, l + 2), 2);
+    assert_string_equal(l[2].task_id, "m2");
+    assert_string_equal(l[3].task_id, "m3");
+    assert_int_equal(claim("R", 8, 60000, l + 4), 0);
+    assert_sizes("R", 0, 4);
+    for (i = 0; i < 4; i++)
+        OK(ST(S, ack, &l[i], &e_));
+    assert_sizes("R", 0, 0);
+}
+
+/* Concurrency: at most c leased at once; a slot given back (ack, unqueue,
+ * an expired lease reaped) lets one waiting member back, exactly once. */
+static void test_concurrency_limit(void **state)
+{
+    static const def_qlimit lim = {.concurrency = 2};
+    int64_t now = wu_now_ms();
+    st_step sp[4] = {
+        ctl_push("K", "a", now - 40, 0, "k", &lim), ctl_push("K", "b", now - 30, 0, "k", &lim),
+        ctl_push("K", "c", now - 20, 0, "k", &lim), ctl_push("K", "d", now - 10, 0, "k", &lim)};
+    st_step un = {.kind = ST_UNQUEUE, .type = "K", .task_id = "b"};
+    st_lease l[8];
+    char **ex = NULL;
+    size_t nex = 0;
+    xc_exec *x;
+    (void)state;
+    x = queued("wf-conc", sp, 4);
+    assert_int_equal(claim("K", 8, 60000, l), 2);
+    assert_string_equal(l[0].task_id, "a");
+    assert_string_equal(l[1].task_id, "b");
+    assert_int_equal(claim("K", 8, 60000, l + 2), 0);
+    assert_sizes("K", 2, 2);
+    /* an ack frees a slot once: a stale repeat frees nothing */
+    OK(ST(S, ack, &l[0], &e_));
+    assert_int_equal(RC(ST(S, ack, &l[0], &e_)), WEFT_ESTATE);
+    assert_int_equal(claim("K", 8, 60000, l + 2), 1);
+    assert_string_equal(l[2].task_id, "c");
+    assert_int_equal(claim("K", 8, 60000, l + 3), 0);
+    /* an unqueue of a leased member frees its slot */
+    assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("K", 8, 1, l + 3), 1);
+    assert_string_equal(l[3].task_id, "d");
+    assert_int_equal(claim("K", 8, 60000, l + 4), 0);
+    /* d's lease expires: the reap frees its slot and d is back */
+    nap(10);
+    assert_int_equal(ST(S, reap, "K", 5, &ex, &nex, &e_), 1);
+    free_list(ex, nex);
+    assert_int_equal(claim("K", 8, 60000, l + 4), 1);
+    assert_string_equal(l[4].task_id, "d");
+    assert_int_equal(claim("K", 8, 60000, l + 5), 0);
+    assert_sizes("K", 0, 2);
+    OK(ST(S, ack, &l[2], &e_));
+    OK(ST(S, ack, &l[4], &e_));
+    assert_sizes("K", 0, 0);
+    /* slots all free again: two at once */
+    {
+        st_step more[3] = {ctl_push("K", "e", now, 0, "k", &lim),
+                           ctl_push("K", "f", now, 0, "k", &lim),
+                           ctl_push("K", "g", now, 0, "k", &lim)};
+        assert_int_equal(save(x, x->fence, more, 3, NULL, 0, NULL), 0);
+        assert_int_equal(claim("K", 8, 60000, l), 2);
+    }
+}
+
 static void test_renew_ack(void **state)
 {
     st_step sp = push("T1", "a", 0);
@@ -492,7 +643,7 @@ static void test_poll_extend(void **state)
 static void test_unqueue_and_acks(void **state)
 {
     st_step sp[2] = {push("T1", "a", 0), push("T1", "b", 0)};
-    st_step un = {ST_UNQUEUE, "T1", "a", 0, NULL, 0, NULL};
+    st_step un = {.kind = ST_UNQUEUE, .type = "T1", .task_id = "a"};
     st_lease l[2];
     st_save sv;
     xc_exec *x;
@@ -1027,6 +1178,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrency_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poll_extend, setup, teardown),

@@ -1,11 +1,21 @@
--- ack.lua: drop a claim whose result was handled, if its lease is current.
--- KEYS[1] P{q:<type>}:leases   KEYS[2] P{q:<type>}:lease   KEYS[3] P{q:<type>}:reaped
--- ARGV[1] member   ARGV[2] token
+-- ack.lua: drop a claim whose result was handled, if its lease is current;
+-- the slot it held (its name's concurrency) is given back.
+--@include queue_lib.lua
+-- ARGV[2] member   ARGV[3] token
+-- ARGV[4] "back" with ARGV[5] now ms: the claim is given back unused (the
+-- member is ready again at once, its controls kept); else it is done.
 -- Returns 1 when dropped, 0 when the lease is no longer current.
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then
+local m = ARGV[2]
+if redis.call('HGET', KEYS[3], m) ~= ARGV[3] then
     return 0
 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[2], m)
+redis.call('HDEL', KEYS[3], m)
+redis.call('HDEL', KEYS[4], m)
+q_release(m)
+if ARGV[4] == 'back' then
+    redis.call('ZADD', KEYS[1], ARGV[5], m)
+else
+    q_forget(m)
+end
 return 1

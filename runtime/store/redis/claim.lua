@@ -1,22 +1,95 @@
--- claim.lua: lease up to max members that are visible now.
--- KEYS[1] P{q:<type>}:ready   KEYS[2] P{q:<type>}:leases   KEYS[3] P{q:<type>}:lease
--- ARGV[1] now ms ("0": Redis's clock, for a poll queued behind a wait)
--- ARGV[2] lease ms   ARGV[3] max   ARGV[4] token seed (random, per call)
--- Returns {member, token, member, token, ...}; token = seed .. ":" .. counter.
-local now = tonumber(ARGV[1])
+-- claim.lua: lease up to max members that are visible now: the highest
+-- priority first and FIFO within one, within their names' limits (a
+-- member over one waits in its name's park, not failed).
+--@include queue_lib.lua
+-- ARGV[2] now ms ("0": Redis's clock, for a poll queued behind a wait)
+-- ARGV[3] lease ms   ARGV[4] max   ARGV[5] token seed (random, per call)
+-- Returns {member, token, controlled, ...}; token = seed .. ":" .. counter,
+-- controlled 1 when the member has controls (its ack runs ack.lua).
+local now = tonumber(ARGV[2])
 if now == 0 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
-local expiry = now + tonumber(ARGV[2])
-local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
+local expiry = now + tonumber(ARGV[3])
+local max = tonumber(ARGV[4])
 local out = {}
-for i, m in ipairs(got) do
-    local token = ARGV[4] .. ':' .. i
-    redis.call('ZREM', KEYS[1], m)
+local function lease(m, ctl)
+    local token = ARGV[5] .. ':' .. (#out / 3 + 1)
     redis.call('ZADD', KEYS[2], expiry, m)
     redis.call('HSET', KEYS[3], m, token)
     out[#out + 1] = m
     out[#out + 1] = token
+    out[#out + 1] = ctl
+end
+if redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
+    -- nothing here has controls: by visible-at, as they come
+    local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)
+    for _, m in ipairs(got) do
+        redis.call('ZREM', KEYS[1], m)
+        lease(m, 0)
+    end
+    return out
+end
+-- rate windows that ended: a window's count of their waiting members back
+local ended = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 100)
+for _, name in ipairs(ended) do
+    local n = tonumber(redis.call('HGET', KEYS[7], 'rn:' .. name) or '1')
+    local w = tonumber(redis.call('HGET', KEYS[7], 'rw:' .. name) or '1000')
+    q_unpark(name, n)
+    if redis.call('EXISTS', ARGV[1] .. name) == 1 then
+        redis.call('ZADD', KEYS[9], now - now % w + w, name)
+    else
+        redis.call('ZREM', KEYS[9], name)
+    end
+end
+-- members visible now: into due, by priority and then visible-at
+local vis = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
+for i = 1, #vis, 2 do
+    local p = q_spec(vis[i]) or 0
+    redis.call('ZADD', KEYS[5], (99 - p) * SPAN + tonumber(vis[i + 1]), vis[i])
+    redis.call('ZREM', KEYS[1], vis[i])
+end
+local looked = 0
+while #out < 3 * max and looked < 1000 do
+    local head = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    if #head == 0 then
+        break
+    end
+    local m, score = head[1], head[2]
+    looked = looked + 1
+    redis.call('ZREM', KEYS[5], m)
+    local p, n, w, c, name = q_spec(m)
+    local wait = false
+    if name and name ~= '' then
+        if c > 0 and tonumber(redis.call('HGET', KEYS[7], 'c:' .. name) or '0') >= c then
+            wait = true -- a slot given back brings it back (q_release)
+        elseif n > 0 then
+            local ws = now - now % w
+            if tonumber(redis.call('HGET', KEYS[7], 'ws:' .. name) or '-1') ~= ws then
+                redis.call('HSET', KEYS[7], 'ws:' .. name, ws, 'wn:' .. name, 0)
+            end
+            if tonumber(redis.call('HGET', KEYS[7], 'wn:' .. name)) >= n then
+                wait = true -- the window's end brings it back
+                redis.call('HSET', KEYS[7], 'rn:' .. name, n, 'rw:' .. name, w)
+                redis.call('ZADD', KEYS[9], 'NX', ws + w, name)
+            end
+        end
+        if wait then
+            redis.call('ZADD', ARGV[1] .. name, score, m)
+            redis.call('HINCRBY', KEYS[7], 'parked', 1)
+        else
+            if c > 0 then
+                redis.call('HINCRBY', KEYS[7], 'c:' .. name, 1)
+                redis.call('HSET', KEYS[8], m, name)
+            end
+            if n > 0 then
+                redis.call('HINCRBY', KEYS[7], 'wn:' .. name, 1)
+            end
+        end
+    end
+    if not wait then
+        lease(m, p and 1 or 0)
+    end
 end
 return out

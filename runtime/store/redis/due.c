@@ -26,7 +26,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
                  const char *const *types, size_t ntypes, int max, int64_t lease_ms, rs_lease *out,
                  weft_error *err)
 {
-    char seed[37], ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], dq[KEY_MAX], wk[KEY_MAX];
+    char seed[37], ready[KEY_MAX], dq[KEY_MAX], wk[KEY_MAX];
     rs_cmd *c = NULL;
     redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
@@ -69,13 +69,8 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     for (k = 0; k < ntypes; k++) {
         const char *type = types[(first + k) % ntypes];
         rs_cmd *ck = &c[nw + nd + k];
-        rs_k_queue(r, type, "ready", ready);
-        rs_k_queue(r, type, "leases", leases);
-        rs_k_queue(r, type, "lease", lease);
-        rs_cmd_script(ck, r, S_CLAIM, 3);
-        rs_cmd_dup(ck, ready);
-        rs_cmd_dup(ck, leases);
-        rs_cmd_dup(ck, lease);
+        rs_cmd_script(ck, r, S_CLAIM, 9);
+        rs_queue_keys(r, type, ck);
         rs_cmd_addf(ck, "%lld", now);
         rs_cmd_addf(ck, "%lld", (long long)lease_ms);
         rs_cmd_addf(ck, "%d", max);
@@ -107,7 +102,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     }
     cx = x + nw + nd;
     for (k = 0; k < ntypes; k++)
-        if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 2;
+        if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 3;
     got = calloc(cap + 1, sizeof *got);
     if (!got && !rc) rc = rs_oom(err);
     /* every type's claims are collected, even after an error: they must go back */
@@ -118,28 +113,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
             if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
             continue;
         }
-        if (cx[k]->type != REDIS_REPLY_ARRAY) continue;
-        for (i = 0; i + 1 < cx[k]->elements; i += 2) {
-            const redisReply *m = cx[k]->element[i], *t = cx[k]->element[i + 1];
-            rs_lease *cl = &got[ngot];
-            const char *bar;
-            size_t wl;
-            if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
-            bar = memchr(m->str, '|', m->len);
-            wl = bar ? (size_t)(bar - m->str) : m->len;
-            if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
-            memcpy(cl->workflow_id, m->str, wl);
-            cl->workflow_id[wl] = 0;
-            if (bar) {
-                size_t tl = m->len - (size_t)(bar + 1 - m->str);
-                if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
-                memcpy(cl->task_id, bar + 1, tl);
-                cl->task_id[tl] = 0;
-            }
-            rs_copy_str(cl->lease, sizeof cl->lease, t);
-            snprintf(cl->type, sizeof cl->type, "%s", type);
-            ngot++;
-        }
+        if (cx[k]->type == REDIS_REPLY_ARRAY) rs_claims_of(cx[k], type, (int)cap, got, &ngot);
     }
     rs_replies_free(x, nc);
     free(x);

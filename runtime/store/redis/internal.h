@@ -94,7 +94,12 @@ typedef struct rs_entry {
     int64_t at;
     const char *lease; /* a push leased to the saver at once (its own steps only) */
     int64_t lease_until;
-    char *raw; /* "<fence>|<kind>|<type>|<taskid>|<at>", owned */
+    /* a push's queue controls (st_step's): priority, and limit when
+     * limit_name is set */
+    int priority;
+    const char *limit_name;
+    def_qlimit limit;
+    char *raw; /* "<fence>|<kind>|<type>|<taskid>|<at>[|<controls>]", owned */
     char *buf; /* owned copy the fields point into (parsed entries) */
 } rs_entry;
 
@@ -160,6 +165,9 @@ void rs_epoch_seen(rs *r, const redisReply *x, long long unfinished);
 /* outbox.c */
 void rs_entries_free(rs_entry *e, size_t n);
 int rs_entry_parse(rs_entry *e, const redisReply *x);
+/* A push's controls text ("<priority>:<count>:<per ms>:<concurrency>:<name>")
+ * into e (pointing into text); 0 or -1 when malformed. */
+int rs_controls_parse(char *text, rs_entry *e);
 char *rs_step_text(const rs_step *s);
 int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence);
 int rs_check_step(const rs_step *s, weft_error *err);
@@ -183,6 +191,11 @@ int rs_steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_ent
                  redisReply **head_rep, redisReply **step_rep, weft_error *err);
 
 /* queue.c */
+/* The keys every queue script takes (queue_lib.lua) and its first argument. */
+void rs_queue_keys(rs *r, const char *type, rs_cmd *c);
+/* A claim script's reply {member, token, controlled, ...} of `type` into
+ * out[*n...] (at most max in all). */
+void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out, size_t *n);
 int rs_check_claim(const rs_lease *c, weft_error *err);
 void rs_claim_release(rs *r, const rs_lease *cl, size_t n);
 

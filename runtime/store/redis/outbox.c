@@ -26,14 +26,16 @@ void rs_entries_free(rs_entry *e, size_t n)
  * is kept either way). */
 int rs_entry_parse(rs_entry *e, const redisReply *x)
 {
-    char *f[5], *p, *end;
-    int i, k;
+    char *f[6], *p, *end;
+    int i, k, nf = 5;
     memset(e, 0, sizeof *e);
     e->raw = rs_reply_dup(x);
     e->buf = rs_reply_dup(x);
     if (!e->raw || !e->buf) return -2; /* out of memory: not malformed */
     e->fence = strtoull(e->raw, NULL, 10);
     p = e->buf;
+    /* "<fence>|<kind>|<type>|<task>|<at>" and, for a push with queue
+     * controls, "|<controls>" (the rest: a name may hold '|') */
     for (i = 0; i < 5; i++) {
         f[i] = p;
         p = strchr(p, '|');
@@ -41,7 +43,9 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
             if (!p) return -1;
             *p++ = 0;
         } else if (p) {
-            return -1;
+            *p++ = 0;
+            f[5] = p;
+            nf = 6;
         }
     }
     for (k = 0; k < 4; k++)
@@ -54,21 +58,73 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
     e->at = strtoll(f[4], &end, 10);
     if (errno || *end || end == f[4]) return -1;
     if ((e->kind == RS_PUSH || e->kind == RS_UNQUEUE) && (!*e->type || !*e->task)) return -1;
+    if (nf == 6 && (e->kind != RS_PUSH || rs_controls_parse(f[5], e) != 0)) return -1;
     return 0;
 }
 
-/* The step as recorded after its fence: "<kind>|<type>|<taskid>|<at>". */
+/* Whether a push has queue controls. */
+static int controlled(const rs_step *s)
+{
+    return s->kind == RS_PUSH && (s->priority > 0 || (s->limit && s->limit_name));
+}
+
+/* A push's controls as queue_lib.lua reads them from meta:
+ * "<priority>:<count>:<per ms>:<concurrency>:<name>" (malloc'd). */
+static char *controls_text(const rs_step *s)
+{
+    const def_qlimit *l = s->limit && s->limit_name ? s->limit : NULL;
+    const char *name = l ? s->limit_name : "";
+    size_t n = strlen(name) + 96;
+    char *t = malloc(n);
+    if (t)
+        snprintf(t, n, "%d:%d:%lld:%d:%s",
+                 s->priority < 0    ? 0
+                 : s->priority > 99 ? 99
+                                    : s->priority,
+                 l ? l->rate_count : 0, l ? (long long)l->rate_per_ms : 0LL, l ? l->concurrency : 0,
+                 name);
+    return t;
+}
+
+int rs_controls_parse(char *text, rs_entry *e)
+{
+    long long v[4];
+    char *p = text, *end;
+    int i;
+    for (i = 0; i < 4; i++) {
+        errno = 0;
+        v[i] = strtoll(p, &end, 10);
+        if (errno || end == p || *end != ':' || v[i] < 0) return -1;
+        p = end + 1;
+    }
+    if (v[0] > 99 || v[1] > 1000000000 || v[3] > 1000000000) return -1;
+    e->priority = (int)v[0];
+    e->limit.rate_count = (int)v[1];
+    e->limit.rate_per_ms = v[2];
+    e->limit.concurrency = (int)v[3];
+    e->limit_name = *p ? p : NULL;
+    return 0;
+}
+
+/* The step as recorded after its fence: "<kind>|<type>|<taskid>|<at>",
+ * and "|<controls>" for a push that has them. */
 char *rs_step_text(const rs_step *s)
 {
     const char *type = s->kind == RS_PUSH || s->kind == RS_UNQUEUE ? s->type : "";
     const char *task = s->kind == RS_PUSH || s->kind == RS_UNQUEUE ? s->task_id : "";
     long long at = s->kind == RS_PUSH || s->kind == RS_WAKE ? (long long)s->at : 0;
-    size_t n = strlen(type) + strlen(task) + 48;
+    char *ctl = controlled(s) ? controls_text(s) : NULL;
+    size_t n = strlen(type) + strlen(task) + (ctl ? strlen(ctl) : 0) + 48;
     char *t = malloc(n), num[24];
+    if (controlled(s) && !ctl) {
+        free(t);
+        return NULL;
+    }
     if (t)
         rs_cat(t, n, kind_names[s->kind], "|", type, "|", task, "|",
                rs_digits(num, at < 0 ? 0 - (unsigned long long)at : (unsigned long long)at, at < 0),
-               (char *)NULL);
+               ctl ? "|" : "", ctl ? ctl : "", (char *)NULL);
+    free(ctl);
     return t;
 }
 
@@ -84,8 +140,13 @@ int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence)
     e->type = st->type;
     e->task = st->task_id;
     e->at = st->at;
-    e->lease = st->kind == RS_PUSH ? st->lease : NULL;
+    e->lease = st->kind == RS_PUSH && !controlled(st) ? st->lease : NULL;
     e->lease_until = st->lease_until;
+    if (controlled(st)) {
+        e->priority = st->priority;
+        e->limit_name = st->limit && st->limit_name ? st->limit_name : NULL;
+        if (e->limit_name) e->limit = *st->limit;
+    }
     if (t && (e->raw = malloc(len)))
         rs_cat(e->raw, len, rs_digits(num, fence, 0), "|", t, (char *)NULL);
     free(t);
@@ -109,10 +170,32 @@ int rs_check_step(const rs_step *s, weft_error *err)
 static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
 {
     char member[ID_MAX * 2 + 2];
-    char k2[KEY_MAX], k3[KEY_MAX], k4[KEY_MAX];
+    char k2[KEY_MAX];
     snprintf(member, sizeof member, "%s|%s", id, e->task ? e->task : "");
     switch (e->kind) {
     case RS_PUSH:
+        if (e->priority > 0 || e->limit_name) {
+            /* its controls first: a claim never sees it without them */
+            rs_step s = {.kind = RS_PUSH,
+                         .priority = e->priority,
+                         .limit_name = e->limit_name,
+                         .limit = &e->limit};
+            char *ctl = controls_text(&s);
+            rs_k_queue(r, e->type, "meta", k2);
+            rs_cmd_add(&c[0], "HSET");
+            rs_cmd_dup(&c[0], k2);
+            rs_cmd_dup(&c[0], member);
+            if (ctl)
+                rs_cmd_addn(&c[0], ctl, strlen(ctl), ctl); /* c owns it */
+            else
+                c[0].oom = 1;
+            rs_k_queue(r, e->type, "ready", key);
+            rs_cmd_add(&c[1], "ZADD");
+            rs_cmd_dup(&c[1], key);
+            rs_cmd_addf(&c[1], "%lld", (long long)e->at);
+            rs_cmd_dup(&c[1], member);
+            return 2;
+        }
         if (e->lease) {
             /* eager: leased to the saver, never ready for anyone else */
             rs_k_queue(r, e->type, "leases", key);
@@ -135,14 +218,8 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
         break;
     case RS_UNQUEUE:
         rs_k_queue(r, e->type, "ready", key);
-        rs_k_queue(r, e->type, "leases", k2);
-        rs_k_queue(r, e->type, "lease", k3);
-        rs_k_queue(r, e->type, "reaped", k4);
-        rs_cmd_script(&c[0], r, S_UNQUEUE, 4);
-        rs_cmd_dup(&c[0], key);
-        rs_cmd_dup(&c[0], k2);
-        rs_cmd_dup(&c[0], k3);
-        rs_cmd_dup(&c[0], k4);
+        rs_cmd_script(&c[0], r, S_UNQUEUE, 9);
+        rs_queue_keys(r, e->type, &c[0]);
         rs_cmd_dup(&c[0], member);
         break;
     case RS_WAKE:
@@ -167,22 +244,30 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
     return 1;
 }
 
-/* ack.lua (or renew/check) for a claim, into c. */
+/* ack.lua (or renew/check) for a claim, into c. An ack with expiry -1
+ * gives the claim back (ready again at once). */
 void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
 {
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
     rs_claim_member(cl, member, sizeof member);
-    rs_cmd_script(c, r, s, s == S_CHECK ? 1 : s == S_RENEW ? 2 : 3);
+    if (s == S_ACK) {
+        rs_cmd_script(c, r, S_ACK, 9);
+        rs_queue_keys(r, cl->type, c);
+        rs_cmd_dup(c, member);
+        rs_cmd_add(c, cl->lease);
+        if (expiry == -1) {
+            rs_cmd_add(c, "back");
+            rs_cmd_addf(c, "%lld", (long long)wu_now_ms());
+        }
+        return;
+    }
+    rs_cmd_script(c, r, s, s == S_CHECK ? 1 : 2);
     if (s != S_CHECK) {
         rs_k_queue(r, cl->type, "leases", k);
         rs_cmd_dup(c, k);
     }
     rs_k_queue(r, cl->type, "lease", k);
     rs_cmd_dup(c, k);
-    if (s == S_ACK) {
-        rs_k_queue(r, cl->type, "reaped", k);
-        rs_cmd_dup(c, k);
-    }
     rs_cmd_dup(c, member);
     rs_cmd_add(c, cl->lease);
     if (s == S_RENEW) rs_cmd_addf(c, "%lld", (long long)expiry);
@@ -196,6 +281,10 @@ static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
     static const char *const which[3] = {"leases", "lease", "reaped"};
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
     int i, n = cl->never_reaped ? 2 : 3;
+    if (cl->controlled) { /* its slot and controls: ack.lua, which checks the token */
+        rs_lease_cmd(r, cl, S_ACK, 0, c);
+        return 1;
+    }
     rs_claim_member(cl, member, sizeof member);
     for (i = 0; i < n; i++) {
         rs_k_queue(r, cl->type, which[i], k);

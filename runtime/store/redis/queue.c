@@ -15,37 +15,61 @@ int rs_check_claim(const rs_lease *c, weft_error *err)
     return 0;
 }
 
-/* Give claims back (ZADD ready first, then ack with the token): one round trip. */
+void rs_queue_keys(rs *r, const char *type, rs_cmd *c)
+{
+    static const char *const which[9] = {"ready", "leases", "lease", "reaped", "due",
+                                         "meta",  "lim",    "held",  "wake"};
+    char key[KEY_MAX];
+    int i;
+    for (i = 0; i < 9; i++) {
+        rs_k_queue(r, type, which[i], key);
+        rs_cmd_dup(c, key);
+    }
+    rs_k_queue(r, type, "park:", key);
+    rs_cmd_dup(c, key);
+}
+
+void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out, size_t *n)
+{
+    size_t i;
+    for (i = 0; i + 2 < x->elements && *n < (size_t)max; i += 3) {
+        const redisReply *m = x->element[i], *t = x->element[i + 1], *f = x->element[i + 2];
+        rs_lease *cl = &out[*n];
+        const char *bar;
+        size_t wl, tl;
+        if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
+        memset(cl, 0, sizeof *cl);
+        bar = memchr(m->str, '|', m->len);
+        wl = bar ? (size_t)(bar - m->str) : m->len;
+        if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+        memcpy(cl->workflow_id, m->str, wl);
+        if (bar) {
+            tl = m->len - (size_t)(bar + 1 - m->str);
+            if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
+            memcpy(cl->task_id, bar + 1, tl);
+        }
+        rs_copy_str(cl->lease, sizeof cl->lease, t);
+        snprintf(cl->type, sizeof cl->type, "%s", type);
+        cl->controlled = f->type == REDIS_REPLY_INTEGER && f->integer == 1;
+        (*n)++;
+    }
+}
+
+/* Give claims back (ack.lua "back": ready again at once, the slots they
+ * held freed): one round trip. */
 void rs_claim_release(rs *r, const rs_lease *cl, size_t n)
 {
-    rs_cmd *c = calloc(2 * n, sizeof *c);
-    redisReply **x = calloc(2 * n, sizeof *x);
-    char key[KEY_MAX], member[ID_MAX * 2 + 2];
+    rs_cmd *c = calloc(n, sizeof *c);
+    redisReply **x = calloc(n, sizeof *x);
     weft_error ignored;
-    long long now = (long long)wu_now_ms();
     size_t i;
     if (c && x) {
-        for (i = 0; i < n; i++) {
-            rs_claim_member(&cl[i], member, sizeof member);
-            rs_k_queue(r, cl[i].type, "ready", key);
-            rs_cmd_add(&c[2 * i], "ZADD");
-            rs_cmd_dup(&c[2 * i], key);
-            rs_cmd_addf(&c[2 * i], "%lld", now);
-            rs_cmd_dup(&c[2 * i], member);
-            rs_cmd_script(&c[2 * i + 1], r, S_ACK, 3);
-            rs_k_queue(r, cl[i].type, "leases", key);
-            rs_cmd_dup(&c[2 * i + 1], key);
-            rs_k_queue(r, cl[i].type, "lease", key);
-            rs_cmd_dup(&c[2 * i + 1], key);
-            rs_k_queue(r, cl[i].type, "reaped", key);
-            rs_cmd_dup(&c[2 * i + 1], key);
-            rs_cmd_dup(&c[2 * i + 1], member);
-            rs_cmd_add(&c[2 * i + 1], cl[i].lease);
-        }
+        for (i = 0; i < n; i++)
+            rs_lease_cmd(r, &cl[i], S_ACK, -1, &c[i]);
         /* on failure the leases expire and the reaper puts the members back */
-        rs_pipe(r, c, 2 * n, x, "claim release", &ignored);
-        rs_replies_free(x, 2 * n);
-        rs_cmds_free(c, 2 * n);
+        rs_pipe(r, c, n, x, "claim release", &ignored);
+        rs_replies_free(x, n);
+        rs_cmds_free(c, n);
     }
     free(c);
     free(x);
@@ -153,7 +177,7 @@ int rs_check_lease(rs *r, const rs_lease *c, weft_error *err)
 int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
             weft_error *err)
 {
-    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reaped[KEY_MAX];
+    char leases[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
     char **list = NULL;
@@ -164,15 +188,9 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     *nexhausted = 0;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
-    rs_k_queue(r, type, "ready", ready);
     rs_k_queue(r, type, "leases", leases);
-    rs_k_queue(r, type, "lease", lease);
-    rs_k_queue(r, type, "reaped", reaped);
-    rs_cmd_script(&c, r, S_REAP, 4);
-    rs_cmd_add(&c, ready);
-    rs_cmd_add(&c, leases);
-    rs_cmd_add(&c, lease);
-    rs_cmd_add(&c, reaped);
+    rs_cmd_script(&c, r, S_REAP, 9);
+    rs_queue_keys(r, type, &c);
     rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
     rs_cmd_addf(&c, "%d", max_reaps);
     rs_cmd_addf(&c, "%d", REAP_BATCH);
@@ -206,105 +224,87 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     return back;
 }
 
-/* One round trip: two ZCARDs, pipelined. */
-int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
+/* n queries on type's queue keys, "cmd[i] <key which[i]> [arg[i]]",
+ * pipelined in one round trip; the replies in x (freed on failure). */
+static int queue_query(rs *r, const char *type, const char *const *cmd, const char *const *which,
+                       const char *const *arg, size_t n, redisReply **x, weft_error *err)
 {
-    char k[2][KEY_MAX];
-    rs_cmd c[2];
-    redisReply *x[2];
-    int rc, i;
-    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
-    rs_k_queue(r, type, "ready", k[0]);
-    rs_k_queue(r, type, "leases", k[1]);
+    char k[KEY_MAX], first[KEY_MAX] = "";
+    rs_cmd c[6];
+    size_t i;
+    int rc;
     memset(c, 0, sizeof c);
-    for (i = 0; i < 2; i++) {
-        rs_cmd_add(&c[i], "ZCARD");
-        rs_cmd_add(&c[i], k[i]);
+    for (i = 0; i < n; i++) {
+        rs_k_queue(r, type, which[i], k);
+        if (i == 0) memcpy(first, k, sizeof k);
+        rs_cmd_add(&c[i], cmd[i]);
+        rs_cmd_dup(&c[i], k);
+        if (arg[i]) rs_cmd_add(&c[i], arg[i]);
     }
-    rc = rs_pipe(r, c, 2, x, k[0], err);
-    rs_cmds_free(c, 2);
-    for (i = 0; i < 2 && !rc; i++) {
-        if (rs_is_err(x[i]))
-            rc = rs_reply_err(r, x[i], k[i], err);
-        else if (x[i]->type != REDIS_REPLY_INTEGER)
-            rc = rs_bad_reply(r, k[i], err);
-    }
-    if (!rc) {
-        if (ready) *ready = x[0]->integer;
-        if (leased) *leased = x[1]->integer;
-    }
-    rs_replies_free(x, 2);
+    rc = rs_pipe(r, c, n, x, first, err);
+    rs_cmds_free(c, n);
+    for (i = 0; i < n && !rc; i++)
+        if (rs_is_err(x[i])) {
+            rs_k_queue(r, type, which[i], k);
+            rc = rs_reply_err(r, x[i], k, err);
+        }
+    if (rc) rs_replies_free(x, n);
     return rc;
 }
 
-/* One round trip: two ZSCOREs, pipelined. Returns 1 when queued, 0 when not. */
+/* One round trip: ZCARDs and the parked count, pipelined. Ready counts
+ * every member not leased: visible or not, waiting on a limit or not. */
+int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
+{
+    static const char *const cmd[4] = {"ZCARD", "ZCARD", "ZCARD", "HGET"};
+    static const char *const which[4] = {"ready", "due", "leases", "lim"};
+    static const char *const arg[4] = {NULL, NULL, NULL, "parked"};
+    redisReply *x[4];
+    int rc, i;
+    long long v[4] = {0, 0, 0, 0};
+    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = queue_query(r, type, cmd, which, arg, 4, x, err)) != 0) return rc;
+    for (i = 0; i < 3; i++)
+        v[i] = x[i]->type == REDIS_REPLY_INTEGER ? x[i]->integer : 0;
+    if (x[3]->type == REDIS_REPLY_STRING) v[3] = atoll(x[3]->str);
+    rs_replies_free(x, 4);
+    if (ready) *ready = v[0] + v[1] + (v[3] > 0 ? v[3] : 0);
+    if (leased) *leased = v[2];
+    return 0;
+}
+
+/* One round trip: ZSCOREs and HEXISTS, pipelined. Returns 1 when queued
+ * (ready, due, waiting on a limit or leased), 0 when not. */
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err)
 {
-    char k[2][KEY_MAX], member[ID_MAX * 2 + 2];
-    rs_cmd c[2];
-    redisReply *x[2];
+    static const char *const cmd[4] = {"ZSCORE", "ZSCORE", "ZSCORE", "HEXISTS"};
+    static const char *const which[4] = {"ready", "leases", "due", "meta"};
+    char member[ID_MAX * 2 + 2];
+    const char *arg[4] = {member, member, member, member};
+    redisReply *x[4];
     int rc, i, has = 0;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
         (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
-    rs_k_queue(r, type, "ready", k[0]);
-    rs_k_queue(r, type, "leases", k[1]);
-    memset(c, 0, sizeof c);
-    for (i = 0; i < 2; i++) {
-        rs_cmd_add(&c[i], "ZSCORE");
-        rs_cmd_add(&c[i], k[i]);
-        rs_cmd_add(&c[i], member);
-    }
-    rc = rs_pipe(r, c, 2, x, k[0], err);
-    rs_cmds_free(c, 2);
-    for (i = 0; i < 2 && !rc; i++) {
-        if (rs_is_err(x[i]))
-            rc = rs_reply_err(r, x[i], k[i], err);
-        else if (x[i]->type == REDIS_REPLY_STRING)
+    if ((rc = queue_query(r, type, cmd, which, arg, 4, x, err)) != 0) return rc;
+    for (i = 0; i < 4; i++)
+        if (x[i]->type == REDIS_REPLY_STRING ||
+            (x[i]->type == REDIS_REPLY_INTEGER && x[i]->integer))
             has = 1;
-    }
-    rs_replies_free(x, 2);
-    return rc ? rc : has;
+    rs_replies_free(x, 4);
+    return has;
 }
 
 /* ---- the REST API's calls ---- */
-
-/* A claim reply {member, token, ...} of `queue` into out (at most max). */
-static int claims_of(const redisReply *x, const char *queue, int max, rs_lease *out)
-{
-    size_t i;
-    int n = 0;
-    for (i = 0; i + 1 < x->elements && n < max; i += 2) {
-        const redisReply *m = x->element[i], *t = x->element[i + 1];
-        rs_lease *cl = &out[n];
-        const char *bar;
-        size_t wl, tl;
-        if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
-        memset(cl, 0, sizeof *cl);
-        bar = memchr(m->str, '|', m->len);
-        wl = bar ? (size_t)(bar - m->str) : m->len;
-        if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
-        memcpy(cl->workflow_id, m->str, wl);
-        if (bar) {
-            tl = m->len - (size_t)(bar + 1 - m->str);
-            if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
-            memcpy(cl->task_id, bar + 1, tl);
-        }
-        rs_copy_str(cl->lease, sizeof cl->lease, t);
-        snprintf(cl->type, sizeof cl->type, "%s", queue);
-        n++;
-    }
-    return n;
-}
 
 /* One round trip: reap.lua and claim.lua, pipelined. */
 int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, rs_lease *out,
             int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err)
 {
-    char ready[KEY_MAX], leases[KEY_MAX], lease[KEY_MAX], reapk[KEY_MAX], seed[37];
+    char ready[KEY_MAX], seed[37];
     rs_cmd c[2];
     redisReply *x[2] = {NULL, NULL};
     long long now = (long long)wu_now_ms();
@@ -324,22 +324,14 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
         if (seed[i] != '-') seed[j++] = seed[i];
     seed[24] = 0;
     rs_k_queue(r, queue, "ready", ready);
-    rs_k_queue(r, queue, "leases", leases);
-    rs_k_queue(r, queue, "lease", lease);
-    rs_k_queue(r, queue, "reaped", reapk);
     memset(c, 0, sizeof c);
-    rs_cmd_script(&c[0], r, S_REAP, 4);
-    rs_cmd_add(&c[0], ready);
-    rs_cmd_add(&c[0], leases);
-    rs_cmd_add(&c[0], lease);
-    rs_cmd_add(&c[0], reapk);
+    rs_cmd_script(&c[0], r, S_REAP, 9);
+    rs_queue_keys(r, queue, &c[0]);
     rs_cmd_addf(&c[0], "%lld", now);
     rs_cmd_addf(&c[0], "%d", max_reaps);
     rs_cmd_addf(&c[0], "%d", REAP_BATCH);
-    rs_cmd_script(&c[1], r, S_CLAIM, 3);
-    rs_cmd_add(&c[1], ready);
-    rs_cmd_add(&c[1], leases);
-    rs_cmd_add(&c[1], lease);
+    rs_cmd_script(&c[1], r, S_CLAIM, 9);
+    rs_queue_keys(r, queue, &c[1]);
     rs_cmd_addf(&c[1], "%lld", now);
     rs_cmd_addf(&c[1], "%lld", (long long)lease_ms);
     rs_cmd_addf(&c[1], "%d", max);
@@ -353,8 +345,11 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     /* the claims first: once made they must reach the caller (or expire) */
     if (rs_is_err(x[1]))
         rc = rs_reply_err(r, x[1], ready, err);
-    else if (x[1]->type == REDIS_REPLY_ARRAY)
-        got = claims_of(x[1], queue, max, out);
+    else if (x[1]->type == REDIS_REPLY_ARRAY) {
+        size_t ng = 0;
+        rs_claims_of(x[1], queue, max, out, &ng);
+        got = (int)ng;
+    }
     if (!rs_is_err(x[0]) && x[0]->type == REDIS_REPLY_ARRAY && x[0]->elements >= 1 &&
         x[0]->element[0]->type == REDIS_REPLY_INTEGER) {
         *reaped = (int)x[0]->element[0]->integer;

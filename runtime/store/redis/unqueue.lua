@@ -1,11 +1,22 @@
--- unqueue.lua: take a member off a queue, whether ready or leased.
--- KEYS[1] P{q:<type>}:ready   KEYS[2] P{q:<type>}:leases
--- KEYS[3] P{q:<type>}:lease   KEYS[4] P{q:<type>}:reaped
--- ARGV[1] member "<wfid>|<taskid>"
+-- unqueue.lua: take a member off a queue, whether ready, due, waiting on a
+-- limit or leased (giving back the slot it held), with its controls.
+--@include queue_lib.lua
+-- ARGV[2] member "<wfid>|<taskid>"
 -- Returns 1 when it was queued, 0 when not.
-local n = redis.call('ZREM', KEYS[1], ARGV[1]) + redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('HDEL', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[4], ARGV[1])
+local m = ARGV[2]
+local n = redis.call('ZREM', KEYS[1], m) + redis.call('ZREM', KEYS[2], m) +
+              redis.call('ZREM', KEYS[5], m)
+redis.call('HDEL', KEYS[3], m)
+redis.call('HDEL', KEYS[4], m)
+local p, _, _, _, name = q_spec(m)
+if p then
+    if name ~= '' and redis.call('ZREM', ARGV[1] .. name, m) == 1 then
+        redis.call('HINCRBY', KEYS[7], 'parked', -1)
+        n = n + 1
+    end
+    redis.call('HDEL', KEYS[6], m)
+end
+q_release(m)
 if n > 0 then
     return 1
 end

@@ -1,0 +1,61 @@
+-- queue_lib.lua: what the queue scripts share ("--@include queue_lib.lua").
+-- Every queue script takes the same keys, all under the queue's hash tag:
+-- KEYS[1] P{q:<type>}:ready   members by the time they become visible
+-- KEYS[2] P{q:<type>}:leases  leased members by lease expiry
+-- KEYS[3] P{q:<type>}:lease   member -> its current lease token
+-- KEYS[4] P{q:<type>}:reaped  member -> how often its lease expired
+-- KEYS[5] P{q:<type>}:due     visible members with controls around: by due score
+--                             ((99 - priority) * SPAN + visible-at: higher first, FIFO in one)
+-- KEYS[6] P{q:<type>}:meta    member -> "<priority>:<count>:<per ms>:<concurrency>:<name>"
+-- KEYS[7] P{q:<type>}:lim     per name: c:<name> slots held, ws:/wn:<name> the rate
+--                             window's start and claims, rn:/rw:<name> its count and
+--                             length; "parked": members waiting in parks, all names
+-- KEYS[8] P{q:<type>}:held    leased member -> the name whose slot it holds
+-- KEYS[9] P{q:<type>}:wake    name -> when its rate window ends, while members wait on it
+-- ARGV[1] P{q:<type>}:park:   + name: members waiting on that name's limits, by due score
+local SPAN = 4398046511104 -- 2^42 ms (past the year 2100): one priority's band of scores
+
+-- m's controls: priority, rate count, window ms, concurrency, name ('' when
+-- it has no limits); nil when it has none.
+local function q_spec(m)
+    local s = redis.call('HGET', KEYS[6], m)
+    if not s then
+        return nil
+    end
+    local p, n, w, c, name = string.match(s, '^(%d+):(%d+):(%d+):(%d+):(.*)$')
+    if not p then
+        return nil
+    end
+    return tonumber(p), tonumber(n), tonumber(w), tonumber(c), name
+end
+
+-- Up to n members waiting on name back to due.
+local function q_unpark(name, n)
+    local back = redis.call('ZPOPMIN', ARGV[1] .. name, n)
+    for i = 1, #back, 2 do
+        redis.call('ZADD', KEYS[5], back[i + 1], back[i])
+    end
+    if #back > 0 then
+        redis.call('HINCRBY', KEYS[7], 'parked', -#back / 2)
+    end
+end
+
+-- Give back the slot m holds (once: held says whether it still does) and
+-- bring the first member waiting on that name back to due.
+local function q_release(m)
+    local name = redis.call('HGET', KEYS[8], m)
+    if not name then
+        return
+    end
+    redis.call('HDEL', KEYS[8], m)
+    redis.call('HINCRBY', KEYS[7], 'c:' .. name, -1)
+    q_unpark(name, 1)
+end
+
+-- m is done with its queue: its controls go, unless it is queued again
+-- (a save that pushes it anew runs before its ack).
+local function q_forget(m)
+    if not redis.call('ZSCORE', KEYS[1], m) and not redis.call('ZSCORE', KEYS[5], m) then
+        redis.call('HDEL', KEYS[6], m)
+    end
+end

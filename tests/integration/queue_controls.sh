@@ -1,0 +1,194 @@
+#!/bin/bash
+# Queue controls on weftd, measured rather than trusted: the order REST polls
+# hand out tasks by workflow priority, a rate limit's windows, a concurrency
+# limit under two daemons' workers and under REST pollers on both daemons, and
+# a slot held by a daemon killed with SIGKILL, freed once when its lease is
+# reaped.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
+for c in curl jq; do
+    command -v "$c" >/dev/null 2>&1 || { echo "$c not installed: skipping"; exit 77; }
+done
+HTTPD="$BUILD/tests/httpd"
+[ -x "$HTTPD" ] || { echo "# $HTTPD is not built"; exit 77; }
+"$HTTPD" "$TMP/port" &
+httpd_pid=$!
+POLLERS=
+trap 'for p in $POLLERS; do kill "$p" 2>/dev/null; done; kill "$httpd_pid" 2>/dev/null;
+      wait "$httpd_pid" 2>/dev/null; cleanup_procs; rm -rf "$TMP"' EXIT
+wait_for 10 test -s "$TMP/port" || { echo "# tests/httpd did not start"; exit 1; }
+BASE="http://127.0.0.1:$(cat "$TMP/port")"
+
+start_redis
+start_weftd d1 --workers 2 --api 127.0.0.1:0 --set lease=2s
+start_weftd d2 --workers 2 --api 127.0.0.1:0 --set lease=2s
+A1="http://$(api_of d1)" || exit 1
+A2="http://$(api_of d2)" || exit 1
+
+now_ms() { date +%s%3N; }
+
+# wf NAME BODY: $TMP/NAME.lua, a workflow NAME whose tasks are BODY
+wf() {
+    cat >"$TMP/$1.lua" <<EOF
+local w = require "weft"
+return w.workflow { name = "$1",
+$2
+}
+EOF
+}
+
+# queued TYPE N: until the queue of TYPE holds N tasks
+queued() { [ "$(curl -s "$A1/api/tasks/queue/sizes?taskType=$1" | jq ".\"$1\"")" = "$2" ]; }
+
+# done API ID: the workflow ID is COMPLETED
+done_() { [ "$(curl -s "$1/api/workflow/$2" | jq -r .status)" = COMPLETED ]; }
+
+# complete API TASK_JSON
+complete() {
+    curl -s -o /dev/null -X POST "$1/api/tasks" -H 'Content-Type: application/json' -d "$(jq -c \
+        '{workflowInstanceId, taskId, workerId, status: "COMPLETED", outputData: {}}' <<<"$2")"
+}
+
+# ---- priority: higher first among due tasks, FIFO within one ----
+wf pq 'w.simple { ref = "t", name = "pq" }'
+ids=
+for p in 0 0 0 99; do
+    run_weft start "$TMP/pq.lua" --api "$A1" --priority $p
+    expect_rc "weft start --priority $p" 0
+    ids="$ids $last"
+done
+set -- $ids
+want="$4 $1 $2 $3"
+wait_for 10 queued pq 4 || not_ok "the four pq tasks were not queued"
+got=$(curl -s "$A2/api/tasks/poll/batch/pq?workerid=w&count=4&timeout=1000")
+order=$(jq -r '[.[].workflowInstanceId] | join(" ")' <<<"$got")
+[ "$order" = "$want" ] && ok "polled: priority 99 first, then the 0s in start order" ||
+    not_ok "poll order $order, want $want"
+for i in 0 1 2 3; do complete "$A2" "$(jq -c ".[$i]" <<<"$got")"; done
+for id in $ids; do
+    wait_for 10 done_ "$A1" "$id" || not_ok "pq workflow $id: $(curl -s "$A1/api/workflow/$id" | jq -r .status)"
+done
+ok "the four pq workflows completed"
+[ "$(curl -s "$A1/api/workflow/$4" | jq .priority)" = 99 ] && ok "GET shows priority 99" ||
+    not_ok "GET priority: $(curl -s "$A1/api/workflow/$4" | jq .priority)"
+run_weft start "$TMP/pq.lua" --api "$A1" --priority 100
+expect_rc "--priority 100 refused" 2
+expect_err "names the option" "--priority must be a whole number from 0 to 99"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$A1/api/workflow" -H 'Content-Type: application/json' \
+    -d '{"name":"none","priority":-1,"workflowDef":{"name":"p","tasks":[{"name":"x","taskReferenceName":"x","type":"SIMPLE"}]}}')
+[ "$code" = 400 ] && grep -q 'priority must be a whole number from 0 to 99' "$TMP/body" &&
+    ok "a StartWorkflowRequest with priority -1: 400 naming priority" ||
+    not_ok "priority -1: $code $(cat "$TMP/body")"
+
+# ---- rate limit: at most 2 claims per 1 s window, the rest stay queued ----
+wf rq "w.fork { ref = 'f',
+  $(for i in 1 2 3 4 5 6; do printf "{ w.simple { ref = 'r%d', name = 'rq', rate_limit = { count = 2, per = '1s' } } },\n" $i; done)
+}"
+run_weft start "$TMP/rq.lua" --api "$A1"
+expect_rc "start six rate-limited tasks" 0
+rid=$last
+wait_for 10 queued rq 6 || not_ok "the six rq tasks were not queued"
+: >"$TMP/rq.claims"
+end=$(( $(now_ms) + 6000 ))
+while [ "$(now_ms)" -lt "$end" ]; do
+    t=$(now_ms)
+    # poll only well inside a window, so a claim and its reply share one
+    ms=$((t % 1000))
+    if [ $ms -lt 100 ] || [ $ms -gt 850 ]; then sleep 0.05; continue; fi
+    got=$(curl -s "$A2/api/tasks/poll/batch/rq?workerid=w&count=6&timeout=0")
+    n=$(jq length <<<"$got")
+    [ "$n" -gt 0 ] && echo "$((t / 1000)) $n" >>"$TMP/rq.claims"
+    for i in $(seq 0 $((n - 1))); do complete "$A2" "$(jq -c ".[$i]" <<<"$got")"; done
+    [ "$(awk '{s += $2} END {print s + 0}' "$TMP/rq.claims")" -ge 6 ] && break
+    sleep 0.05
+done
+per=$(awk '{c[$1] += $2} END {m = 0; for (k in c) if (c[k] > m) m = c[k]; print m}' "$TMP/rq.claims")
+windows=$(awk '{c[$1] += $2} END {print length(c)}' "$TMP/rq.claims")
+total=$(awk '{s += $2} END {print s + 0}' "$TMP/rq.claims")
+[ "$total" = 6 ] && [ "$per" = 2 ] && [ "$windows" = 3 ] &&
+    ok "rate limit: 6 claims, 2 in each of 3 windows" ||
+    not_ok "rate limit: $total claims, at most $per in one window, $windows windows: $(tr '\n' ';' <"$TMP/rq.claims")"
+wait_for 10 done_ "$A1" "$rid" &&
+    ok "the rate-limited workflow completed" || not_ok "rq workflow: $(curl -s "$A1/api/workflow/$rid" | jq -r .status)"
+
+# ---- concurrency under the daemons' own workers: HTTP calls one at a time ----
+# four workflows of one 400 ms call each, started 50 ms apart: without the
+# limit the daemons' four workers would run them side by side
+wf cq "w.http { ref = 'h', name = 'callapi', uri = '$BASE/slow?ms=400', concurrency = 1 }"
+cids=
+for i in 1 2 3 4; do
+    run_weft start "$TMP/cq.lua" --api "$A1"
+    [ "$rc" = 0 ] || not_ok "start call $i: exit $rc: $errout"
+    cids="$cids $last"
+    sleep 0.05
+done
+: >"$TMP/cq.times"
+for id in $cids; do
+    wait_for 30 done_ "$A1" "$id" || not_ok "cq workflow $id: $(curl -s "$A1/api/workflow/$id" | jq -r .status)"
+    curl -s "$A1/api/workflow/$id" | jq -r '.tasks[] | select(.taskType == "HTTP") | "\(.startTime) \(.endTime) \(.workerId)"' >>"$TMP/cq.times"
+done
+sort -n -o "$TMP/cq.times" "$TMP/cq.times"
+overlaps=$(awk 'NR > 1 && $1 < end {n++} {end = $2} END {print n + 0}' "$TMP/cq.times")
+[ "$(wc -l <"$TMP/cq.times")" = 4 ] && [ "$overlaps" = 0 ] &&
+    ok "concurrency 1: four HTTP calls, none overlapping" ||
+    not_ok "concurrency 1: $overlaps overlaps in $(tr '\n' ';' <"$TMP/cq.times")"
+
+# ---- concurrency under REST pollers on both daemons: at most 2 at once ----
+wf cp "w.fork { ref = 'f',
+  $(for i in 1 2 3 4 5 6; do printf "{ w.simple { ref = 'c%d', name = 'cp', concurrency = 2 } },\n" $i; done)
+}"
+run_weft start "$TMP/cp.lua" --api "$A1"
+expect_rc "start six tasks limited to two at once" 0
+pid_=$last
+wait_for 10 queued cp 6 || not_ok "the six cp tasks were not queued"
+poller() { # API LOG: take a task, hold it 300 ms, complete it
+    while :; do
+        got=$(curl -s "$1/api/tasks/poll/batch/cp?workerid=p$$&count=1&timeout=200")
+        [ "$(jq length <<<"$got" 2>/dev/null)" = 1 ] || continue
+        echo "$(now_ms) 1" >>"$2"
+        sleep 0.3
+        echo "$(now_ms) -1" >>"$2"
+        complete "$1" "$(jq -c '.[0]' <<<"$got")"
+    done
+}
+for a in "$A1" "$A2" "$A1" "$A2"; do
+    poller "$a" "$TMP/cp.$RANDOM.log" &
+    POLLERS="$POLLERS $!"
+done
+wait_for 30 done_ "$A1" "$pid_" ||
+    not_ok "cp workflow: $(curl -s "$A1/api/workflow/$pid_" | jq -r .status)"
+for p in $POLLERS; do kill "$p" 2>/dev/null; done
+POLLERS=
+# the most held at once, by the pollers' own clocks: a slot is released only
+# after the result is taken, so the server held each at least this long
+max=$(cat "$TMP"/cp.*.log | sort -n -k1,1 -k2,2 | awk '{n += $2; if (n > m) m = n} END {print m + 0}')
+took=$(cat "$TMP"/cp.*.log | awk '$2 == 1' | wc -l)
+[ "$took" = 6 ] && [ "$max" -le 2 ] && [ "$max" -ge 1 ] &&
+    ok "concurrency 2 with four pollers on two daemons: at most $max at once" ||
+    not_ok "concurrency 2: $took taken, $max at once"
+
+# ---- a slot held by a daemon killed with SIGKILL is freed once ----
+kill_weftd d2
+wf kq "w.fork { ref = 'f',
+  { w.http { ref = 'k1', name = 'killq', uri = '$BASE/slow?ms=1500', concurrency = 1 } },
+  { w.http { ref = 'k2', name = 'killq', uri = '$BASE/slow?ms=1500', concurrency = 1 } }
+}"
+run_weft start "$TMP/kq.lua" --api "$A1"
+expect_rc "start two calls limited to one, on d1 alone" 0
+kid=$last
+# a call runs within a claim (its IN_PROGRESS is saved with its result):
+# the slot it holds is what shows it started
+wait_for 10 sh -c "[ \"\$(redis-cli -p $REDIS_PORT HLEN '${WEFT_KEY_PREFIX}{q:HTTP}:held')\" = 1 ]" ||
+    not_ok "no killq call started"
+kill_weftd d1 KILL
+ok "d1 killed while it held killq's only slot"
+start_weftd d3 --workers 2 --api 127.0.0.1:0 --set lease=2s
+A3="http://$(api_of d3)" || exit 1
+wait_for 30 done_ "$A3" "$kid" &&
+    ok "d3 finished both calls after d1's lease was reaped" ||
+    not_ok "kq workflow: $(curl -s "$A3/api/workflow/$kid" | jq -c '[.status, [.tasks[] | .status]]')"
+held=$(rcli HGET "${WEFT_KEY_PREFIX}{q:HTTP}:lim" c:killq)
+[ "${held:-0}" = 0 ] && ok "killq's slots all free again (freed once: $held)" ||
+    not_ok "killq's slot count is $held after both calls"
+stop_weftd_clean d3
+finish
