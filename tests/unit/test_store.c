@@ -543,6 +543,156 @@ static void test_concurrency_limit(void **state)
     }
 }
 
+/* review 12: a member a slot release brought back to due, then taken off
+ * (task canceled) before any claim, takes the wake-up with it: the next
+ * waiting member stays parked while the slot is free. */
+static void test_conc_unqueue_woken(void **state)
+{
+    static const def_qlimit lim = {.concurrency = 1};
+    int64_t now = wu_now_ms();
+    st_step sp[3] = {ctl_push("KU", "h", now - 30, 0, "ku", &lim),
+                     ctl_push("KU", "a", now - 20, 0, "ku", &lim),
+                     ctl_push("KU", "b", now - 10, 0, "ku", &lim)};
+    st_step un = {.kind = ST_UNQUEUE, .type = "KU", .task_id = "a"};
+    st_lease l[4];
+    xc_exec *x;
+    (void)state;
+    x = queued("wf-cu", sp, 3);
+    assert_int_equal(claim("KU", 8, 60000, l), 1);
+    assert_string_equal(l[0].task_id, "h");
+    assert_int_equal(claim("KU", 8, 60000, l + 1), 0); /* a, b wait */
+    OK(ST(S, ack, &l[0], &e_));                         /* a back to due */
+    assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
+    assert_sizes("KU", 1, 0);
+    /* no slot is held: b must be claimable */
+    assert_int_equal(claim("KU", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "b");
+}
+
+/* review 12: a push of a member that is still leased (an outbox entry
+ * replayed by the sweeper after a process died between its push and the
+ * trim; or a claim slipping between a save's re-push and its ack): the
+ * second claim of the same member counts a second slot that only one
+ * release ever gives back. */
+static void test_conc_repush_leased(void **state)
+{
+    static const def_qlimit lim = {.concurrency = 2};
+    int64_t now = wu_now_ms();
+    st_step sp = ctl_push("KR", "m", now - 10, 0, "kr", &lim);
+    st_step more[2] = {ctl_push("KR", "p", now, 0, "kr", &lim),
+                       ctl_push("KR", "q", now, 0, "kr", &lim)};
+    st_lease l[4];
+    xc_exec *x;
+    (void)state;
+    x = queued("wf-cr", &sp, 1);
+    assert_int_equal(claim("KR", 8, 60000, l), 1);
+    assert_int_equal(save(x, x->fence, &sp, 1, NULL, 0, NULL), 0); /* m again */
+    assert_int_equal(claim("KR", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "m");
+    OK(ST(S, ack, &l[1], &e_));
+    (void)RC(ST(S, ack, &l[0], &e_)); /* stale: its token was replaced */
+    assert_sizes("KR", 0, 0);
+    /* nothing is leased: both slots must be free */
+    assert_int_equal(save(x, x->fence, more, 2, NULL, 0, NULL), 0);
+    assert_int_equal(claim("KR", 8, 60000, l + 2), 2);
+}
+
+/* review 12: a push of a member already waiting on a rate window (an
+ * outbox replay): the claim parks it a second time and counts it twice;
+ * queue_sizes then reports a ready member that is not there, for ever. */
+static void test_rate_repush_parked(void **state)
+{
+    static const def_qlimit lim = {.rate_count = 1, .rate_per_ms = 400};
+    int64_t now = wu_now_ms();
+    st_step sp[2] = {ctl_push("RP", "a", now - 20, 0, "rp", &lim),
+                     ctl_push("RP", "m", now - 10, 0, "rp", &lim)};
+    st_lease l[4];
+    xc_exec *x;
+    (void)state;
+    next_window(400);
+    x = queued("wf-rp", sp, 2);
+    assert_int_equal(claim("RP", 8, 60000, l), 1);
+    assert_int_equal(claim("RP", 8, 60000, l + 1), 0); /* m waits */
+    assert_int_equal(save(x, x->fence, &sp[1], 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("RP", 8, 60000, l + 1), 0);
+    assert_sizes("RP", 1, 1);
+    next_window(400);
+    assert_int_equal(claim("RP", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "m");
+    assert_int_equal(claim("RP", 8, 60000, l + 2), 0);
+    assert_sizes("RP", 0, 2);
+}
+
+/* review 12: the ack of a leased member that was pushed again and is now
+ * waiting in its park behind another member: ack.lua's q_forget looks in
+ * ready and due only, so the waiting member's controls are deleted
+ * (redis); it is then claimed as uncontrolled, outside its limit, and
+ * queue_has says it is not queued while it waits. */
+static void test_conc_forget_parked(void **state)
+{
+    static const def_qlimit lim = {.concurrency = 1};
+    int64_t now = wu_now_ms();
+    st_step sp[2] = {ctl_push("KF", "m", now - 100, 0, "kf", &lim),
+                     ctl_push("KF", "x", now - 50, 0, "kf", &lim)};
+    st_step again = ctl_push("KF", "m", now - 10, 0, "kf", &lim);
+    st_lease l[4];
+    xc_exec *x;
+    (void)state;
+    x = queued("wf-kf", sp, 2);
+    assert_int_equal(claim("KF", 8, 60000, l), 1);
+    assert_string_equal(l[0].task_id, "m");
+    assert_int_equal(save(x, x->fence, &again, 1, NULL, 0, NULL), 0);
+    assert_int_equal(claim("KF", 8, 60000, l + 1), 0); /* x, then m, wait */
+    OK(ST(S, ack, &l[0], &e_));                         /* x back to due; m waits */
+    assert_int_equal(ST(S, queue_has, "KF", "wf-kf", "m", &e_), 1);
+    assert_int_equal(claim("KF", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "x");
+    OK(ST(S, ack, &l[1], &e_));
+    assert_int_equal(claim("KF", 8, 60000, l + 2), 1);
+    assert_string_equal(l[2].task_id, "m");
+    assert_int_equal(l[2].controlled, 1);
+}
+
+/* review 12 (sound, kept as a guard): a save that re-pushes a leased
+ * member for later (IN_PROGRESS with callbackAfterSeconds) and acks it
+ * frees its slot once and keeps its controls. */
+static void test_conc_repush_with_ack(void **state)
+{
+    static const def_qlimit lim = {.concurrency = 1};
+    int64_t now = wu_now_ms();
+    st_step sp[2] = {ctl_push("KA", "m", now - 20, 7, "ka", &lim),
+                     ctl_push("KA", "n", now - 10, 0, "ka", &lim)};
+    st_step later = ctl_push("KA", "m", now + 150, 7, "ka", &lim);
+    st_lease l[4];
+    st_save sv;
+    xc_exec *x;
+    (void)state;
+    x = queued("wf-ka", sp, 2);
+    assert_int_equal(claim("KA", 8, 60000, l), 1);
+    assert_string_equal(l[0].task_id, "m");
+    memset(&sv, 0, sizeof sv);
+    sv.x = x;
+    sv.fence = x->fence;
+    sv.loaded_fence = x->fence;
+    sv.steps = &later;
+    sv.nsteps = 1;
+    sv.acks = &l[0];
+    sv.nacks = 1;
+    OK(ST(S, exec_save_many, &sv, 1, &e_));
+    assert_int_equal(sv.rc, 0);
+    x->fence = sv.new_fence;
+    assert_int_equal(claim("KA", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "n");
+    assert_sizes("KA", 1, 1);
+    OK(ST(S, ack, &l[1], &e_));
+    nap(200);
+    assert_int_equal(claim("KA", 8, 60000, l + 2), 1);
+    assert_string_equal(l[2].task_id, "m");
+    assert_int_equal(l[2].controlled, 1);
+    assert_int_equal(claim("KA", 8, 60000, l + 3), 0);
+    assert_sizes("KA", 0, 1);
+}
+
 static void test_renew_ack(void **state)
 {
     st_step sp = push("T1", "a", 0);
@@ -1181,6 +1331,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrency_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conc_unqueue_woken, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conc_repush_leased, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_repush_parked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conc_forget_parked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_conc_repush_with_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poll_extend, setup, teardown),
