@@ -693,6 +693,29 @@ static void test_conc_repush_with_ack(void **state)
     assert_sizes("KA", 0, 1);
 }
 
+/* review 12: a claim over several types takes up to max from each and
+ * gives the extra back (rs_claim_release -> ack.lua "back"); the given-back
+ * member's rate-window claim is not refunded (redis), so the window is
+ * spent on a claim nobody ran. The memory store never over-claims. */
+static void test_rate_giveback_spends_window(void **state)
+{
+    static const def_qlimit lim = {.rate_count = 1, .rate_per_ms = 1000};
+    int64_t now = wu_now_ms();
+    st_step sp[2] = {push("GA", "a", now - 20), ctl_push("GB", "b", now - 10, 0, "gb", &lim)};
+    const char *types[2] = {"GA", "GB"};
+    st_lease l[4];
+    int n;
+    (void)state;
+    next_window(1000);
+    queued("wf-gb", sp, 2);
+    n = ST(S, due_claim, 0, 0, 0, NULL, NULL, types, 2, 1, 60000, l, &e_);
+    assert_int_equal(n, 1);
+    assert_string_equal(l[0].task_id, "a");
+    /* b was not run in this window: it may start now */
+    assert_int_equal(claim("GB", 8, 60000, l + 1), 1);
+    assert_string_equal(l[1].task_id, "b");
+}
+
 static void test_renew_ack(void **state)
 {
     st_step sp = push("T1", "a", 0);
@@ -1336,6 +1359,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rate_repush_parked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conc_forget_parked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conc_repush_with_ack, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_giveback_spends_window, setup, teardown),
         cmocka_unit_test_setup_teardown(test_renew_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_poll_extend, setup, teardown),
