@@ -302,7 +302,7 @@ mhd_result ap_h_poll_batch(ctx *c)
         return ap_send_error(c, 500, "out of memory");
     }
     c->q->lp = lp;
-    lp->queue = c->q->seg[4];
+    if (!(lp->queue = ap_poll_queue(c, c->q->seg[4], lp->qbuf))) return c->res;
     lp->worker = ap_query(c, "workerid");
     lp->count = (int)count;
     n = ap_take(c->s, c->t, lp->queue, lp->count, lp->worker, lp->arr, &lp->err);

@@ -75,7 +75,8 @@ struct park {
 /* A batch poll waiting for a task. */
 typedef struct longpoll {
     park pk;
-    const char *queue, *worker; /* borrowed from the request */
+    const char *queue, *worker; /* borrowed from the request (queue: or qbuf) */
+    char qbuf[256];             /* "<domain>:<name>" for a poll with domain= */
     int count, got, failed;
     int64_t deadline, pause;
     json_object *arr;
@@ -117,6 +118,10 @@ typedef struct ctx {
     tls *t; /* NULL when it could not be made (out of memory) */
     mhd_result res;
 } ctx;
+
+/* The queue a poll of name takes from: name, or "<domain>:<name>" with
+ * ?domain= (into buf). NULL when the domain is bad (400 sent). */
+const char *ap_poll_queue(ctx *c, const char *name, char buf[256]);
 
 typedef mhd_result (*handler)(ctx *c);
 

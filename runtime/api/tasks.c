@@ -232,7 +232,7 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
                       "discarded",
                       t->id, t->ref, t->worker_id, a->worker);
     snprintf(a->found_id, sizeof a->found_id, "%s", t->id);
-    snprintf(a->queue, sizeof a->queue, "%s", t->def->queue);
+    snprintf(a->queue, sizeof a->queue, "%s", xc_task_queue(t));
     snprintf(a->type, sizeof a->type, "%s", t->def->type_name);
     a->lease_ms = lease_of(t);
     a->started_ms = t->started_ms;
@@ -284,13 +284,36 @@ static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, 
 
 /* ---- handlers: external workers ---- */
 
-/* GET /api/tasks/poll/{name}?workerid=: 200 with a Task, or 204. */
+const char *ap_poll_queue(ctx *c, const char *name, char buf[256])
+{
+    const char *d = ap_query(c, "domain");
+    json_object *m;
+    weft_error err = {0};
+    int bad;
+    if (!d || !*d || !strcmp(d, "NO_DOMAIN")) return name;
+    m = json_object_new_object();
+    json_object_object_add(m, "poll", json_object_new_string(d));
+    bad = op_check_domains(m, &err) != 0 || strchr(d, ',');
+    json_object_put(m);
+    if (bad || (size_t)snprintf(buf, 256, "%s:%s", d, name) >= 256) {
+        ap_send_error(c, 400, "domain '%s': letters, digits, '_', '-', '.', at most 64", d);
+        return NULL;
+    }
+    return buf;
+}
+
+/* GET /api/tasks/poll/{name}?workerid=&domain=: 200 with a Task, or 204. */
 mhd_result ap_h_poll(ctx *c)
 {
     weft_error err = {0};
-    json_object *arr = json_object_new_array();
-    int n = ap_take(c->s, c->t, c->q->seg[3], 1, ap_query(c, "workerid"), arr, &err);
+    char qbuf[256];
+    const char *queue = ap_poll_queue(c, c->q->seg[3], qbuf);
+    json_object *arr;
+    int n;
     mhd_result r;
+    if (!queue) return c->res;
+    arr = json_object_new_array();
+    n = ap_take(c->s, c->t, queue, 1, ap_query(c, "workerid"), arr, &err);
     if (n < 0)
         r = ap_send_werr(c, &err);
     else if (n == 0)

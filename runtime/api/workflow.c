@@ -105,6 +105,7 @@ static int registered_def(tls *t, const char *name, long version, json_object **
 typedef struct start_opts {
     const char *corr, *idem;
     int priority;
+    json_object *task_to_domain; /* borrowed */
 } start_opts;
 
 /* Start a workflow of def (borrowed; its SIMPLE tasks may gain taskDefinitions). */
@@ -125,6 +126,7 @@ static int start_def(ap_server *s, tls *t, json_object *defj, const char *source
     a.correlation_id = o->corr;
     a.idempotency_key = o->idem;
     a.priority = o->priority;
+    a.task_to_domain = o->task_to_domain;
     t->op.client = 1;
     rc = op_start(&t->op, &a, id, err);
     def_unref(def);
@@ -169,6 +171,13 @@ mhd_result ap_h_start(ctx *c)
             goto out;
         }
         o.priority = json_object_get_int(v);
+    }
+    if (json_object_object_get_ex(body, "taskToDomain", &v) && v) {
+        if (op_check_domains(v, &err)) {
+            ap_send_error(c, 400, "%s", err.msg);
+            goto out;
+        }
+        o.task_to_domain = v;
     }
     if (json_object_object_get_ex(body, "version", &v) && v) {
         if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||

@@ -83,6 +83,9 @@ static const cf_field fields[] = {
      "log verbosity (SIGHUP applies a new value)"},
     {"types", CF_LIST, F(types), F(ntypes), NULL, 0, NULL, NULL,
      "task types to serve (unset: every queued type loaded)"},
+    {"domains", CF_LIST, F(domains), F(ndomains), NULL, 0, NULL, NULL,
+     "task domains (worker labels) to serve: their queues of the served types; NO_DOMAIN "
+     "stands for the plain queues (unset: only the plain queues)"},
     {"plugins", CF_OBJECT, F(plugins), 0, "{}", 0, NULL, NULL,
      "per-plugin config: { <plugin or lock name> = { ... } }"},
     {"api", CF_BOOL, F(api), 0, "true", 0, NULL, NULL, "serve the REST API (weftd --no-api)"},

@@ -46,6 +46,8 @@ typedef struct cf_config {
     char *log_level;         /* log_level: "info" (error|warn|info|debug) */
     char **types;            /* types: task types to serve; NULL = every queued type loaded */
     size_t ntypes;
+    char **domains; /* domains: task domains to serve; NULL = none (plain queues) */
+    size_t ndomains;
     json_object *plugins;       /* plugins: { <plugin or lock name> = { ... } }, owned */
     int api;                    /* api: true (serve the REST API) */
     char *api_listen;           /* api_listen: "127.0.0.1:8080" (port 0: any free port) */

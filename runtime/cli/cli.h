@@ -30,6 +30,7 @@ enum {
     CLI_O_STATUS = 1u << 11,
     CLI_O_QUIET = 1u << 12,
     CLI_O_PRIORITY = 1u << 13,
+    CLI_O_DOMAIN = 1u << 14,
 };
 
 /* What every command on workflows in Redis takes: where they are. */
@@ -54,6 +55,7 @@ typedef struct cli {
     const char *status;
     int quiet;
     const char *priority;
+    const char *domain;
     int help;      /* --help / -h was given */
     unsigned seen; /* CLI_O_* bits of the options given */
 } cli;
@@ -87,6 +89,9 @@ int cli_fail(const weft_error *err);
 int read_input(const char *arg, json_object **out);
 /* --priority into *out (0 when not given): 0, or EXIT_USAGE said on stderr. */
 int cli_priority(const cli *c, int *out);
+/* --domain "task=domain[,domain...] ..." as a taskToDomain object into *out
+ * (NULL when not given; caller puts it): 0, or EXIT_USAGE said on stderr. */
+int cli_domains(const cli *c, json_object **out);
 /* 1 if s names a definition file (.lua or .json), existing or not. */
 int cli_is_file(const char *s);
 void cli_sleep_ms(long ms);

@@ -9,6 +9,7 @@
 #include "base/util.h"
 #include "cli/cli.h"
 #include "core/exec.h"
+#include "core/ops.h"
 
 /* The options, in CLI_O_* bit order: name, value (NULL = a flag), where the
  * value goes, and their help. */
@@ -39,6 +40,9 @@ static const struct cli_opt {
     {"quiet", NULL, 0, "no task transitions on stderr (also -q)"},
     {"priority", "0-99", offsetof(cli, priority),
      "its tasks are claimed before those of lower priorities (default 0)"},
+    {"domain", "TASK=D[,D..] ...", offsetof(cli, domain),
+     "task domains (Conductor's taskToDomain): TASK is a task name or *,\n"
+     "a list falls back in order to the first domain with a worker polling"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
@@ -70,6 +74,36 @@ int cli_priority(const cli *c, int *out)
         return die(EXIT_USAGE, "--priority must be a whole number from 0 to 99, not '%s'",
                    c->priority);
     *out = (int)v;
+    return 0;
+}
+
+int cli_domains(const cli *c, json_object **out)
+{
+    char *text, *save = NULL, *e;
+    json_object *m;
+    weft_error err = {0};
+    *out = NULL;
+    if (!c->domain) return 0;
+    if (!(text = strdup(c->domain)) || !(m = json_object_new_object())) {
+        free(text);
+        return die(EXIT_USAGE, "%s", "out of memory");
+    }
+    for (e = strtok_r(text, " ;", &save); e; e = strtok_r(NULL, " ;", &save)) {
+        char *eq = strchr(e, '=');
+        if (!eq || eq == e || !eq[1]) {
+            json_object_put(m);
+            free(text);
+            return die(EXIT_USAGE, "--domain: '%s' is not TASK=DOMAIN", e);
+        }
+        *eq = 0;
+        json_object_object_add(m, e, json_object_new_string(eq + 1));
+    }
+    free(text);
+    if (op_check_domains(m, &err)) {
+        json_object_put(m);
+        return die(EXIT_USAGE, "--domain: %s", err.msg);
+    }
+    *out = m;
     return 0;
 }
 

@@ -247,6 +247,14 @@ static int h_start(cli_tp *t, const char *what, json_object *input, char **id)
         }
         json_object_object_add(req, "priority", json_object_new_int(p));
     }
+    if (c->domain) {
+        json_object *m;
+        if ((rc = cli_domains(c, &m))) {
+            json_object_put(req);
+            return rc;
+        }
+        json_object_object_add(req, "taskToDomain", m);
+    }
     rc = api_simple(t->impl, "POST", "/api/workflow",
                     json_object_to_json_string_ext(req, JSON_C_TO_STRING_PLAIN), &out);
     if (rc == EXIT_OK) *id = strdup(out.data ? out.data : "");

@@ -64,11 +64,12 @@ static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
     a.input = input;
     a.correlation_id = t->c->correlation_id;
     a.idempotency_key = t->c->idempotency_key;
-    if ((rc = cli_priority(t->c, &a.priority))) {
+    if ((rc = cli_priority(t->c, &a.priority)) || (rc = cli_domains(t->c, &a.task_to_domain))) {
         def_unref(def);
         return rc;
     }
     rc = op_start(&k->op, &a, buf, &err);
+    json_object_put(a.task_to_domain);
     def_unref(def);
     if (rc) return cli_fail(&err);
     *id = strdup(buf);
@@ -377,6 +378,8 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     }
     k->dec.defs = &k->defs;
     k->dec.now = wu_now_ms;
+    k->dec.domain_active = op_domain_active;
+    k->dec.domain_ud = k->st;
     k->op.st = k->st;
     k->op.defs = &k->defs;
     k->op.dec = &k->dec;

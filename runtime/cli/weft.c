@@ -49,7 +49,7 @@ static const cli_cmd commands[] = {
      .summary = "start a workflow; prints the new workflow id",
      .about = "FILE.lua or FILE.json is compiled here; a NAME is a registered definition.",
      .opts = CLI_O_INPUT | CLI_O_PLUGIN_PATH | CLI_O_VERSION | CLI_O_CORRELATION_ID |
-             CLI_O_IDEMPOTENCY_KEY | CLI_O_PRIORITY | CLI_O_REMOTE,
+             CLI_O_IDEMPOTENCY_KEY | CLI_O_PRIORITY | CLI_O_DOMAIN | CLI_O_REMOTE,
      .min_args = 1,
      .where = ON_REDIS | CLI_PLUGINS,
      .run = cli_start},

@@ -201,6 +201,7 @@ static void w_task(jw *w, const xc_task *t)
     w_int(w, "callbackTime", t->callback_ms);
     w_str(w, "subWorkflowId", t->child_id);
     w_str(w, "workerId", t->worker_id);
+    w_str(w, "domain", t->domain);
     w_int(w, "flags", flags);
     jw_close(w, '}');
 }
@@ -221,6 +222,7 @@ int cd_doc_text(const xc_exec *x, wu_buf *b)
     w_str(&w, "parentWorkflowTaskId", x->parent_task_id);
     w_int(&w, "depth", x->depth);
     w_int(&w, "priority", x->priority);
+    w_obj(&w, "taskToDomain", x->task_to_domain);
     w_str(&w, "failedTaskId", x->failed_task_id);
     w_int(&w, "createTime", x->created_ms);
     w_int(&w, "updateTime", x->updated_ms);
@@ -408,6 +410,7 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->callback_ms = get_int(td, "callbackTime");
     t->child_id = dup_or_null(get_str(td, "subWorkflowId"));
     t->worker_id = dup_or_null(get_str(td, "workerId"));
+    if (get_str(td, "domain") && xc_task_set_domain(t, get_str(td, "domain"))) return WEFT_ENOMEM;
     t->followed = (flags & 1) != 0;
     t->spawned = (flags & 2) != 0;
     t->retried = (flags & 4) != 0;
@@ -450,6 +453,7 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     x->parent_task_id = dup_or_null(get_str(doc, "parentWorkflowTaskId"));
     x->depth = (int)get_int(doc, "depth");
     x->priority = (int)get_int(doc, "priority");
+    x->task_to_domain = get_obj(doc, "taskToDomain");
     if (x->priority < 0 || x->priority > 99) x->priority = 0;
     x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
     x->created_ms = get_int(doc, "createTime");

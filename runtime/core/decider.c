@@ -240,6 +240,33 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
     return t;
 }
 
+/*
+ * The domain a queued task goes to, by its workflow's taskToDomain (its
+ * name's entry, else "*"): a list "d1,d2,..." names the first whose queue a
+ * worker polled lately, else the last one; NO_DOMAIN stands for no domain,
+ * as in Conductor.
+ */
+static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
+{
+    json_object *v;
+    char list[512], *save = NULL, *d, *pick = NULL;
+    int many;
+    if (!x->task_to_domain || t->domain) return;
+    if (!json_object_object_get_ex(x->task_to_domain, t->def->name, &v) &&
+        !json_object_object_get_ex(x->task_to_domain, "*", &v))
+        return;
+    if (!json_object_is_type(v, json_type_string)) return;
+    snprintf(list, sizeof list, "%s", json_object_get_string(v));
+    many = strchr(list, ',') != NULL;
+    for (d = strtok_r(list, ", ", &save); d; d = strtok_r(NULL, ", ", &save)) {
+        pick = d;
+        if (!many || !strcmp(d, "NO_DOMAIN")) break;
+        if (e->domain_active && e->domain_active(e->domain_ud, t->def->queue, d)) break;
+    }
+    /* out of memory: the task goes to its type's queue */
+    if (pick && strcmp(pick, "NO_DOMAIN")) xc_task_set_domain(t, pick);
+}
+
 /* Control flow is mapped now (or at `delay`); other types go to their queue. */
 static void dispatch(const dec_env *e, xc_exec *x, xc_task *t, int64_t delay, dec_out *o)
 {
@@ -255,6 +282,7 @@ static void dispatch(const dec_env *e, xc_exec *x, xc_task *t, int64_t delay, de
             remap(e, x, t, o);
         }
     } else {
+        resolve_domain(e, x, t);
         t->queued = 1;
         t->callback_ms = e->now() + delay;
         push(o, DEC_ENQUEUE, t, t->callback_ms);
@@ -395,6 +423,7 @@ done:
 
 void dec_enqueue(const dec_env *e, xc_exec *x, xc_task *t, int64_t at, dec_out *o)
 {
+    resolve_domain(e, x, t);
     t->queued = 1;
     t->callback_ms = at;
     push(o, DEC_ENQUEUE, t, at);

@@ -48,6 +48,10 @@ typedef struct dec_env {
     /* Called on every task or workflow status change (t NULL = workflow). */
     void (*on_change)(void *ud, const xc_exec *x, const xc_task *t);
     void *ud;
+    /* Optional: whether a worker polled queue's domain lately (Conductor's
+     * "active worker"), for taskToDomain's lists of domains; NULL: none. */
+    int (*domain_active)(void *ud, const char *queue, const char *domain);
+    void *domain_ud;
 } dec_env;
 
 /* Whether a new execution's first decision runs no plugin code (its first

@@ -120,7 +120,7 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
         st.task = a->task;
         if (a->kind == DEC_ENQUEUE) {
             st.kind = ST_PUSH;
-            st.type = a->task->def->queue;
+            st.type = xc_task_queue(a->task);
             st.task_id = a->task->id;
             st.at = a->at;
             st.priority = x->priority;
@@ -128,8 +128,9 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
                 st.limit_name = a->task->def->name;
                 st.limit = &a->task->def->limit;
             }
-            /* a task with queue controls waits its turn in the queue */
-            if (got && !st.priority && !st.limit && take_eager(env, a, now, room, got[ng].lease)) {
+            /* a task with queue controls (or a domain) waits its turn in the queue */
+            if (got && !st.priority && !st.limit && !a->task->domain &&
+                take_eager(env, a, now, room, got[ng].lease)) {
                 copy_str(got[ng].workflow_id, sizeof got[ng].workflow_id, x->id);
                 copy_str(got[ng].task_id, sizeof got[ng].task_id, a->task->id);
                 copy_str(got[ng].type, sizeof got[ng].type, st.type);
@@ -143,7 +144,7 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
             s[k++] = st;
         } else if ((a->kind == DEC_CANCEL && !a->task->def->type->map) || a->kind == DEC_UNQUEUE) {
             st.kind = ST_UNQUEUE;
-            st.type = a->task->def->queue;
+            st.type = xc_task_queue(a->task);
             st.task_id = a->task->id;
             s[k++] = st;
         }

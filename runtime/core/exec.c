@@ -47,6 +47,8 @@ static void task_free(xc_task *t)
     free(t->reason);
     free(t->child_id);
     free(t->worker_id);
+    free(t->domain);
+    free(t->queue);
     free(t->input_ref);
     free(t->output_ref);
     free(t);
@@ -85,6 +87,7 @@ void xc_free(xc_exec *x)
     json_object_put(x->j_id);
     free(x->reason);
     free(x->correlation_id);
+    json_object_put(x->task_to_domain);
     free(x->parent_id);
     free(x->parent_task_id);
     free(x->failed_task_id);
@@ -201,6 +204,24 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     return t;
 }
 
+int xc_task_set_domain(xc_task *t, const char *domain)
+{
+    char *d = NULL, *q = NULL;
+    if (domain) {
+        size_t n = strlen(domain) + strlen(t->def->queue) + 2;
+        if (!(d = strdup(domain)) || !(q = malloc(n))) {
+            free(d);
+            return WEFT_ENOMEM;
+        }
+        snprintf(q, n, "%s:%s", domain, t->def->queue);
+    }
+    free(t->domain);
+    free(t->queue);
+    t->domain = d;
+    t->queue = q;
+    return 0;
+}
+
 xc_task *xc_find_ref(const xc_exec *x, const char *ref)
 {
     xc_task *t = wu_map_get(x->by_ref, ref);
@@ -278,6 +299,7 @@ json_object *xc_task_to_json(const xc_exec *x, const xc_task *t)
     add_str(o, "workflowType", x->def->name);
     add_str(o, "subWorkflowId", t->child_id);
     add_str(o, "workerId", t->worker_id);
+    add_str(o, "domain", t->domain);
     add_time(o, "scheduledTime", t->scheduled_ms);
     add_time(o, "startTime", t->started_ms);
     add_time(o, "endTime", t->ended_ms);
@@ -299,6 +321,8 @@ json_object *xc_to_json(const xc_exec *x)
     add_str(o, "status", weft_wf_status_name(x->status));
     add_str(o, "correlationId", x->correlation_id);
     json_object_object_add(o, "priority", json_object_new_int(x->priority));
+    if (x->task_to_domain)
+        json_object_object_add(o, "taskToDomain", json_object_get(x->task_to_domain));
     add_str(o, "reasonForIncompletion", x->reason);
     add_str(o, "failedTaskId", x->failed_task_id);
     add_str(o, "parentWorkflowId", x->parent_id);

@@ -32,6 +32,8 @@ typedef struct xc_task {
     int64_t callback_ms;          /* when IN_PROGRESS with a callback: when it is due */
     char *child_id;               /* SUB_WORKFLOW: the child execution */
     char *worker_id;              /* who polled it (external workers) */
+    char *domain;                 /* the task domain it was queued in (taskToDomain), or NULL */
+    char *queue;                  /* with a domain: "<domain>:<its type's queue>", else NULL */
     char *input_ref, *output_ref; /* where a large input/output is kept outside (payload.h) */
     unsigned followed : 1;        /* the decider has acted on its terminal status */
     unsigned spawned : 1;         /* it scheduled nested tasks; they continue the flow */
@@ -55,6 +57,7 @@ typedef struct xc_exec {
     json_object *input, *output, *variables; /* owned */
     char *reason;
     char *correlation_id;
+    json_object *task_to_domain; /* Conductor's taskToDomain: task name or "*" -> domains (owned) */
     char *parent_id, *parent_task_id;
     int depth;    /* sub-workflow nesting: 0 for a root, parent's + 1 */
     int priority; /* 0..99: its due tasks are claimed before those of lower ones */
@@ -96,6 +99,14 @@ int xc_reset(xc_exec *x);
 
 /* A new task instance of def in scope, appended (seq = its index + 1). */
 xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration);
+
+/* The work queue t waits in: its domain's, else its type's. */
+static inline const char *xc_task_queue(const xc_task *t)
+{
+    return t->queue ? t->queue : t->def->queue;
+}
+/* t goes to domain's queue (NULL: none). 0 or WEFT_ENOMEM. */
+int xc_task_set_domain(xc_task *t, const char *domain);
 
 xc_task *xc_find_ref(const xc_exec *x, const char *ref);
 xc_task *xc_latest(const xc_exec *x, const def_task *def);

@@ -1,5 +1,6 @@
 #include "core/ops.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,6 +476,7 @@ static void start_fill(const op_start_args *a, xc_exec *x)
     }
     x->depth = a->depth;
     x->priority = a->priority;
+    x->task_to_domain = a->task_to_domain ? json_object_get(a->task_to_domain) : NULL;
 }
 
 /*
@@ -514,6 +516,10 @@ static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
     if (a->priority < 0 || a->priority > 99)
         return wu_err(err, WEFT_EINVAL, "priority must be a whole number from 0 to 99 (got %d)",
                       a->priority);
+    if (a->task_to_domain) {
+        int rc = op_check_domains(a->task_to_domain, err);
+        if (rc) return rc;
+    }
     return xc_new(a->def, a->input, a->id, x, err);
 }
 
@@ -790,4 +796,53 @@ void op_fail_reaped(op_env *env, char **members, size_t n,
         free(members[i]);
     }
     free(members);
+}
+
+int op_domain_active(void *ud, const char *queue, const char *domain)
+{
+    char name[256];
+    int64_t ms = 0;
+    weft_error err;
+    wu_err_clear(&err);
+    if ((size_t)snprintf(name, sizeof name, "%s:%s", domain, queue) >= sizeof name) return 0;
+    if (ST((st_store *)ud, queue_polled, name, &ms, &err)) return 0;
+    return ms > 0 && wu_now_ms() - ms <= 10000;
+}
+
+/* A domain name: 1-64 of letters, digits, '_', '-', '.'. */
+static int domain_ok(const char *d, size_t n)
+{
+    size_t i;
+    if (n == 0 || n > 64) return 0;
+    for (i = 0; i < n; i++)
+        if (!isalnum((unsigned char)d[i]) && d[i] != '_' && d[i] != '-' && d[i] != '.') return 0;
+    return 1;
+}
+
+int op_check_domains(json_object *m, weft_error *err)
+{
+    if (!json_object_is_type(m, json_type_object))
+        return wu_err(err, WEFT_EINVAL, "taskToDomain must be an object {\"task\": \"domain\"}");
+    json_object_object_foreach(m, k, v)
+    {
+        const char *s = json_object_get_string(v), *p;
+        if (!json_object_is_type(v, json_type_string))
+            return wu_err(err, WEFT_EINVAL, "taskToDomain.%s must be a string of domains", k);
+        for (p = s;;) {
+            size_t n = strcspn(p, ",");
+            while (n && *p == ' ')
+                p++, n--;
+            while (n && p[n - 1] == ' ')
+                n--;
+            if (!domain_ok(p, n))
+                return wu_err(err, WEFT_EINVAL,
+                              "taskToDomain.%s: bad domain in '%s' (letters, digits, '_', '-', "
+                              "'.', at most 64; a list is comma-separated)",
+                              k, s);
+            p += strcspn(p, ",");
+            if (!*p) break;
+            p++;
+        }
+    }
+    return 0;
 }

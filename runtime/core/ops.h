@@ -133,6 +133,16 @@ int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, i
 /* Load an execution (caller frees with xc_free). */
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
 
+/* dec_env.domain_active over a store (ud: the st_store): a claim polled the
+ * domain's queue within the last 10 seconds, as Conductor counts an active
+ * worker. */
+int op_domain_active(void *ud, const char *queue, const char *domain);
+
+/* Whether m is a valid taskToDomain map (task name or "*" -> "d1,d2,...",
+ * each domain of letters, digits, '_', '-', '.', or NO_DOMAIN): 0, or
+ * WEFT_EINVAL naming the entry. */
+int op_check_domains(json_object *m, weft_error *err);
+
 /* A compiled definition from the cache or from a JSON text. */
 int op_def(op_env *env, const char *json, const char *source, def_workflow **out, weft_error *err);
 
@@ -146,6 +156,7 @@ typedef struct op_start_args {
                                              * depth of the one that started it + 1 */
     const char *id;                         /* NULL = a fresh UUID */
     int priority; /* 0..99 (Conductor's): its due tasks are claimed before lower ones' */
+    json_object *task_to_domain; /* borrowed, may be NULL: Conductor's taskToDomain */
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.

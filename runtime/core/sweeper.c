@@ -41,7 +41,7 @@ int sw_look(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, w
             if (child_ended(env, t->child_id, &c, &out, reason, sizeof reason))
                 dec_complete(dec, x, t, c.status, c.output, c.reason, o, err);
             json_object_put(out);
-        } else if (t->queued && ST(env->st, queue_has, t->def->queue, x->id, t->id, err) == 0) {
+        } else if (t->queued && ST(env->st, queue_has, xc_task_queue(t), x->id, t->id, err) == 0) {
             /* queued in the execution but in no queue: a step lost to a crash */
             dec_enqueue(dec, x, t, t->callback_ms > now ? t->callback_ms : now, o);
         }

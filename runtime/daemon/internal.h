@@ -67,6 +67,8 @@ struct nd_node {
     void *lock_handle;
     char **types;
     size_t ntypes;
+    char **owned_types; /* "<domain>:<type>" names made for domains */
+    size_t nowned;
     char id[128];
     volatile sig_atomic_t stopping;
     int redis_down; /* logged once per outage */

@@ -90,6 +90,8 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->dec.defs = &n->defs;
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;
+    w->dec.domain_active = op_domain_active;
+    w->dec.domain_ud = w->st;
     nd_hooks_init(w);
     w->op.st = w->st;
     w->op.defs = &n->defs;
@@ -126,6 +128,49 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return pl_find_type(ud, name, NULL);
 }
 
+/* With domains configured, the queues served are each domain's queue of
+ * each type ("<domain>:<type>"; NO_DOMAIN: the type's own). */
+static int domain_queues(nd_node *n, weft_error *err)
+{
+    size_t i, j, k = 0, nq = n->ntypes * n->cfg->ndomains;
+    char **q;
+    json_object *m;
+    if (!n->cfg->ndomains) return 0;
+    for (i = 0; i < n->cfg->ndomains; i++) {
+        int bad;
+        m = json_object_new_object();
+        json_object_object_add(m, "domains", json_object_new_string(n->cfg->domains[i]));
+        bad = op_check_domains(m, err) != 0 || strchr(n->cfg->domains[i], ',');
+        json_object_put(m);
+        if (bad)
+            return wu_err(err, WEFT_EINVAL,
+                          "domains: bad domain '%s' (letters, digits, '_', '-', '.', at most 64)",
+                          n->cfg->domains[i]);
+    }
+    if (!(q = calloc(nq + 1, sizeof *q)) || !(n->owned_types = calloc(nq + 1, sizeof *q))) {
+        free(q);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    for (i = 0; i < n->cfg->ndomains; i++)
+        for (j = 0; j < n->ntypes; j++) {
+            const char *d = n->cfg->domains[i];
+            if (!strcmp(d, "NO_DOMAIN")) {
+                q[k++] = n->types[j];
+                continue;
+            }
+            if (!(q[k] = malloc(strlen(d) + strlen(n->types[j]) + 2))) {
+                free(q);
+                return wu_err(err, WEFT_ENOMEM, "out of memory");
+            }
+            sprintf(q[k], "%s:%s", d, n->types[j]);
+            n->owned_types[n->nowned++] = q[k++];
+        }
+    free(n->types);
+    n->types = q;
+    n->ntypes = k;
+    return 0;
+}
+
 /* The queued types to serve: every loaded type with execute, or the configured list. */
 static int pick_types(nd_node *n, weft_error *err)
 {
@@ -142,7 +187,7 @@ static int pick_types(nd_node *n, weft_error *err)
                     n->cfg->types[i], pl_searched(n->plugins));
             n->types[n->ntypes++] = n->cfg->types[i];
         }
-        return 0;
+        return domain_queues(n, err);
     }
     for (i = 0; i < pl_count(n->plugins); i++) {
         const pl_plugin *p = pl_get(n->plugins, i);
@@ -155,7 +200,7 @@ static int pick_types(nd_node *n, weft_error *err)
             n->types[n->ntypes++] = (char *)p->types[j]->name;
         }
     }
-    return 0;
+    return domain_queues(n, err);
 }
 
 int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
@@ -372,6 +417,9 @@ void nd_free(nd_node *n)
     if (n->lock && n->lock_handle) n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
+    while (n->nowned)
+        free(n->owned_types[--n->nowned]);
+    free(n->owned_types);
     pl_free(n->plugins); /* the plugins' fini may still log, in our format */
     host_set_log(NULL, NULL, NULL);
     mt_free(n->metrics);

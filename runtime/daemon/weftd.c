@@ -60,7 +60,7 @@ static void *hup_watch(void *set)
 static const char usage[] =
     "usage: weftd [--config FILE] [--redis URL] [--prefix P] [--plugin-path DIRS]\n"
     "             [--workers N] [--lock none|local|redis] [--api HOST:PORT | --no-api]\n"
-    "             [--id NAME] [--set KEY=VALUE]...\n"
+    "             [--id NAME] [--domain D[,D...]] [--set KEY=VALUE]...\n"
     "       weftd --version\n"
     "       weftd --help-config     every configuration key, its type and default\n"
     "\n"
@@ -88,7 +88,7 @@ static const struct {
     const char *flag, *key;
 } key_flags[] = {{"redis", "redis_url"}, {"prefix", "key_prefix"}, {"plugin-path", "plugin_path"},
                  {"workers", "workers"}, {"lock", "lock"},         {"id", "daemon_id"},
-                 {"api", "api_listen"}};
+                 {"api", "api_listen"},  {"domain", "domains"}};
 
 static const struct option longopts[] = {
     {"redis", required_argument, NULL, OPT_KEY + 0},
@@ -98,6 +98,7 @@ static const struct option longopts[] = {
     {"lock", required_argument, NULL, OPT_KEY + 4},
     {"id", required_argument, NULL, OPT_KEY + 5},
     {"api", required_argument, NULL, OPT_KEY + 6},
+    {"domain", required_argument, NULL, OPT_KEY + 7},
     {"config", required_argument, NULL, OPT_CONFIG},
     {"no-api", no_argument, NULL, OPT_NO_API},
     {"set", required_argument, NULL, OPT_SET},

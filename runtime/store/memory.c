@@ -608,6 +608,15 @@ static int mem_queue_has(st_store *s, const char *type, const char *workflow_id,
     return mq_has(((mem *)s)->queues, type, workflow_id, task_id);
 }
 
+static int mem_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_error *err)
+{
+    int rc;
+    *ms = 0;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    *ms = mq_polled(((mem *)s)->queues, queue);
+    return 0;
+}
+
 /* ---- the decider queue ---- */
 
 /* The earliest time anything of the decider queue or of types' ready sets
@@ -859,6 +868,7 @@ static const st_ops mem_ops = {
     .secret_delete = mm_secret_delete,
     .secret_names = mm_secret_names,
     .events = mem_events,
+    .queue_polled = mem_queue_polled,
 };
 
 int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)

@@ -64,6 +64,7 @@ typedef struct mq_queue {
     mq_order due; /* visible members while controls are around: by due score */
     long long nready, nleased, ndue;
     long long nctl; /* members with controls */
+    int64_t polled; /* the last claim's time */
     wu_vec limits;  /* mq_bucket *, by name (few) */
 } mq_queue;
 
@@ -531,7 +532,8 @@ static int within_limits(mq_member *p, int64_t now)
         }
         b->wn++;
     }
-    if (p->lim.concurrency > 0) {
+    /* (claimed again while leased, pushed anew: its one slot counts once) */
+    if (p->lim.concurrency > 0 && !p->holds) {
         b->held++;
         p->holds = 1;
     }
@@ -729,7 +731,7 @@ int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *
         p->prio = ctl->priority < 0 ? 0 : ctl->priority > 99 ? 99 : ctl->priority;
         p->b = b;
         if (b) p->lim = *ctl->limit;
-        lease = NULL; /* a member with controls waits its turn */
+        lease = NULL;                 /* a member with controls waits its turn */
     } else if (p->ctl && !p->holds) { /* pushed again without them */
         p->ctl = 0;
         p->prio = 0;
@@ -747,6 +749,8 @@ void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
 {
     mq_member *p = member_of(w, type, wf, task);
     if (p) {
+        /* it may be the one a given-back slot let through: the next one */
+        if (p->in_due && p->b) bucket_unpark(w, p->b, 1);
         member_take(p, 0);
         member_take(p, 1);
         member_free_slot(w, p);
@@ -757,8 +761,15 @@ void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
 
 int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out)
 {
-    mq_queue *q = queue_of(w, type, 0);
+    mq_queue *q = queue_of(w, type, strchr(type, ':') != NULL); /* a domain's: kept, polled */
+    if (q) q->polled = now;
     return q ? queue_claim(w, q, now, lease_ms, max, out) : 0;
+}
+
+int64_t mq_polled(mq *w, const char *type)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    return q ? q->polled : 0;
 }
 
 int mq_renew(mq *w, const st_lease *c, int64_t expiry)

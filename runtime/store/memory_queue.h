@@ -75,6 +75,8 @@ int mq_reap(mq *w, const char *type, int max_reaps, char ***exhausted, size_t *n
  * leased. 0 or WEFT_ENOMEM. */
 int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t expiry);
 void mq_sizes(mq *w, const char *type, long long *ready, long long *leased);
+/* When a claim last polled type's queue (0: never). */
+int64_t mq_polled(mq *w, const char *type);
 /* 1 when the member is ready or leased, else 0. */
 int mq_has(mq *w, const char *type, const char *wf, const char *task);
 /* When type's first ready member is visible, INT64_MAX when none is ready. */

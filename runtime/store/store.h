@@ -220,6 +220,10 @@ typedef struct st_ops {
     int (*events)(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
                   int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
                   weft_error *err);
+
+    /* When a claim last polled a domain's queue ("<domain>:<queue>"; 0:
+     * never), for taskToDomain's active workers. */
+    int (*queue_polled)(st_store *s, const char *queue, int64_t *ms, weft_error *err);
 } st_ops;
 
 /* Every backend's handle starts with this. */

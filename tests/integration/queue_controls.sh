@@ -167,6 +167,52 @@ took=$(cat "$TMP"/cp.*.log | awk '$2 == 1' | wc -l)
     ok "concurrency 2 with four pollers on two daemons: at most $max at once" ||
     not_ok "concurrency 2: $took taken, $max at once"
 
+# ---- task domains: a task in a domain goes only to its domain's pollers ----
+wf dq 'w.simple { ref = "t", name = "dq" }'
+run_weft start "$TMP/dq.lua" --api "$A1" --domain "dq=blue"
+expect_rc "weft start --domain dq=blue" 0
+did=$last
+wait_for 10 sh -c "curl -s '$A1/api/workflow/$did' | jq -e '.tasks[0].domain == \"blue\"'" &&
+    ok "the task is in domain blue" || not_ok "task domain: $(curl -s "$A1/api/workflow/$did" | jq -c '.tasks[0].domain')"
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=plain&count=1&timeout=300")
+[ "$got" = "[]" ] && ok "a poll without a domain gets nothing" || not_ok "a plain poll got $got"
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=red&count=1&timeout=300&domain=red")
+[ "$got" = "[]" ] && ok "a poll of domain red gets nothing" || not_ok "a red poll got $got"
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=blue&count=1&timeout=1000&domain=blue")
+[ "$(jq -r '.[0].workflowInstanceId' <<<"$got")" = "$did" ] && ok "a poll of domain blue gets it" ||
+    not_ok "a blue poll got $got"
+complete "$A2" "$(jq -c '.[0]' <<<"$got")"
+wait_for 10 done_ "$A1" "$did" && ok "the blue workflow completed" || not_ok "blue workflow not completed"
+# a list falls back: red has a worker polling now (just above), green has none
+run_weft start "$TMP/dq.lua" --api "$A1" --domain "*=green,red,NO_DOMAIN"
+rid2=$last
+wait_for 10 sh -c "curl -s '$A1/api/workflow/$rid2' | jq -e '.tasks[0].domain == \"red\"'" &&
+    ok "*=green,red,NO_DOMAIN: red, the first with a worker polling" ||
+    not_ok "fallback domain: $(curl -s "$A1/api/workflow/$rid2" | jq -c '.tasks[0].domain')"
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=red&count=1&timeout=1000&domain=red")
+complete "$A2" "$(jq -c '.[0]' <<<"$got")"
+run_weft start "$TMP/dq.lua" --api "$A1" --domain "*=green,NO_DOMAIN"
+nid=$last
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=plain&count=1&timeout=1000")
+[ "$(jq -r '.[0].workflowInstanceId' <<<"$got")" = "$nid" ] &&
+    ok "*=green,NO_DOMAIN with nobody on green: no domain" || not_ok "a plain poll got $got"
+complete "$A2" "$(jq -c '.[0]' <<<"$got")"
+run_weft start "$TMP/dq.lua" --api "$A1" --domain "dq=bad domain!"
+expect_rc "a bad domain is refused" 2
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$A1/api/tasks/poll/dq?domain=a:b")
+[ "$code" = 400 ] && ok "a poll with domain a:b: 400" || not_ok "poll domain a:b: $code $(cat "$TMP/body")"
+# weftd's own workers: a LAMBDA in domain blue waits for a daemon serving blue
+wf dl 'w.lambda { ref = "l", name = "lam", script = "return 7" }'
+run_weft start "$TMP/dl.lua" --api "$A1" --domain "lam=blue"
+lid=$last
+sleep 1
+[ "$(curl -s "$A1/api/workflow/$lid" | jq -r .status)" = RUNNING ] &&
+    ok "no daemon serves blue: the LAMBDA waits" || not_ok "blue LAMBDA: $(curl -s "$A1/api/workflow/$lid" | jq -r .status)"
+start_weftd db --workers 1 --domain blue --set lease=2s
+wait_for 10 done_ "$A1" "$lid" && ok "weftd --domain blue ran it" ||
+    not_ok "blue LAMBDA after weftd --domain blue: $(curl -s "$A1/api/workflow/$lid" | jq -r .status)"
+kill_weftd db
+
 # ---- a slot held by a daemon killed with SIGKILL is freed once ----
 kill_weftd d2
 wf kq "w.fork { ref = 'f',

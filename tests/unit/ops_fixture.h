@@ -56,7 +56,7 @@ OPF_FN const weft_task_type *find_type(void *ud, const char *name)
 }
 
 static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
-static const dec_env DEC = {&DEFS, NULL, wu_now_ms, NULL, NULL};
+static const dec_env DEC = {.defs = &DEFS, .now = wu_now_ms};
 
 static const char *DEF_JSON =
     "{\"name\":\"ops_w\",\"version\":2,\"tasks\":[{\"taskReferenceName\":"

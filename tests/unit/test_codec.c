@@ -111,7 +111,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
 }
 
 static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
-static const dec_env ENV = {&DEFS, NULL, test_now, NULL, NULL};
+static const dec_env ENV = {.defs = &DEFS, .now = test_now};
 
 /* ---- the fixture: one execution, the last batch of actions ---- */
 

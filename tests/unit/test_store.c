@@ -561,7 +561,7 @@ static void test_conc_unqueue_woken(void **state)
     assert_int_equal(claim("KU", 8, 60000, l), 1);
     assert_string_equal(l[0].task_id, "h");
     assert_int_equal(claim("KU", 8, 60000, l + 1), 0); /* a, b wait */
-    OK(ST(S, ack, &l[0], &e_));                         /* a back to due */
+    OK(ST(S, ack, &l[0], &e_));                        /* a back to due */
     assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
     assert_sizes("KU", 1, 0);
     /* no slot is held: b must be claimable */
@@ -643,7 +643,7 @@ static void test_conc_forget_parked(void **state)
     assert_string_equal(l[0].task_id, "m");
     assert_int_equal(save(x, x->fence, &again, 1, NULL, 0, NULL), 0);
     assert_int_equal(claim("KF", 8, 60000, l + 1), 0); /* x, then m, wait */
-    OK(ST(S, ack, &l[0], &e_));                         /* x back to due; m waits */
+    OK(ST(S, ack, &l[0], &e_));                        /* x back to due; m waits */
     assert_int_equal(ST(S, queue_has, "KF", "wf-kf", "m", &e_), 1);
     assert_int_equal(claim("KF", 8, 60000, l + 1), 1);
     assert_string_equal(l[1].task_id, "x");

@@ -14,6 +14,14 @@ redis.call('HDEL', KEYS[3], m)
 redis.call('HDEL', KEYS[4], m)
 q_release(m)
 if ARGV[4] == 'back' then
+    -- unused: its claim in the rate window is given back too
+    local now = tonumber(ARGV[5])
+    local p, n, w, _, name = q_spec(m)
+    if p and n > 0 and name ~= '' and
+        tonumber(redis.call('HGET', KEYS[7], 'ws:' .. name) or '-1') == now - now % w and
+        tonumber(redis.call('HGET', KEYS[7], 'wn:' .. name) or '0') > 0 then
+        redis.call('HINCRBY', KEYS[7], 'wn:' .. name, -1)
+    end
     redis.call('ZADD', KEYS[1], ARGV[5], m)
 else
     q_forget(m)

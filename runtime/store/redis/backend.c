@@ -393,6 +393,11 @@ static int rb_queue_has(st_store *s, const char *type, const char *workflow_id, 
 {
     return rs_queue_has(rb_of(s)->r, type, workflow_id, task_id, err);
 }
+
+static int rb_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_error *err)
+{
+    return rs_queue_polled(rb_of(s)->r, queue, ms, err);
+}
 static int rb_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
                         int *ndue, const char *const *types, size_t ntypes, int max,
                         int64_t lease_ms, st_lease *out, weft_error *err)
@@ -518,6 +523,7 @@ static const st_ops rb_ops = {
     .secret_delete = rb_secret_delete,
     .secret_names = rb_secret_names,
     .events = rb_events,
+    .queue_polled = rb_queue_polled,
 };
 
 int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)

@@ -4,6 +4,7 @@
 --@include queue_lib.lua
 -- ARGV[2] now ms ("0": Redis's clock, for a poll queued behind a wait)
 -- ARGV[3] lease ms   ARGV[4] max   ARGV[5] token seed (random, per call)
+-- ARGV[6] "1": a domain's queue: the poll's time is kept (lim's "polled")
 -- Returns {member, token, controlled, ...}; token = seed .. ":" .. counter,
 -- controlled 1 when the member has controls (its ack runs ack.lua).
 local now = tonumber(ARGV[2])
@@ -14,6 +15,9 @@ end
 local expiry = now + tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 local out = {}
+if ARGV[6] == '1' then
+    redis.call('HSET', KEYS[7], 'polled', now)
+end
 local function lease(m, ctl)
     local token = ARGV[5] .. ':' .. (#out / 3 + 1)
     redis.call('ZADD', KEYS[2], expiry, m)
@@ -46,8 +50,9 @@ end
 -- members visible now: into due, by priority and then visible-at
 local vis = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIMIT', 0, 1000)
 for i = 1, #vis, 2 do
-    local p = q_spec(vis[i]) or 0
-    redis.call('ZADD', KEYS[5], (99 - p) * SPAN + tonumber(vis[i + 1]), vis[i])
+    local p, _, _, _, name = q_spec(vis[i])
+    q_unpark_member(vis[i], name) -- pushed again while it waited: one place
+    redis.call('ZADD', KEYS[5], (99 - (p or 0)) * SPAN + tonumber(vis[i + 1]), vis[i])
     redis.call('ZREM', KEYS[1], vis[i])
 end
 local looked = 0
@@ -76,12 +81,13 @@ while #out < 3 * max and looked < 1000 do
             end
         end
         if wait then
-            redis.call('ZADD', ARGV[1] .. name, score, m)
-            redis.call('HINCRBY', KEYS[7], 'parked', 1)
+            if redis.call('ZADD', ARGV[1] .. name, score, m) == 1 then
+                redis.call('HINCRBY', KEYS[7], 'parked', 1)
+            end
         else
-            if c > 0 then
+            -- (claimed again while leased, pushed anew: its one slot counts once)
+            if c > 0 and redis.call('HSETNX', KEYS[8], m, name) == 1 then
                 redis.call('HINCRBY', KEYS[7], 'c:' .. name, 1)
-                redis.call('HSET', KEYS[8], m, name)
             end
             if n > 0 then
                 redis.call('HINCRBY', KEYS[7], 'wn:' .. name, 1)

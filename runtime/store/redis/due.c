@@ -75,6 +75,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
         rs_cmd_addf(ck, "%lld", (long long)lease_ms);
         rs_cmd_addf(ck, "%d", max);
         rs_cmd_add(ck, seed);
+        rs_cmd_add(ck, strchr(type, ':') ? "1" : "0");
     }
     if (nw && (rc = rs_ensure(r, err)) == 0)
         redisSetTimeout(r->c, rs_ms_tv(wait_ms + r->timeout_ms)); /* longer than Redis waits */

@@ -97,7 +97,10 @@ int rs_controls_parse(char *text, rs_entry *e)
         if (errno || end == p || *end != ':' || v[i] < 0) return -1;
         p = end + 1;
     }
-    if (v[0] > 99 || v[1] > 1000000000 || v[3] > 1000000000) return -1;
+    /* a rate needs a window of 1 ms to 10 years */
+    if (v[0] > 99 || v[1] > 1000000000 || v[3] > 1000000000 ||
+        (v[1] > 0 && (v[2] < 1 || v[2] > 315360000000LL)))
+        return -1;
     e->priority = (int)v[0];
     e->limit.rate_count = (int)v[1];
     e->limit.rate_per_ms = v[2];

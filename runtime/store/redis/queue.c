@@ -336,6 +336,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     rs_cmd_addf(&c[1], "%lld", (long long)lease_ms);
     rs_cmd_addf(&c[1], "%d", max);
     rs_cmd_add(&c[1], seed);
+    rs_cmd_add(&c[1], strchr(queue, ':') ? "1" : "0");
     rc = rs_pipe(r, c, 2, x, ready, err);
     rs_cmds_free(c, 2);
     if (rc) {
@@ -386,5 +387,20 @@ int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const cha
     rs_cmd_add(&c, member);
     if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
     rs_replies_free(&x, 1);
+    return 0;
+}
+
+/* One round trip: HGET lim polled. */
+int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err)
+{
+    static const char *const cmd[1] = {"HGET"}, *const which[1] = {"lim"},
+                             *const arg[1] = {"polled"};
+    redisReply *x[1];
+    int rc;
+    *ms = 0;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = queue_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
+    if (x[0]->type == REDIS_REPLY_STRING) *ms = atoll(x[0]->str);
+    rs_replies_free(x, 1);
     return 0;
 }

@@ -9,7 +9,8 @@
 -- KEYS[6] P{q:<type>}:meta    member -> "<priority>:<count>:<per ms>:<concurrency>:<name>"
 -- KEYS[7] P{q:<type>}:lim     per name: c:<name> slots held, ws:/wn:<name> the rate
 --                             window's start and claims, rn:/rw:<name> its count and
---                             length; "parked": members waiting in parks, all names
+--                             length; "parked": members waiting in parks, all names;
+--                             "polled": a domain queue's last claim (claim.lua)
 -- KEYS[8] P{q:<type>}:held    leased member -> the name whose slot it holds
 -- KEYS[9] P{q:<type>}:wake    name -> when its rate window ends, while members wait on it
 -- ARGV[1] P{q:<type>}:park:   + name: members waiting on that name's limits, by due score
@@ -26,7 +27,11 @@ local function q_spec(m)
     if not p then
         return nil
     end
-    return tonumber(p), tonumber(n), tonumber(w), tonumber(c), name
+    w = tonumber(w)
+    if w < 1 then
+        w = 1000 -- (never written so: a window is at least 1 ms)
+    end
+    return tonumber(p), tonumber(n), w, tonumber(c), name
 end
 
 -- Up to n members waiting on name back to due.
@@ -52,10 +57,25 @@ local function q_release(m)
     q_unpark(name, 1)
 end
 
--- m is done with its queue: its controls go, unless it is queued again
--- (a save that pushes it anew runs before its ack).
-local function q_forget(m)
-    if not redis.call('ZSCORE', KEYS[1], m) and not redis.call('ZSCORE', KEYS[5], m) then
-        redis.call('HDEL', KEYS[6], m)
+-- Take m out of its name's park if it waits there (it was pushed again
+-- while parked): 1 when it did.
+local function q_unpark_member(m, name)
+    if name and name ~= '' and redis.call('ZREM', ARGV[1] .. name, m) == 1 then
+        redis.call('HINCRBY', KEYS[7], 'parked', -1)
+        return 1
     end
+    return 0
+end
+
+-- m is done with its queue: its controls go, unless it is queued again
+-- (a save that pushes it anew runs before its ack), due or parked.
+local function q_forget(m)
+    if redis.call('ZSCORE', KEYS[1], m) or redis.call('ZSCORE', KEYS[5], m) then
+        return
+    end
+    local p, _, _, _, name = q_spec(m)
+    if p and name ~= '' and redis.call('ZSCORE', ARGV[1] .. name, m) then
+        return
+    end
+    redis.call('HDEL', KEYS[6], m)
 end

@@ -281,6 +281,8 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
  * code. The sweeper's repair. */
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err);
+/* When a claim last polled queue (a domain's), 0 when never. One round trip. */
+int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err);
 
 /* ---- decider queue ---- */
 

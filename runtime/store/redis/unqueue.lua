@@ -4,15 +4,15 @@
 -- ARGV[2] member "<wfid>|<taskid>"
 -- Returns 1 when it was queued, 0 when not.
 local m = ARGV[2]
-local n = redis.call('ZREM', KEYS[1], m) + redis.call('ZREM', KEYS[2], m) +
-              redis.call('ZREM', KEYS[5], m)
+local in_due = redis.call('ZREM', KEYS[5], m)
+local n = redis.call('ZREM', KEYS[1], m) + redis.call('ZREM', KEYS[2], m) + in_due
 redis.call('HDEL', KEYS[3], m)
 redis.call('HDEL', KEYS[4], m)
 local p, _, _, _, name = q_spec(m)
 if p then
-    if name ~= '' and redis.call('ZREM', ARGV[1] .. name, m) == 1 then
-        redis.call('HINCRBY', KEYS[7], 'parked', -1)
-        n = n + 1
+    n = n + q_unpark_member(m, name)
+    if in_due == 1 and name ~= '' then
+        q_unpark(name, 1) -- it may be the one a given-back slot let through: the next one
     end
     redis.call('HDEL', KEYS[6], m)
 end
