@@ -61,6 +61,8 @@ static int add_depth(void *ud, const char *queue)
     if (ST(g->st, queue_sizes, queue, &ready, &leased, &err))
         return ST(g->st, broken); /* Redis away: stop asking */
     g->d[g->n].queue = queue;
+    g->d[g->n].limits = NULL;
+    ST(g->st, queue_limits, queue, &g->d[g->n].limits, &err);
     g->d[g->n++].depth = ready + leased;
     return 0;
 }
@@ -85,6 +87,8 @@ mhd_result ap_h_metrics(ctx *c)
         r = ap_send_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL,
                         NULL);
     wu_buf_free(&b);
+    for (i = 0; i < g->n; i++)
+        json_object_put(g->d[i].limits);
     free(g);
     return r;
 }

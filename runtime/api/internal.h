@@ -210,6 +210,7 @@ mhd_result ap_h_taskdefs_put(ctx *c);
 mhd_result ap_h_taskdef_get(ctx *c);
 mhd_result ap_h_result(ctx *c);
 mhd_result ap_h_queue_sizes(ctx *c);
+mhd_result ap_h_queue(ctx *c);
 mhd_result ap_h_poll_batch(ctx *c);
 mhd_result ap_h_poll(ctx *c);
 mhd_result ap_h_by_ref(ctx *c);

@@ -489,6 +489,7 @@ static const route routes[] = {
     {"api/metadata/taskdefs/*", {ap_h_taskdef_get, NULL, NULL, NULL}},
     {"api/tasks", {NULL, ap_h_result, NULL, NULL}},
     {"api/tasks/queue/sizes", {ap_h_queue_sizes, NULL, NULL, NULL}},
+    {"api/queue/*", {ap_h_queue, NULL, NULL, NULL}},
     {"api/tasks/poll/batch/*", {ap_h_poll_batch, NULL, NULL, NULL}},
     {"api/tasks/poll/*", {ap_h_poll, NULL, NULL, NULL}},
     {"api/tasks/*/*/*", {NULL, ap_h_by_ref, NULL, NULL}},

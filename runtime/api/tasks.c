@@ -439,3 +439,23 @@ mhd_result ap_h_queue_sizes(ctx *c)
     }
     return ap_send_json(c, 200, j);
 }
+
+/* GET /api/queue/{name}?domain=: the queue's sizes and the state of its
+ * limits: {"queue", "ready", "leased", "waiting", "limits": {<name>: {"held",
+ * "windowStart", "windowClaims"}}}. */
+mhd_result ap_h_queue(ctx *c)
+{
+    weft_error err = {0};
+    char qbuf[256];
+    const char *queue = ap_poll_queue(c, c->q->seg[2], qbuf);
+    long long ready = 0, leased = 0;
+    json_object *j = NULL;
+    if (!queue) return c->res;
+    if (ST(c->t->st, queue_sizes, queue, &ready, &leased, &err) ||
+        ST(c->t->st, queue_limits, queue, &j, &err))
+        return ap_send_werr(c, &err);
+    json_object_object_add(j, "queue", json_object_new_string(queue));
+    json_object_object_add(j, "ready", json_object_new_int64(ready));
+    json_object_object_add(j, "leased", json_object_new_int64(leased));
+    return ap_send_json(c, 200, j);
+}

@@ -256,6 +256,7 @@ mhd_result ap_h_get(ctx *c)
     const char *tasks = ap_query(c, "includeTasks");
     if (op_load(&c->t->op, c->q->seg[2], &x, NULL, &err)) return ap_send_werr(c, &err);
     j = xc_to_json(x);
+    op_say_waiting(&c->t->op, x, j);
     xc_free(x);
     if (tasks && !strcasecmp(tasks, "false")) json_object_object_del(j, "tasks");
     return ap_send_json(c, 200, j);

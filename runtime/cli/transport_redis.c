@@ -149,6 +149,7 @@ static int r_status(cli_tp *t, const char *id, json_object **doc)
     size_t i;
     if (op_load(&k->op, id, &x, NULL, &err)) return cli_fail(&err);
     j = xc_to_json(x);
+    op_say_waiting(&k->op, x, j);
     served = served_types(k);
     unserved = json_object_new_array();
     json_object_object_get_ex(j, "tasks", &tasks);

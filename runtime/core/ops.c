@@ -846,3 +846,41 @@ int op_check_domains(json_object *m, weft_error *err)
     }
     return 0;
 }
+
+void op_say_waiting(op_env *env, const xc_exec *x, json_object *doc)
+{
+    json_object *tasks;
+    int64_t now = wu_now_ms();
+    size_t i;
+    if (!json_object_object_get_ex(doc, "tasks", &tasks)) return;
+    for (i = 0; i < x->tasks.len && i < json_object_array_length(tasks); i++) {
+        const xc_task *t = x->tasks.items[i];
+        st_qmember m;
+        weft_error err;
+        char why[512] = "";
+        wu_err_clear(&err);
+        if (t->status != WEFT_TASK_SCHEDULED || !t->queued || t->def->type->map ||
+            ST(env->st, queue_member, xc_task_queue(t), x->id, t->id, &m, &err))
+            continue;
+        if (m.state == ST_Q_READY && m.visible > now)
+            snprintf(why, sizeof why,
+                     "waiting: not claimable for %.1f s more (its startDelay or retry delay)",
+                     (double)(m.visible - now) / 1000.0);
+        else if (m.state == ST_Q_WAITING && m.limit.concurrency > 0 &&
+                 m.held >= m.limit.concurrency)
+            snprintf(why, sizeof why,
+                     "waiting: '%s' is at its concurrency limit (%d of %d held) in queue %s",
+                     m.name, m.held, m.limit.concurrency, xc_task_queue(t));
+        else if (m.state == ST_Q_WAITING && m.limit.rate_count > 0)
+            snprintf(why, sizeof why,
+                     "waiting: '%s' used its rate limit (%d per %lld ms) in this window; the next "
+                     "one begins in %.1f s",
+                     m.name, m.limit.rate_count, (long long)m.limit.rate_per_ms,
+                     (double)(m.window_start + m.limit.rate_per_ms - now) / 1000.0);
+        else if (m.state == ST_Q_WAITING)
+            snprintf(why, sizeof why, "waiting: held back by the limits of '%s'", m.name);
+        if (why[0])
+            json_object_object_add(json_object_array_get_idx(tasks, i), "reasonForIncompletion",
+                                   json_object_new_string(why));
+    }
+}

@@ -143,6 +143,15 @@ int op_domain_active(void *ud, const char *queue, const char *domain);
  * WEFT_EINVAL naming the entry. */
 int op_check_domains(json_object *m, weft_error *err);
 
+/*
+ * Say why each queued task of x that no worker has taken yet waits, in its
+ * entry of doc's "tasks" (xc_to_json's, in the same order) as
+ * "reasonForIncompletion": not claimable before a time (startDelay, a retry
+ * delay), or held back by its name's concurrency or rate limit. One store
+ * call per such task.
+ */
+void op_say_waiting(op_env *env, const xc_exec *x, json_object *doc);
+
 /* A compiled definition from the cache or from a JSON text. */
 int op_def(op_env *env, const char *json, const char *source, def_workflow **out, weft_error *err);
 

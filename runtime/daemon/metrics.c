@@ -294,6 +294,27 @@ static void histograms(out *o, const family *f, const char *name, const char *k)
     }
 }
 
+/* One gauge per queue and limit name from the queues' limit states. */
+static void limit_gauges(out *o, const mt_depth *depths, size_t ndepths, const char *metric,
+                         const char *field, const char *help)
+{
+    char e[256], e2[256];
+    size_t i;
+    head(o, metric, "gauge", help);
+    for (i = 0; i < ndepths; i++) {
+        json_object *limits;
+        if (!depths[i].limits || !json_object_object_get_ex(depths[i].limits, "limits", &limits))
+            continue;
+        json_object_object_foreach(limits, name, l)
+        {
+            json_object *v;
+            if (json_object_object_get_ex(l, field, &v))
+                put(o, "%s{queue=\"%s\",name=\"%s\"} %lld\n", metric, esc(depths[i].queue, e),
+                    esc(name, e2), (long long)json_object_get_int64(v));
+        }
+    }
+}
+
 int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_buf *b)
 {
     out o = {b, 0};
@@ -314,6 +335,18 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
     head(&o, "weft_queue_depth", "gauge", "Tasks in a queue (ready plus leased), read at scrape.");
     for (i = 0; i < ndepths; i++)
         put(&o, "weft_queue_depth{queue=\"%s\"} %lld\n", esc(depths[i].queue, e), depths[i].depth);
+    head(&o, "weft_queue_waiting", "gauge",
+         "Tasks of a queue held back by a rate or concurrency limit, read at scrape.");
+    for (i = 0; i < ndepths; i++) {
+        json_object *v;
+        if (depths[i].limits && json_object_object_get_ex(depths[i].limits, "waiting", &v))
+            put(&o, "weft_queue_waiting{queue=\"%s\"} %lld\n", esc(depths[i].queue, e),
+                (long long)json_object_get_int64(v));
+    }
+    limit_gauges(&o, depths, ndepths, "weft_queue_slots_held", "held",
+                 "Slots of a concurrency limit held now, by queue and task name.");
+    limit_gauges(&o, depths, ndepths, "weft_queue_window_claims", "windowClaims",
+                 "Claims in a rate limit's current window, by queue and task name.");
     head(&o, "weft_lease_reaps_total", "counter",
          "Expired task leases returned to their queue (the worker died or hung).");
     put(&o, "weft_lease_reaps_total %llu\n", (unsigned long long)get(&m->reaps));

@@ -45,8 +45,9 @@ void mt_queues(const mt_metrics *m, int (*fn)(void *ud, const char *queue), void
 
 /* A gauge value read at scrape time: weft_queue_depth{queue}. */
 typedef struct mt_depth {
-    const char *queue; /* borrowed */
-    long long depth;   /* ready + leased */
+    const char *queue;   /* borrowed */
+    long long depth;     /* ready + leased */
+    json_object *limits; /* borrowed, may be NULL: st_ops.queue_limits' answer */
 } mt_depth;
 
 /* Append the Prometheus text of every metric, plus the queue depths given,

@@ -617,6 +617,24 @@ static int mem_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_er
     return 0;
 }
 
+static int mem_queue_member(st_store *s, const char *queue, const char *workflow_id,
+                            const char *task_id, st_qmember *out, weft_error *err)
+{
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = check_member(queue, workflow_id, task_id, err)) != 0) return rc;
+    mq_member_state(((mem *)s)->queues, queue, workflow_id, task_id, out);
+    return 0;
+}
+
+static int mem_queue_limits(st_store *s, const char *queue, json_object **out, weft_error *err)
+{
+    int rc;
+    *out = NULL;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    return (*out = mq_limits(((mem *)s)->queues, queue)) ? 0 : oom(err);
+}
+
 /* ---- the decider queue ---- */
 
 /* The earliest time anything of the decider queue or of types' ready sets
@@ -869,6 +887,8 @@ static const st_ops mem_ops = {
     .secret_names = mm_secret_names,
     .events = mem_events,
     .queue_polled = mem_queue_polled,
+    .queue_member = mem_queue_member,
+    .queue_limits = mem_queue_limits,
 };
 
 int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)

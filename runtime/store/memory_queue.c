@@ -829,3 +829,55 @@ int64_t mq_next(mq *w, const char *type)
     }
     return at;
 }
+
+void mq_member_state(mq *w, const char *type, const char *wf, const char *task, st_qmember *out)
+{
+    const mq_member *p = member_of(w, type, wf, task);
+    memset(out, 0, sizeof *out);
+    if (!p) return;
+    if (p->lease_seq)
+        out->state = ST_Q_LEASED;
+    else if (p->parked)
+        out->state = ST_Q_WAITING;
+    else if (p->ready_seq) {
+        out->state = ST_Q_READY;
+        if (!p->in_due) { /* still in ready: when it becomes visible */
+            size_t i;
+            const mq_queue *q = p->q;
+            for (i = 0; i < q->ready.nheap; i++)
+                if (q->ready.heap[i].obj == p && q->ready.heap[i].seq == p->ready_seq)
+                    out->visible = q->ready.heap[i].at;
+            for (i = 0; i < q->ready.nfifo; i++) {
+                const mq_item *it = &q->ready.fifo[(q->ready.fhead + i) & (q->ready.capfifo - 1)];
+                if (it->obj == p && it->seq == p->ready_seq) out->visible = it->at;
+            }
+        }
+    }
+    if (p->b) {
+        snprintf(out->name, sizeof out->name, "%s", p->b->name);
+        out->limit = p->lim;
+        out->held = p->b->held;
+        out->window_start = p->b->ws < 0 ? 0 : p->b->ws;
+        out->window_claims = p->b->wn;
+    }
+}
+
+json_object *mq_limits(mq *w, const char *type)
+{
+    mq_queue *q = queue_of(w, type, 0);
+    json_object *o = json_object_new_object(), *limits = json_object_new_object();
+    long long waiting = 0;
+    size_t i;
+    for (i = 0; q && i < q->limits.len; i++) {
+        const mq_bucket *b = q->limits.items[i];
+        json_object *l = json_object_new_object();
+        json_object_object_add(l, "held", json_object_new_int(b->held));
+        json_object_object_add(l, "windowStart", json_object_new_int64(b->ws < 0 ? 0 : b->ws));
+        json_object_object_add(l, "windowClaims", json_object_new_int(b->wn));
+        json_object_object_add(limits, b->name, l);
+        waiting += b->nparked;
+    }
+    json_object_object_add(o, "waiting", json_object_new_int64(waiting));
+    json_object_object_add(o, "limits", limits);
+    return o;
+}

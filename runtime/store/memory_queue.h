@@ -77,6 +77,10 @@ int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t
 void mq_sizes(mq *w, const char *type, long long *ready, long long *leased);
 /* When a claim last polled type's queue (0: never). */
 int64_t mq_polled(mq *w, const char *type);
+/* Where member wf|task of type's queue stands (st_ops.queue_member). */
+void mq_member_state(mq *w, const char *type, const char *wf, const char *task, st_qmember *out);
+/* The state of type's limits (st_ops.queue_limits); NULL when out of memory. */
+json_object *mq_limits(mq *w, const char *type);
 /* 1 when the member is ready or leased, else 0. */
 int mq_has(mq *w, const char *type, const char *wf, const char *task);
 /* When type's first ready member is visible, INT64_MAX when none is ready. */

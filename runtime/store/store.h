@@ -127,6 +127,19 @@ typedef struct st_doc {
 } st_doc;
 void st_doc_clear(st_doc *d);
 
+/* Where one queue member stands (queue_member), for telling why a task
+ * waits. */
+typedef enum st_qstate { ST_Q_NONE, ST_Q_READY, ST_Q_LEASED, ST_Q_WAITING } st_qstate;
+typedef struct st_qmember {
+    st_qstate state;  /* ST_Q_READY: due or not yet; ST_Q_WAITING: on a limit */
+    int64_t visible;  /* ST_Q_READY: when it became or becomes visible (0: due) */
+    char name[128];   /* its limits' name, "" when none */
+    def_qlimit limit; /* and its limits */
+    int held;         /* slots of name held now */
+    int64_t window_start;
+    int window_claims; /* claims in the rate window that started then */
+} st_qmember;
+
 /* exec_command's outcomes (besides WEFT_ESTATE with the status, WEFT_ENOTFOUND). */
 enum { ST_CMD_RECORDED = 1, ST_CMD_SAME = 2, ST_CMD_OTHER = 3 };
 
@@ -224,6 +237,13 @@ typedef struct st_ops {
     /* When a claim last polled a domain's queue ("<domain>:<queue>"; 0:
      * never), for taskToDomain's active workers. */
     int (*queue_polled)(st_store *s, const char *queue, int64_t *ms, weft_error *err);
+    /* Where member workflow_id|task_id of queue stands. */
+    int (*queue_member)(st_store *s, const char *queue, const char *workflow_id,
+                        const char *task_id, st_qmember *out, weft_error *err);
+    /* The state of queue's limits as a JSON object (caller puts it):
+     * {"waiting": <members waiting on limits>, "limits": {<name>:
+     * {"held": n, "windowStart": ms, "windowClaims": n}}}. */
+    int (*queue_limits)(st_store *s, const char *queue, json_object **out, weft_error *err);
 } st_ops;
 
 /* Every backend's handle starts with this. */

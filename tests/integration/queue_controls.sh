@@ -80,6 +80,17 @@ code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$A1/api/workflow" -H 'C
     ok "a StartWorkflowRequest with priority -1: 400 naming priority" ||
     not_ok "priority -1: $code $(cat "$TMP/body")"
 
+# ---- start delay: a task not claimable yet says until when ----
+wf sd 'w.simple { ref = "t", name = "sdq", start_delay = "30s" }'
+run_weft start "$TMP/sd.lua" --api "$A1"
+sid=$last
+run_weft status "$sid" --api "$A1"
+case $out in *"not claimable for "[23]?.?" s more (its startDelay or retry delay)"*) ok "weft status: a task in its 30 s startDelay says so" ;;
+*) not_ok "weft status of a delayed task: $(jq -c '[.tasks[] | .reasonForIncompletion]' <<<"$out")" ;; esac
+got=$(curl -s "$A2/api/tasks/poll/batch/sdq?workerid=w&count=1&timeout=300")
+[ "$got" = "[]" ] && ok "a task within its startDelay is not polled" || not_ok "startDelay task polled: $got"
+curl -s -o /dev/null -X DELETE "$A1/api/workflow/$sid"
+
 # ---- rate limit: at most 2 claims per 1 s window, the rest stay queued ----
 wf rq "w.fork { ref = 'f',
   $(for i in 1 2 3 4 5 6; do printf "{ w.simple { ref = 'r%d', name = 'rq', rate_limit = { count = 2, per = '1s' } } },\n" $i; done)
@@ -89,6 +100,24 @@ expect_rc "start six rate-limited tasks" 0
 rid=$last
 wait_for 10 queued rq 6 || not_ok "the six rq tasks were not queued"
 : >"$TMP/rq.claims"
+# the first window: 2 claimed; the rest wait, and say so
+while [ $(( $(now_ms) % 1000 )) -lt 100 ] || [ $(( $(now_ms) % 1000 )) -gt 700 ]; do sleep 0.02; done
+t=$(now_ms)
+first=$(curl -s "$A2/api/tasks/poll/batch/rq?workerid=w&count=6&timeout=0")
+echo "$((t / 1000)) $(jq length <<<"$first")" >>"$TMP/rq.claims"
+q=$(curl -s "$A2/api/queue/rq")
+[ "$(jq -c '[.ready, .leased, .waiting, .limits.rq.windowClaims]' <<<"$q")" = "[4,2,4,2]" ] &&
+    ok "GET /api/queue/rq: 4 queued, 2 leased, 4 waiting on the limit, 2 claims in the window" ||
+    not_ok "GET /api/queue/rq: $q"
+curl -s "$A2/metrics" >"$TMP/metrics"
+grep -q '^weft_queue_waiting{queue="rq"} 4$' "$TMP/metrics" &&
+    grep -q '^weft_queue_window_claims{queue="rq",name="rq"} 2$' "$TMP/metrics" &&
+    ok "/metrics: weft_queue_waiting and weft_queue_window_claims for rq" ||
+    not_ok "/metrics: $(grep 'queue="rq"' "$TMP/metrics" | tr '\n' ';')"
+run_weft status "$rid" --api "$A1"
+case $out in *"used its rate limit (2 per 1000 ms) in this window"*) ok "weft status says why a task waits" ;;
+*) not_ok "weft status: $(jq -c '[.tasks[] | .reasonForIncompletion]' <<<"$out")" ;; esac
+for i in 0 1; do complete "$A2" "$(jq -c ".[$i]" <<<"$first")"; done
 end=$(( $(now_ms) + 6000 ))
 while [ "$(now_ms)" -lt "$end" ]; do
     t=$(now_ms)

@@ -398,6 +398,17 @@ static int rb_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_err
 {
     return rs_queue_polled(rb_of(s)->r, queue, ms, err);
 }
+
+static int rb_queue_member(st_store *s, const char *queue, const char *workflow_id,
+                           const char *task_id, st_qmember *out, weft_error *err)
+{
+    return rs_queue_member(rb_of(s)->r, queue, workflow_id, task_id, out, err);
+}
+
+static int rb_queue_limits(st_store *s, const char *queue, json_object **out, weft_error *err)
+{
+    return rs_queue_limits(rb_of(s)->r, queue, out, err);
+}
 static int rb_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
                         int *ndue, const char *const *types, size_t ntypes, int max,
                         int64_t lease_ms, st_lease *out, weft_error *err)
@@ -524,6 +535,8 @@ static const st_ops rb_ops = {
     .secret_names = rb_secret_names,
     .events = rb_events,
     .queue_polled = rb_queue_polled,
+    .queue_member = rb_queue_member,
+    .queue_limits = rb_queue_limits,
 };
 
 int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)

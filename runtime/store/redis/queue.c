@@ -404,3 +404,100 @@ int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err)
     rs_replies_free(x, 1);
     return 0;
 }
+
+/* Two round trips: where the member is (ZSCOREs, its controls), then, when
+ * it has limits, whether it waits on them and their counts. */
+int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const char *task_id,
+                    st_qmember *out, weft_error *err)
+{
+    static const char *const cmd[4] = {"ZSCORE", "ZSCORE", "ZSCORE", "HGET"};
+    static const char *const which[4] = {"leases", "due", "ready", "meta"};
+    char member[ID_MAX * 2 + 2], park[KEY_MAX], f[3][KEY_MAX];
+    const char *arg[4] = {member, member, member, member};
+    redisReply *x[4];
+    rs_entry e;
+    int rc;
+    memset(out, 0, sizeof *out);
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
+        (rc = rs_check_id(workflow_id, err)) != 0 ||
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
+    if ((rc = queue_query(r, queue, cmd, which, arg, 4, x, err)) != 0) return rc;
+    if (x[0]->type == REDIS_REPLY_STRING)
+        out->state = ST_Q_LEASED;
+    else if (x[1]->type == REDIS_REPLY_STRING)
+        out->state = ST_Q_READY;
+    else if (x[2]->type == REDIS_REPLY_STRING) {
+        out->state = ST_Q_READY;
+        out->visible = atoll(x[2]->str);
+    }
+    memset(&e, 0, sizeof e);
+    if (x[3]->type == REDIS_REPLY_STRING && (e.buf = rs_reply_dup(x[3])) &&
+        rs_controls_parse(e.buf, &e) == 0 && e.limit_name) {
+        snprintf(out->name, sizeof out->name, "%s", e.limit_name);
+        out->limit = e.limit;
+    }
+    free(e.buf);
+    rs_replies_free(x, 4);
+    if (!out->name[0]) return 0;
+    {
+        const char *cmd2[4] = {"ZSCORE", "HGET", "HGET", "HGET"};
+        const char *which2[4] = {park, "lim", "lim", "lim"};
+        const char *arg2[4] = {member, f[0], f[1], f[2]};
+        snprintf(park, sizeof park, "park:%s", out->name);
+        snprintf(f[0], sizeof f[0], "c:%s", out->name);
+        snprintf(f[1], sizeof f[1], "ws:%s", out->name);
+        snprintf(f[2], sizeof f[2], "wn:%s", out->name);
+        if ((rc = queue_query(r, queue, cmd2, which2, arg2, 4, x, err)) != 0) return rc;
+        if (x[0]->type == REDIS_REPLY_STRING) out->state = ST_Q_WAITING;
+        if (x[1]->type == REDIS_REPLY_STRING) out->held = atoi(x[1]->str);
+        if (x[2]->type == REDIS_REPLY_STRING) out->window_start = atoll(x[2]->str);
+        if (x[3]->type == REDIS_REPLY_STRING) out->window_claims = atoi(x[3]->str);
+        rs_replies_free(x, 4);
+    }
+    return 0;
+}
+
+/* One round trip: HGETALL lim. */
+int rs_queue_limits(rs *r, const char *queue, json_object **out, weft_error *err)
+{
+    static const char *const cmd[1] = {"HGETALL"}, *const which[1] = {"lim"},
+                             *const arg[1] = {NULL};
+    json_object *o, *limits;
+    redisReply *x[1];
+    size_t i;
+    int rc;
+    *out = NULL;
+    if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
+    if ((rc = queue_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
+    o = json_object_new_object();
+    limits = json_object_new_object();
+    json_object_object_add(o, "waiting", json_object_new_int64(0));
+    for (i = 0; x[0]->type == REDIS_REPLY_ARRAY && i + 1 < x[0]->elements; i += 2) {
+        const char *k = x[0]->element[i]->str, *v = x[0]->element[i + 1]->str, *name;
+        const char *field = NULL;
+        json_object *l;
+        if (!k || !v) continue;
+        if (!strcmp(k, "parked")) {
+            json_object_object_add(o, "waiting", json_object_new_int64(atoll(v)));
+            continue;
+        }
+        if (!strncmp(k, "c:", 2))
+            field = "held", name = k + 2;
+        else if (!strncmp(k, "ws:", 3))
+            field = "windowStart", name = k + 3;
+        else if (!strncmp(k, "wn:", 3))
+            field = "windowClaims", name = k + 3;
+        if (!field) continue;
+        if (!json_object_object_get_ex(limits, name, &l)) {
+            l = json_object_new_object();
+            json_object_object_add(limits, name, l);
+        }
+        json_object_object_add(l, field, json_object_new_int64(atoll(v)));
+    }
+    rs_replies_free(x, 1);
+    json_object_object_add(o, "limits", limits);
+    *out = o;
+    return 0;
+}

@@ -283,6 +283,11 @@ int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *t
                  weft_error *err);
 /* When a claim last polled queue (a domain's), 0 when never. One round trip. */
 int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err);
+/* Where a member stands (st_ops.queue_member). Two round trips at most. */
+int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const char *task_id,
+                    st_qmember *out, weft_error *err);
+/* The state of queue's limits (st_ops.queue_limits). One round trip. */
+int rs_queue_limits(rs *r, const char *queue, json_object **out, weft_error *err);
 
 /* ---- decider queue ---- */
 
