@@ -539,6 +539,45 @@ static void test_start_delay(void **state)
     assert_true(b->started_ms - b->scheduled_ms >= 300);
 }
 
+/* weft run enforces a rate limit too: six LAMBDAs of one name limited to
+ * 2 per 300 ms start over at least three windows, never more than 2 in
+ * one. */
+static void test_rate_limited_lambdas(void **state)
+{
+    char def[2048];
+    size_t used = 0;
+    int64_t starts[6], w = 300;
+    int i, j, per[64] = {0}, windows = 0;
+    xc_exec *x;
+    used += (size_t)snprintf(def + used, sizeof def - used,
+                             "{'name':'rl','tasks':[{'name':'f','taskReferenceName':'f',"
+                             "'type':'FORK_JOIN','forkTasks':[");
+    for (i = 0; i < 6; i++)
+        used += (size_t)snprintf(
+            def + used, sizeof def - used,
+            "%s[{'name':'rl','taskReferenceName':'r%d','type':'LAMBDA','taskDefinition':"
+            "{'rateLimitPerFrequency':2,'rateLimitFrequencyInSeconds':0.3},"
+            "'inputParameters':{'scriptExpression':'return 1'}}]",
+            i ? "," : "", i);
+    snprintf(def + used, sizeof def - used,
+             "]},{'name':'j','taskReferenceName':'j','type':'JOIN','joinOn':['r0','r1','r2','r3',"
+             "'r4','r5']}]}");
+    x = run(def, NULL, WEFT_WF_COMPLETED);
+    for (i = 0; i < 6; i++) {
+        char ref[4];
+        snprintf(ref, sizeof ref, "r%d", i);
+        starts[i] = task(x, ref)->started_ms;
+    }
+    for (i = 0; i < 6; i++) {
+        int64_t k = starts[i] / w - starts[0] / w + 32;
+        assert_true(k >= 0 && k < 64);
+        if (per[k]++ == 0) windows++;
+        for (j = 0; j < 64; j++)
+            if (per[j] > 2) fail_msg("%d starts in one %lld ms window", per[j], (long long)w);
+    }
+    if (windows < 3) fail_msg("6 starts in %d windows, want at least 3", windows);
+}
+
 static struct {
     const xc_exec *x[8];
     int n;
@@ -959,6 +998,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_conductor_forms, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_until_bad, setup, teardown),
         cmocka_unit_test_setup_teardown(test_start_delay, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_limited_lambdas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_signal_masks_secrets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wait_duration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_workflow_timeout, setup, teardown),

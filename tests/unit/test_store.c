@@ -442,6 +442,33 @@ static void test_priority_order(void **state)
     assert_sizes("P", 1, 3);
 }
 
+/* Priorities are strict: under constant load of a higher priority a lower
+ * one waits, however long it has been due (no aging); it is claimed once
+ * the higher ones are gone. */
+static void test_priority_strict(void **state)
+{
+    int64_t now = wu_now_ms();
+    st_step low = ctl_push("PS", "low", now - 60000, 1, NULL, NULL);
+    st_lease l[2];
+    xc_exec *x;
+    int i;
+    (void)state;
+    x = queued("wf-ps", &low, 1);
+    for (i = 0; i < 20; i++) {
+        char id[16];
+        st_step high;
+        snprintf(id, sizeof id, "h%d", i);
+        high = ctl_push("PS", id, wu_now_ms(), 50, NULL, NULL);
+        assert_int_equal(save(x, x->fence, &high, 1, NULL, 0, NULL), 0);
+        assert_int_equal(claim("PS", 1, 60000, l), 1);
+        if (strcmp(l[0].task_id, id))
+            fail_msg("round %d: claimed %s, want %s", i, l[0].task_id, id);
+        OK(ST(S, ack, &l[0], &e_));
+    }
+    assert_int_equal(claim("PS", 1, 60000, l), 1);
+    assert_string_equal(l[0].task_id, "low");
+}
+
 /* Sleep until the next window of w ms begins (plus a little). */
 static void next_window(int64_t w)
 {
@@ -1352,6 +1379,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_priority_strict, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrency_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_conc_unqueue_woken, setup, teardown),
