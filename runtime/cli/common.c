@@ -91,9 +91,10 @@ int cli_domains(const cli *c, json_object **out)
     for (e = strtok_r(text, " ;", &save); e; e = strtok_r(NULL, " ;", &save)) {
         char *eq = strchr(e, '=');
         if (!eq || eq == e || !eq[1]) {
+            int rc = die(EXIT_USAGE, "--domain: '%s' is not TASK=DOMAIN", e);
             json_object_put(m);
             free(text);
-            return die(EXIT_USAGE, "--domain: '%s' is not TASK=DOMAIN", e);
+            return rc;
         }
         *eq = 0;
         json_object_object_add(m, e, json_object_new_string(eq + 1));
