@@ -32,7 +32,7 @@ local TASK = ordered { "name", "taskReferenceName", "type", "description", "opti
 local TASKDEF = ordered { "retryCount", "retryLogic", "retryDelaySeconds", "maxRetryDelaySeconds",
   "backoffJitterMs", "timeoutSeconds", "responseTimeoutSeconds", "rateLimitPerFrequency",
   "rateLimitFrequencyInSeconds", "concurrentExecLimit" }
-local SUBWF = ordered { "name", "version", "workflowDefinition" }
+local SUBWF = ordered { "name", "version", "priority", "workflowDefinition" }
 -- inputParameters: what the builder sets first, then the user's keys sorted
 local INPUT = ordered { "uri", "method", "headers", "body", "connectionTimeOut", "readTimeOut",
   "scriptExpression", "case_value_param", "dynamicTasks", "dynamicTasksInput", "duration", "until",
@@ -431,7 +431,7 @@ builder("do_while", { "condition", "max" }, true, function(b, spec, n)
   return node(b, t, { body = task_list(b, spec, where(b) .. " body", n) })
 end)
 
-builder("sub_workflow", { "version", "definition" }, false, function(b, spec)
+builder("sub_workflow", { "version", "definition", "priority" }, false, function(b, spec)
   local t = common(b, spec, "SUB_WORKFLOW")
   t.name = b.ref -- `name` is the child workflow's here
   local p, name, def = setmetatable({}, SUBWF), spec.name, spec.definition
@@ -447,6 +447,10 @@ builder("sub_workflow", { "version", "definition" }, false, function(b, spec)
     if name == nil then bad(b, "missing field 'name' (the workflow to run) or 'definition'") end
     p.name = name
     p.version = int(b, "version", spec.version, 1)
+  end
+  p.priority = int(b, "priority", spec.priority, 0)
+  if p.priority and p.priority > 99 then
+    bad(b, "field 'priority' must be a whole number from 0 to 99 (got %d)", p.priority)
   end
   t.subWorkflowParam = p
   return node(b, t)

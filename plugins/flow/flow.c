@@ -31,6 +31,11 @@ static int sub_validate(const weft_host *host, json_object *def, weft_error *err
     if (!json_object_object_get_ex(def, "subWorkflowParam", &p) ||
         !json_object_is_type(p, json_type_object))
         return host->error(err, WEFT_EINVAL, "SUB_WORKFLOW needs subWorkflowParam");
+    if (json_object_object_get_ex(p, "priority", &v) &&
+        (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 0 ||
+         json_object_get_int64(v) > 99))
+        return host->error(err, WEFT_EINVAL,
+                           "subWorkflowParam.priority must be a whole number from 0 to 99");
     if (json_object_object_get_ex(p, "workflowDefinition", &v)) {
         if (!json_object_is_type(v, json_type_object))
             return host->error(err, WEFT_EINVAL,

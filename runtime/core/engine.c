@@ -244,7 +244,7 @@ static void fill_child(xc_exec *cx, void *ud)
     cx->parent_id = strdup(p->x->id);
     cx->parent_task_id = strdup(p->t->id);
     cx->depth = p->x->depth + 1;
-    cx->priority = p->x->priority;
+    cx->priority = xc_child_priority(p->x, p->t);
 }
 
 static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, const char *name,

@@ -204,6 +204,16 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     return t;
 }
 
+int xc_child_priority(const xc_exec *x, const xc_task *t)
+{
+    json_object *p, *v;
+    if (json_object_object_get_ex(t->def->json, "subWorkflowParam", &p) &&
+        json_object_object_get_ex(p, "priority", &v) && json_object_is_type(v, json_type_int) &&
+        json_object_get_int64(v) >= 0 && json_object_get_int64(v) <= 99)
+        return json_object_get_int(v);
+    return x->priority;
+}
+
 int xc_task_set_domain(xc_task *t, const char *domain)
 {
     char *d = NULL, *q = NULL;

@@ -100,6 +100,10 @@ int xc_reset(xc_exec *x);
 /* A new task instance of def in scope, appended (seq = its index + 1). */
 xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration);
 
+/* The priority of a child that task t of x starts: its subWorkflowParam's
+ * (Conductor's SubWorkflowParams.priority), else x's. */
+int xc_child_priority(const xc_exec *x, const xc_task *t);
+
 /* The work queue t waits in: its domain's, else its type's. */
 static inline const char *xc_task_queue(const xc_task *t)
 {

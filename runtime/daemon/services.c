@@ -41,8 +41,10 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     a.parent_id = x->id;
     a.parent_task_id = t->id;
     a.depth = x->depth + 1;
-    a.priority = x->priority;             /* a child's tasks are as urgent as its parent's, */
-    a.task_to_domain = x->task_to_domain; /* and go to the same domains */
+    /* a child is as urgent as its parent unless its task says, and its tasks
+     * go to the same domains */
+    a.priority = xc_child_priority(x, t);
+    a.task_to_domain = x->task_to_domain;
     a.idempotency_key = key;
     rc = op_start(&w->op, &a, id, err);
     def_unref(d);

@@ -80,6 +80,22 @@ code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$A1/api/workflow" -H 'C
     ok "a StartWorkflowRequest with priority -1: 400 naming priority" ||
     not_ok "priority -1: $code $(cat "$TMP/body")"
 
+# a sub-workflow's own priority (Conductor's subWorkflowParam.priority)
+wf sq1 'w.simple { ref = "t", name = "sq" }'
+wf sp 'w.sub_workflow { ref = "c", priority = 99,
+  definition = w.workflow { name = "spk", w.simple { ref = "t", name = "sq" } } }'
+run_weft start "$TMP/sq1.lua" --api "$A1"
+plain=$last
+run_weft start "$TMP/sp.lua" --api "$A1"
+parent=$last
+wait_for 10 queued sq 2 || not_ok "the two sq tasks were not queued"
+got=$(curl -s "$A2/api/tasks/poll/batch/sq?workerid=w&count=2&timeout=1000")
+kid=$(jq -r '.[0].workflowInstanceId' <<<"$got")
+[ "$kid" != "$plain" ] && [ "$(curl -s "$A1/api/workflow/$kid" | jq -c '[.priority, .parentWorkflowId]')" = "[99,\"$parent\"]" ] &&
+    ok "the priority-99 sub-workflow's task is polled before an earlier priority-0 one" ||
+    not_ok "sub-workflow priority: first polled $(jq -c '[.[].workflowInstanceId]' <<<"$got"), plain $plain"
+for i in 0 1; do complete "$A2" "$(jq -c ".[$i]" <<<"$got")"; done
+
 # ---- start delay: a task not claimable yet says until when ----
 wf sd 'w.simple { ref = "t", name = "sdq", start_delay = "30s" }'
 run_weft start "$TMP/sd.lua" --api "$A1"
