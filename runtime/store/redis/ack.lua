@@ -18,9 +18,9 @@ if ARGV[4] == 'back' then
     local now = tonumber(ARGV[5])
     local p, n, w, _, name = q_spec(m)
     if p and n > 0 and name ~= '' and
-        tonumber(redis.call('HGET', KEYS[7], 'ws:' .. name) or '-1') == now - now % w and
-        tonumber(redis.call('HGET', KEYS[7], 'wn:' .. name) or '0') > 0 then
-        redis.call('HINCRBY', KEYS[7], 'wn:' .. name, -1)
+        tonumber(redis.call('HGET', K_LIM, 'ws:' .. name) or '-1') == now - now % w and
+        tonumber(redis.call('HGET', K_LIM, 'wn:' .. name) or '0') > 0 then
+        redis.call('HINCRBY', K_LIM, 'wn:' .. name, -1)
     end
     redis.call('ZADD', KEYS[1], ARGV[5], m)
 else

@@ -16,7 +16,7 @@ local expiry = now + tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 local out = {}
 if ARGV[6] == '1' then
-    redis.call('HSET', KEYS[7], 'polled', now)
+    redis.call('HSET', K_LIM, 'polled', now)
 end
 local function lease(m, ctl)
     local token = ARGV[5] .. ':' .. (#out / 3 + 1)
@@ -26,7 +26,7 @@ local function lease(m, ctl)
     out[#out + 1] = token
     out[#out + 1] = ctl
 end
-if redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
+if redis.call('EXISTS', K_DUE, K_META) == 0 then
     -- nothing here has controls: by visible-at, as they come
     local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)
     for _, m in ipairs(got) do
@@ -36,15 +36,15 @@ if redis.call('EXISTS', KEYS[5], KEYS[6]) == 0 then
     return out
 end
 -- rate windows that ended: a window's count of their waiting members back
-local ended = redis.call('ZRANGEBYSCORE', KEYS[9], '-inf', now, 'LIMIT', 0, 100)
+local ended = redis.call('ZRANGEBYSCORE', K_WAKE, '-inf', now, 'LIMIT', 0, 100)
 for _, name in ipairs(ended) do
-    local n = tonumber(redis.call('HGET', KEYS[7], 'rn:' .. name) or '1')
-    local w = tonumber(redis.call('HGET', KEYS[7], 'rw:' .. name) or '1000')
+    local n = tonumber(redis.call('HGET', K_LIM, 'rn:' .. name) or '1')
+    local w = tonumber(redis.call('HGET', K_LIM, 'rw:' .. name) or '1000')
     q_unpark(name, n)
-    if redis.call('EXISTS', ARGV[1] .. name) == 1 then
-        redis.call('ZADD', KEYS[9], now - now % w + w, name)
+    if redis.call('EXISTS', K_PARK .. name) == 1 then
+        redis.call('ZADD', K_WAKE, now - now % w + w, name)
     else
-        redis.call('ZREM', KEYS[9], name)
+        redis.call('ZREM', K_WAKE, name)
     end
 end
 -- members visible now: into due, by priority and then visible-at
@@ -52,45 +52,45 @@ local vis = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'WITHSCORES', 'LIM
 for i = 1, #vis, 2 do
     local p, _, _, _, name = q_spec(vis[i])
     q_unpark_member(vis[i], name) -- pushed again while it waited: one place
-    redis.call('ZADD', KEYS[5], (99 - (p or 0)) * SPAN + tonumber(vis[i + 1]), vis[i])
+    redis.call('ZADD', K_DUE, (99 - (p or 0)) * SPAN + tonumber(vis[i + 1]), vis[i])
     redis.call('ZREM', KEYS[1], vis[i])
 end
 local looked = 0
 while #out < 3 * max and looked < 1000 do
-    local head = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+    local head = redis.call('ZRANGE', K_DUE, 0, 0, 'WITHSCORES')
     if #head == 0 then
         break
     end
     local m, score = head[1], head[2]
     looked = looked + 1
-    redis.call('ZREM', KEYS[5], m)
+    redis.call('ZREM', K_DUE, m)
     local p, n, w, c, name = q_spec(m)
     local wait = false
     if name and name ~= '' then
-        if c > 0 and tonumber(redis.call('HGET', KEYS[7], 'c:' .. name) or '0') >= c then
+        if c > 0 and tonumber(redis.call('HGET', K_LIM, 'c:' .. name) or '0') >= c then
             wait = true -- a slot given back brings it back (q_release)
         elseif n > 0 then
             local ws = now - now % w
-            if tonumber(redis.call('HGET', KEYS[7], 'ws:' .. name) or '-1') ~= ws then
-                redis.call('HSET', KEYS[7], 'ws:' .. name, ws, 'wn:' .. name, 0)
+            if tonumber(redis.call('HGET', K_LIM, 'ws:' .. name) or '-1') ~= ws then
+                redis.call('HSET', K_LIM, 'ws:' .. name, ws, 'wn:' .. name, 0)
             end
-            if tonumber(redis.call('HGET', KEYS[7], 'wn:' .. name)) >= n then
+            if tonumber(redis.call('HGET', K_LIM, 'wn:' .. name)) >= n then
                 wait = true -- the window's end brings it back
-                redis.call('HSET', KEYS[7], 'rn:' .. name, n, 'rw:' .. name, w)
-                redis.call('ZADD', KEYS[9], 'NX', ws + w, name)
+                redis.call('HSET', K_LIM, 'rn:' .. name, n, 'rw:' .. name, w)
+                redis.call('ZADD', K_WAKE, 'NX', ws + w, name)
             end
         end
         if wait then
-            if redis.call('ZADD', ARGV[1] .. name, score, m) == 1 then
-                redis.call('HINCRBY', KEYS[7], 'parked', 1)
+            if redis.call('ZADD', K_PARK .. name, score, m) == 1 then
+                redis.call('HINCRBY', K_LIM, 'parked', 1)
             end
         else
             -- (claimed again while leased, pushed anew: its one slot counts once)
-            if c > 0 and redis.call('HSETNX', KEYS[8], m, name) == 1 then
-                redis.call('HINCRBY', KEYS[7], 'c:' .. name, 1)
+            if c > 0 and redis.call('HSETNX', K_HELD, m, name) == 1 then
+                redis.call('HINCRBY', K_LIM, 'c:' .. name, 1)
             end
             if n > 0 then
-                redis.call('HINCRBY', KEYS[7], 'wn:' .. name, 1)
+                redis.call('HINCRBY', K_LIM, 'wn:' .. name, 1)
             end
         end
     end

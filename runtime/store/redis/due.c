@@ -69,7 +69,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     for (k = 0; k < ntypes; k++) {
         const char *type = types[(first + k) % ntypes];
         rs_cmd *ck = &c[nw + nd + k];
-        rs_cmd_script(ck, r, S_CLAIM, 9);
+        rs_cmd_script(ck, r, S_CLAIM, 4);
         rs_queue_keys(r, type, ck);
         rs_cmd_addf(ck, "%lld", now);
         rs_cmd_addf(ck, "%lld", (long long)lease_ms);

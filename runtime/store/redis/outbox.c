@@ -221,7 +221,7 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
         break;
     case RS_UNQUEUE:
         rs_k_queue(r, e->type, "ready", key);
-        rs_cmd_script(&c[0], r, S_UNQUEUE, 9);
+        rs_cmd_script(&c[0], r, S_UNQUEUE, 4);
         rs_queue_keys(r, e->type, &c[0]);
         rs_cmd_dup(&c[0], member);
         break;
@@ -254,7 +254,7 @@ void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
     rs_claim_member(cl, member, sizeof member);
     if (s == S_ACK) {
-        rs_cmd_script(c, r, S_ACK, 9);
+        rs_cmd_script(c, r, S_ACK, 4);
         rs_queue_keys(r, cl->type, c);
         rs_cmd_dup(c, member);
         rs_cmd_add(c, cl->lease);

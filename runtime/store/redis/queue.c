@@ -17,15 +17,14 @@ int rs_check_claim(const rs_lease *c, weft_error *err)
 
 void rs_queue_keys(rs *r, const char *type, rs_cmd *c)
 {
-    static const char *const which[9] = {"ready", "leases", "lease", "reaped", "due",
-                                         "meta",  "lim",    "held",  "wake"};
+    static const char *const which[4] = {"ready", "leases", "lease", "reaped"};
     char key[KEY_MAX];
     int i;
-    for (i = 0; i < 9; i++) {
+    for (i = 0; i < 4; i++) {
         rs_k_queue(r, type, which[i], key);
         rs_cmd_dup(c, key);
     }
-    rs_k_queue(r, type, "park:", key);
+    rs_k_queue(r, type, "", key); /* the prefix of the controls' keys */
     rs_cmd_dup(c, key);
 }
 
@@ -189,7 +188,7 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
     rs_k_queue(r, type, "leases", leases);
-    rs_cmd_script(&c, r, S_REAP, 9);
+    rs_cmd_script(&c, r, S_REAP, 4);
     rs_queue_keys(r, type, &c);
     rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
     rs_cmd_addf(&c, "%d", max_reaps);
@@ -325,12 +324,12 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     seed[24] = 0;
     rs_k_queue(r, queue, "ready", ready);
     memset(c, 0, sizeof c);
-    rs_cmd_script(&c[0], r, S_REAP, 9);
+    rs_cmd_script(&c[0], r, S_REAP, 4);
     rs_queue_keys(r, queue, &c[0]);
     rs_cmd_addf(&c[0], "%lld", now);
     rs_cmd_addf(&c[0], "%d", max_reaps);
     rs_cmd_addf(&c[0], "%d", REAP_BATCH);
-    rs_cmd_script(&c[1], r, S_CLAIM, 9);
+    rs_cmd_script(&c[1], r, S_CLAIM, 4);
     rs_queue_keys(r, queue, &c[1]);
     rs_cmd_addf(&c[1], "%lld", now);
     rs_cmd_addf(&c[1], "%lld", (long long)lease_ms);
