@@ -1,7 +1,8 @@
 -- claim.lua: lease up to max members that are visible now: the highest
 -- priority first and FIFO within one, within their names' limits (a
 -- member over one waits in its name's park, not failed).
---@include queue_lib.lua
+-- KEYS[1..4] and ARGV[1]: as queue_lib.lua says (included below, past the
+-- path of a queue without controls, which needs none of it)
 -- ARGV[2] now ms ("0": Redis's clock, for a poll queued behind a wait)
 -- ARGV[3] lease ms   ARGV[4] max   ARGV[5] token seed (random, per call)
 -- ARGV[6] "1": a domain's queue: the poll's time is kept (lim's "polled")
@@ -16,7 +17,7 @@ local expiry = now + tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 local out = {}
 if ARGV[6] == '1' then
-    redis.call('HSET', K_LIM, 'polled', now)
+    redis.call('HSET', ARGV[1] .. 'lim', 'polled', now)
 end
 local function lease(m, ctl)
     local token = ARGV[5] .. ':' .. (#out / 3 + 1)
@@ -26,7 +27,7 @@ local function lease(m, ctl)
     out[#out + 1] = token
     out[#out + 1] = ctl
 end
-if redis.call('EXISTS', K_DUE, K_META) == 0 then
+if redis.call('EXISTS', ARGV[1] .. 'due', ARGV[1] .. 'meta') == 0 then
     -- nothing here has controls: by visible-at, as they come
     local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)
     for _, m in ipairs(got) do
@@ -35,6 +36,8 @@ if redis.call('EXISTS', K_DUE, K_META) == 0 then
     end
     return out
 end
+-- controls around: the shared code (named keys, q_spec ...) from here on
+--@include queue_lib.lua
 -- rate windows that ended: a window's count of their waiting members back
 local ended = redis.call('ZRANGEBYSCORE', K_WAKE, '-inf', now, 'LIMIT', 0, 100)
 for _, name in ipairs(ended) do
