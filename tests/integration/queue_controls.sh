@@ -258,6 +258,84 @@ wait_for 10 done_ "$A1" "$lid" && ok "weftd --domain blue ran it" ||
     not_ok "blue LAMBDA after weftd --domain blue: $(curl -s "$A1/api/workflow/$lid" | jq -r .status)"
 kill_weftd db
 
+# ---- review 12b: task domains on odd input ----
+# a plain task whose name holds ':' must not share a domain's queue: "blue:dq"
+# (a task named so, no domain) is not dq in domain blue
+run_weft start "$TMP/dq.lua" --api "$A1" --domain "dq=blue"
+cid=$last
+wait_for 10 sh -c "curl -s '$A1/api/workflow/$cid' | jq -e '.tasks[0].domain == \"blue\"'" ||
+    not_ok "rev12b: dq not queued in blue"
+got=$(curl -s "$A2/api/tasks/poll/batch/blue:dq?workerid=plain&count=1&timeout=300")
+[ "$got" = "[]" ] && ok "rev12b: a plain poll of task 'blue:dq' does not get dq's blue task" ||
+    not_ok "rev12b: a plain poll of task 'blue:dq' got domain blue's dq task: $(jq -c '[.[] | {workflowInstanceId, domain}]' <<<"$got")"
+for t in $(jq -c '.[]' <<<"$got"); do complete "$A2" "$t"; done
+got=$(curl -s "$A2/api/tasks/poll/batch/dq?workerid=blue&count=1&timeout=300&domain=blue")
+for t in $(jq -c '.[]' <<<"$got"); do complete "$A2" "$t"; done
+# a valid list longer than resolve_domain's 512-byte copy: with nobody
+# polling, the task goes to the last domain named, not a cut-off prefix
+long=
+for c in a b c d e f g h i; do long="$long${long:+,}$(printf "$c%.0s" $(seq 60))"; done
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$A1/api/workflow" -H 'Content-Type: application/json' \
+    -d "{\"name\":\"x\",\"taskToDomain\":{\"tl\":\"$long\"},\"workflowDef\":{\"name\":\"tl\",\"tasks\":[{\"name\":\"tl\",\"taskReferenceName\":\"t\",\"type\":\"SIMPLE\"}]}}")
+if [ "$code" = 400 ]; then
+    ok "rev12b: a 548-byte domain list is refused"
+else
+    tid=$(cat "$TMP/body")
+    wait_for 10 sh -c "curl -s '$A1/api/workflow/$tid' | jq -e '.tasks[0].domain != null'" >/dev/null
+    dom=$(curl -s "$A1/api/workflow/$tid" | jq -r '.tasks[0].domain')
+    case ",$long," in
+    *",$dom,"*) ok "rev12b: a long domain list: the task's domain is one of those named" ;;
+    *) not_ok "rev12b: a long domain list put the task in domain '$dom' (${#dom} bytes), which nobody named" ;;
+    esac
+fi
+# a queue name plus domain over the store's 127 bytes: the start is refused
+# or the task fails with a reason, the workflow is not left RUNNING with
+# nothing queued
+n100=$(printf 'n%.0s' $(seq 100))
+d64=$(printf 'd%.0s' $(seq 64))
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$A1/api/workflow" -H 'Content-Type: application/json' \
+    -d "{\"name\":\"x\",\"taskToDomain\":{\"$n100\":\"$d64\"},\"workflowDef\":{\"name\":\"ol\",\"tasks\":[{\"name\":\"olfirst\",\"taskReferenceName\":\"a\",\"type\":\"SIMPLE\"},{\"name\":\"$n100\",\"taskReferenceName\":\"b\",\"type\":\"SIMPLE\"}]}}")
+if [ "$code" = 400 ]; then
+    ok "rev12b: a domain queue over the name limit is refused at the start"
+else
+    oid=$(cat "$TMP/body")
+    got=$(curl -s "$A2/api/tasks/poll/batch/olfirst?workerid=w&count=1&timeout=2000")
+    complete "$A2" "$(jq -c '.[0]' <<<"$got")"
+    sleep 3
+    st=$(curl -s "$A1/api/workflow/$oid" | jq -c '{status, n: (.tasks | length)}')
+    case $st in
+    *'"FAILED"'* | *'"n":2'*) ok "rev12b: a domain queue over the name limit: $st" ;;
+    *) not_ok "rev12b: a domain queue over the name limit leaves the workflow $st, nothing queued (weftd retries the save forever)" ;;
+    esac
+    curl -s -o /dev/null -X DELETE "$A1/api/workflow/$oid"
+fi
+# polls of made-up domains leave no keys behind for good (unauthenticated
+# callers could grow Redis without bound)
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    curl -s -o /dev/null "$A1/api/tasks/poll/nosuchq?domain=rnd$i"
+done
+left=0
+for k in $(redis-cli -p "$REDIS_PORT" --scan --pattern "${WEFT_KEY_PREFIX}{q:rnd*:nosuchq}*"); do
+    [ "$(redis-cli -p "$REDIS_PORT" PTTL "$k")" = -1 ] && left=$((left + 1))
+done
+[ "$left" = 0 ] && ok "rev12b: polls of 10 made-up domains keep no key for good" ||
+    not_ok "rev12b: polls of 10 made-up domains left $left keys without a TTL"
+# a domain with a space passes the check (trimmed) but is used untrimmed
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$A1/api/queue/dq?domain=%20blue")
+[ "$code" = 400 ] || [ "$(jq -r .queue "$TMP/body")" = blue:dq ] &&
+    ok "rev12b: ?domain=%20blue is refused or means blue" ||
+    not_ok "rev12b: ?domain=%20blue is queue '$(jq -r .queue "$TMP/body")' ($code): a poller configured so never gets blue's tasks"
+# weft status: a LAMBDA queued in a domain no daemon serves says so (the
+# plain LAMBDA queue is served by d1/d2, not nobody:LAMBDA)
+run_weft start "$TMP/dl.lua" --api "$A1" --domain "lam=nobody"
+uid=$last
+sleep 1
+run_weft status "$uid"
+[ "$(jq -r '.tasks[0].reasonForIncompletion // "" | test("serve")' <<<"$out")" = true ] &&
+    ok "rev12b: weft status: the LAMBDA in domain nobody is unserved" ||
+    not_ok "rev12b: weft status of a LAMBDA in domain nobody: $(jq -c '{unservedTaskTypes, r: .tasks[0].reasonForIncompletion}' <<<"$out")"
+curl -s -o /dev/null -X DELETE "$A1/api/workflow/$uid"
+
 # ---- a slot held by a daemon killed with SIGKILL is freed once ----
 kill_weftd d2
 wf kq "w.fork { ref = 'f',
