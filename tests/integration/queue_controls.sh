@@ -336,6 +336,20 @@ run_weft status "$uid"
     not_ok "rev12b: weft status of a LAMBDA in domain nobody: $(jq -c '{unservedTaskTypes, r: .tasks[0].reasonForIncompletion}' <<<"$out")"
 curl -s -o /dev/null -X DELETE "$A1/api/workflow/$uid"
 
+# GET /api/workflow of 20 queued tasks on a queue without controls: no
+# store call per task (be461ff's op_say_waiting asks each member's place,
+# one round trip of 4 commands per task)
+br=$(for i in $(seq 20); do printf '[{"name":"fk","taskReferenceName":"f%d","type":"SIMPLE"}],' "$i"; done)
+fid=$(curl -s -X POST "$A1/api/workflow" -H 'Content-Type: application/json' -d "{\"name\":\"x\",\"workflowDef\":{\"name\":\"fk\",\"tasks\":[{\"name\":\"fork\",\"taskReferenceName\":\"fork\",\"type\":\"FORK_JOIN\",\"forkTasks\":[${br%,}]},{\"name\":\"join\",\"taskReferenceName\":\"join\",\"type\":\"JOIN\"}]}}")
+wait_for 10 queued fk 20 || not_ok "rev12b: the 20 fk tasks were not queued"
+zs() { redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_zscore:calls=\([0-9]*\),.*/\1/p'; }
+z0=$(zs)
+curl -s -o /dev/null "$A1/api/workflow/$fid"
+z1=$(zs)
+[ $(( ${z1:-0} - ${z0:-0} )) -lt 20 ] && ok "rev12b: GET of 20 queued plain tasks: $(( ${z1:-0} - ${z0:-0} )) ZSCOREs" ||
+    not_ok "rev12b: GET of 20 queued plain tasks (no controls) made $(( ${z1:-0} - ${z0:-0} )) ZSCOREs, 20 round trips"
+curl -s -o /dev/null -X DELETE "$A1/api/workflow/$fid"
+
 # ---- a slot held by a daemon killed with SIGKILL is freed once ----
 kill_weftd d2
 wf kq "w.fork { ref = 'f',
