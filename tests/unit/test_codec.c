@@ -990,6 +990,31 @@ static void test_other_definition(void **state)
     def_unref(other);
 }
 
+/* Review 12b: a stored document whose taskToDomain or a task's domain has
+ * the wrong type or is empty: read leniently as "none", not kept as is (a
+ * string map makes every child start fail its check; "" queues the task in
+ * ":<queue>", where nobody polls and the cancel's unqueue looks). */
+static void test_domain_fields(void **state)
+{
+    weft_error err = {0};
+    xc_exec *y = NULL;
+    const xc_task *t;
+    start("{'name':'w','tasks':[" T_("a", "") "]}", NULL);
+    assert_int_equal(from_text("{'id':'wf-c','status':'RUNNING','taskToDomain':'blue','tasks':["
+                               "{'id':'t1','ref':'a','def':'a','status':'SCHEDULED',"
+                               "'domain':''}]}",
+                               &y, &err),
+                     0);
+    t = y->tasks.items[0];
+    if (y->task_to_domain && !json_object_is_type(y->task_to_domain, json_type_object))
+        print_error("taskToDomain 'blue' kept as a %s\n",
+                    json_type_to_name(json_object_get_type(y->task_to_domain)));
+    if (t->domain) print_error("domain '' kept: the task's queue is '%s'\n", xc_task_queue(t));
+    assert_true(!y->task_to_domain || json_object_is_type(y->task_to_domain, json_type_object));
+    assert_null(t->domain);
+    xc_free(y);
+}
+
 /* ---- definition keys, events ---- */
 
 static void test_def_key(void **state)
@@ -1126,6 +1151,7 @@ int main(void)
         cmocka_unit_test_teardown(test_fields, teardown),
         cmocka_unit_test_teardown(test_corrupt, teardown),
         cmocka_unit_test_teardown(test_other_definition, teardown),
+        cmocka_unit_test_teardown(test_domain_fields, teardown),
         cmocka_unit_test_teardown(test_def_key, teardown),
         cmocka_unit_test_teardown(test_event, teardown),
     };
