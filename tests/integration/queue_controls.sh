@@ -350,6 +350,15 @@ z1=$(zs)
     not_ok "rev12b: GET of 20 queued plain tasks (no controls) made $(( ${z1:-0} - ${z0:-0} )) ZSCOREs, 20 round trips"
 curl -s -o /dev/null -X DELETE "$A1/api/workflow/$fid"
 
+# "*" (Conductor's: every task *a worker polls*; system tasks are left out)
+# puts a timed WAIT in blue:WAIT, which no weftd without --domain blue serves:
+# the workflow of a client using "*" for its workers never ends
+wid=$(curl -s -X POST "$A1/api/workflow" -H 'Content-Type: application/json' \
+    -d '{"name":"x","taskToDomain":{"*":"blue"},"workflowDef":{"name":"ws","tasks":[{"name":"wt","taskReferenceName":"w","type":"WAIT","inputParameters":{"duration":"1 seconds"}}]}}')
+wait_for 10 done_ "$A1" "$wid" && ok "rev12b: *=blue: a 1 s WAIT completes on plain daemons" ||
+    not_ok "rev12b: *=blue: a 1 s WAIT is $(curl -s "$A1/api/workflow/$wid" | jq -c '[.status, .tasks[0].status, .tasks[0].domain]') after 10 s (queued in blue:WAIT)"
+curl -s -o /dev/null -X DELETE "$A1/api/workflow/$wid"
+
 # ---- a slot held by a daemon killed with SIGKILL is freed once ----
 kill_weftd d2
 wf kq "w.fork { ref = 'f',
