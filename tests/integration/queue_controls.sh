@@ -359,6 +359,19 @@ wait_for 10 done_ "$A1" "$wid" && ok "rev12b: *=blue: a 1 s WAIT completes on pl
     not_ok "rev12b: *=blue: a 1 s WAIT is $(curl -s "$A1/api/workflow/$wid" | jq -c '[.status, .tasks[0].status, .tasks[0].domain]') after 10 s (queued in blue:WAIT)"
 curl -s -o /dev/null -X DELETE "$A1/api/workflow/$wid"
 
+# a fallback list is looked up per task and per domain, one HGET round trip
+# each, inside the decision (the decider calls the store): a fork of 20 with
+# "*=a,b,c" and nobody polling makes 60
+br=$(for i in $(seq 20); do printf '[{"name":"fk2","taskReferenceName":"f%d","type":"SIMPLE"}],' "$i"; done)
+hg() { redis-cli -p "$REDIS_PORT" INFO commandstats | tr -d '\r' | sed -n 's/^cmdstat_hget:calls=\([0-9]*\),.*/\1/p'; }
+h0=$(hg)
+fid=$(curl -s -X POST "$A1/api/workflow" -H 'Content-Type: application/json' -d "{\"name\":\"x\",\"taskToDomain\":{\"*\":\"a,b,c\"},\"workflowDef\":{\"name\":\"fk2\",\"tasks\":[{\"name\":\"fork\",\"taskReferenceName\":\"fork\",\"type\":\"FORK_JOIN\",\"forkTasks\":[${br%,}]},{\"name\":\"join\",\"taskReferenceName\":\"join\",\"type\":\"JOIN\"}]}}")
+wait_for 10 queued c:fk2 20 || not_ok "rev12b: the 20 fk2 tasks were not queued in c"
+h1=$(hg)
+[ $(( ${h1:-0} - ${h0:-0} )) -lt 20 ] && ok "rev12b: *=a,b,c over 20 forked tasks: $(( ${h1:-0} - ${h0:-0} )) HGETs" ||
+    not_ok "rev12b: *=a,b,c over 20 forked tasks: $(( ${h1:-0} - ${h0:-0} )) HGETs (one round trip each, in the decision)"
+curl -s -o /dev/null -X DELETE "$A1/api/workflow/$fid"
+
 # ---- a slot held by a daemon killed with SIGKILL is freed once ----
 kill_weftd d2
 wf kq "w.fork { ref = 'f',
