@@ -116,7 +116,8 @@ tls *ap_tls_get(ap_server *s)
     t->dec.defs = s->cfg.defs;
     t->dec.now = wu_now_ms;
     t->dec.domain_active = op_domain_active;
-    t->dec.domain_ud = t->st;
+    t->op.domains.st = t->st;
+    t->dec.domain_ud = &t->op.domains;
     t->op.st = t->st;
     t->op.defs = s->cfg.defs;
     t->op.dec = &t->dec;

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "plugin/host.h"
 
@@ -290,7 +291,15 @@ const char *ap_poll_queue(ctx *c, const char *name, char buf[256])
     json_object *m;
     weft_error err = {0};
     int bad;
-    if (!d || !*d || !strcmp(d, "NO_DOMAIN")) return name;
+    if (strchr(name, ':')) { /* a plain poll never names a domain's queue */
+        ap_send_error(c, 400, "task name '%s': ':' separates a task domain (poll ?domain=)", name);
+        return NULL;
+    }
+    if (!d || !*d || !strcasecmp(d, "NO_DOMAIN")) return name;
+    if (d[0] == ' ' || d[strlen(d) - 1] == ' ') {
+        ap_send_error(c, 400, "domain '%s': no spaces around it", d);
+        return NULL;
+    }
     m = json_object_new_object();
     json_object_object_add(m, "poll", json_object_new_string(d));
     bad = op_check_domains(m, &err) != 0 || strchr(d, ',');

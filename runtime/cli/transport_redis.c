@@ -155,16 +155,17 @@ static int r_status(cli_tp *t, const char *id, json_object **doc)
     json_object_object_get_ex(j, "tasks", &tasks);
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *tk = x->tasks.items[i];
-        char why[256];
+        /* a daemon serves a type's queue, or a domain's ("<domain>:<type>") */
+        const char *q = tk->domain ? xc_task_queue(tk) : tk->def->type_name;
+        char why[300];
         if (xc_task_terminal(tk->status) || tk->def->type->map || !tk->queued ||
-            type_served(served, tk->def->type_name))
+            type_served(served, q))
             continue;
-        snprintf(why, sizeof why, "waiting: no running weftd serves task type %s",
-                 tk->def->type_name);
+        snprintf(why, sizeof why, "waiting: no running weftd serves %s %s",
+                 tk->domain ? "queue" : "task type", q);
         json_object_object_add(json_object_array_get_idx(tasks, i), "reasonForIncompletion",
                                json_object_new_string(why));
-        if (!type_served(unserved, tk->def->type_name))
-            json_object_array_add(unserved, json_object_new_string(tk->def->type_name));
+        if (!type_served(unserved, q)) json_object_array_add(unserved, json_object_new_string(q));
     }
     if (json_object_array_length(unserved))
         json_object_object_add(j, "unservedTaskTypes", unserved);
@@ -380,7 +381,8 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     k->dec.defs = &k->defs;
     k->dec.now = wu_now_ms;
     k->dec.domain_active = op_domain_active;
-    k->dec.domain_ud = k->st;
+    k->op.domains.st = k->st;
+    k->dec.domain_ud = &k->op.domains;
     k->op.st = k->st;
     k->op.defs = &k->defs;
     k->op.dec = &k->dec;

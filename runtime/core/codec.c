@@ -410,7 +410,10 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->callback_ms = get_int(td, "callbackTime");
     t->child_id = dup_or_null(get_str(td, "subWorkflowId"));
     t->worker_id = dup_or_null(get_str(td, "workerId"));
-    if (get_str(td, "domain") && xc_task_set_domain(t, get_str(td, "domain"))) return WEFT_ENOMEM;
+    /* a domain read back must name a queue: a non-empty string */
+    if (get_str(td, "domain") && *get_str(td, "domain") &&
+        xc_task_set_domain(t, get_str(td, "domain")))
+        return WEFT_ENOMEM;
     t->followed = (flags & 1) != 0;
     t->spawned = (flags & 2) != 0;
     t->retried = (flags & 4) != 0;
@@ -454,6 +457,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     x->depth = (int)get_int(doc, "depth");
     x->priority = (int)get_int(doc, "priority");
     x->task_to_domain = get_obj(doc, "taskToDomain");
+    if (x->task_to_domain && !json_object_is_type(x->task_to_domain, json_type_object)) {
+        json_object_put(x->task_to_domain); /* not a map: none */
+        x->task_to_domain = NULL;
+    }
     if (x->priority < 0 || x->priority > 99) x->priority = 0;
     x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
     x->created_ms = get_int(doc, "createTime");

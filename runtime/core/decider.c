@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- expression lookups against an execution ---- */
 
@@ -241,30 +242,61 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
 }
 
 /*
- * The domain a queued task goes to, by its workflow's taskToDomain (its
- * name's entry, else "*"): a list "d1,d2,..." names the first whose queue a
- * worker polled lately, else the last one; NO_DOMAIN stands for no domain,
- * as in Conductor.
+ * The domain a queued task goes to, by its workflow's taskToDomain: its
+ * name's entry, else "*" for the tasks workers poll (external types; weftd's
+ * own, LAMBDA, WAIT ..., only by name), as in Conductor. A list
+ * "d1,d2,..." names the first whose queue a worker polled lately, else the
+ * last one; NO_DOMAIN, honoured as the last entry, stands for no domain. A
+ * domain whose queue name would be too long for the store is passed over
+ * (op_start refuses those it can see).
  */
 static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
 {
     json_object *v;
-    char list[512], *save = NULL, *d, *pick = NULL;
+    const char *p, *pick = NULL;
+    size_t npick = 0, qlen = strlen(t->def->queue);
     int many;
+    char d[XC_DOMAIN_MAX + 1];
     if (!x->task_to_domain || t->domain) return;
     if (!json_object_object_get_ex(x->task_to_domain, t->def->name, &v) &&
-        !json_object_object_get_ex(x->task_to_domain, "*", &v))
+        (!(t->def->type->flags & WEFT_TASK_EXTERNAL) ||
+         !json_object_object_get_ex(x->task_to_domain, "*", &v)))
         return;
     if (!json_object_is_type(v, json_type_string)) return;
-    snprintf(list, sizeof list, "%s", json_object_get_string(v));
-    many = strchr(list, ',') != NULL;
-    for (d = strtok_r(list, ", ", &save); d; d = strtok_r(NULL, ", ", &save)) {
-        pick = d;
-        if (!many || !strcmp(d, "NO_DOMAIN")) break;
-        if (e->domain_active && e->domain_active(e->domain_ud, t->def->queue, d)) break;
+    p = json_object_get_string(v);
+    many = strchr(p, ',') != NULL;
+    for (;;) {
+        size_t n = strcspn(p, ","), k = n;
+        const char *s = p;
+        while (k && *s == ' ')
+            s++, k--;
+        while (k && s[k - 1] == ' ')
+            k--;
+        if (k && k <= XC_DOMAIN_MAX && k + 1 + qlen < XC_QUEUE_MAX) {
+            int last = !p[n];
+            memcpy(d, s, k);
+            d[k] = 0;
+            if (!strcasecmp(d, "NO_DOMAIN")) {
+                if (last) { /* no domain at all */
+                    pick = NULL;
+                    break;
+                }
+            } else {
+                pick = s;
+                npick = k;
+                if (!many || last ||
+                    (e->domain_active && e->domain_active(e->domain_ud, t->def->queue, d)))
+                    break;
+            }
+        }
+        if (!p[n]) break;
+        p += n + 1;
     }
-    /* out of memory: the task goes to its type's queue */
-    if (pick && strcmp(pick, "NO_DOMAIN")) xc_task_set_domain(t, pick);
+    if (pick) {
+        memcpy(d, pick, npick);
+        d[npick] = 0;
+        xc_task_set_domain(t, d); /* out of memory: the task goes to its type's queue */
+    }
 }
 
 /* Control flow is mapped now (or at `delay`); other types go to their queue. */

@@ -315,6 +315,14 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
         return task_err(c, ref, t->line, err);
     }
     t->queue = t->type->flags & WEFT_TASK_EXTERNAL ? t->name : t->type_name;
+    if (strchr(t->queue, ':')) {
+        /* "<domain>:<queue>" names a task domain's queue */
+        wu_err(err, WEFT_EINVAL,
+               "task name '%s': a queue name may not hold ':' (it separates a task "
+               "domain from its queue)",
+               t->queue);
+        return task_err(c, ref, t->line, err);
+    }
     if (json_object_object_get_ex(j, "inputParameters", &in) &&
         !json_object_is_type(in, json_type_object) && !json_object_is_type(in, json_type_null)) {
         wu_err(err, WEFT_EINVAL, "inputParameters must be an object");

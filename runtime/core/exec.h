@@ -100,6 +100,9 @@ int xc_reset(xc_exec *x);
 /* A new task instance of def in scope, appended (seq = its index + 1). */
 xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration);
 
+#define XC_DOMAIN_MAX 64 /* a task domain's name */
+#define XC_QUEUE_MAX 128 /* a work queue's name, with the NUL (the stores' limit) */
+
 /* The priority of a child that task t of x starts: its subWorkflowParam's
  * (Conductor's SubWorkflowParams.priority), else x's. */
 int xc_child_priority(const xc_exec *x, const xc_task *t);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "core/codec.h"
@@ -509,6 +510,40 @@ static int start_create(op_env *env, const op_start_args *a, prep *p, st_create 
     return 0;
 }
 
+/* Every queued task of def whose taskToDomain entry (its name's, or "*"
+ * for an external type) names a domain: "<domain>:<queue>" fits the
+ * stores' names. 0 or WEFT_EINVAL naming the entry, domain and task. */
+static int check_domain_queues(const def_workflow *def, json_object *m, weft_error *err)
+{
+    size_t i;
+    for (i = 0; i < def->all.len; i++) {
+        const def_task *t = def->all.items[i];
+        const char *key = t->name, *p;
+        json_object *v;
+        if (!t->type->execute || t->type->map) continue;
+        if (!json_object_object_get_ex(m, key, &v) &&
+            (!(t->type->flags & WEFT_TASK_EXTERNAL) ||
+             !json_object_object_get_ex(m, key = "*", &v)))
+            continue;
+        for (p = json_object_get_string(v); *p;) {
+            size_t n = strcspn(p, ","), k = n;
+            const char *s = p;
+            while (k && *s == ' ')
+                s++, k--;
+            while (k && s[k - 1] == ' ')
+                k--;
+            if (k + 1 + strlen(t->queue) >= XC_QUEUE_MAX &&
+                !(k == 9 && !strncasecmp(s, "NO_DOMAIN", 9)))
+                return wu_err(err, WEFT_EINVAL,
+                              "taskToDomain.%s: domain '%.*s' with task '%s' makes a queue name "
+                              "over %d bytes",
+                              key, (int)k, s, t->ref, XC_QUEUE_MAX - 1);
+            p += n + (p[n] ? 1 : 0);
+        }
+    }
+    return 0;
+}
+
 static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 {
     if (a->input && !json_object_is_type(a->input, json_type_object))
@@ -518,7 +553,7 @@ static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
                       a->priority);
     if (a->task_to_domain) {
         int rc = op_check_domains(a->task_to_domain, err);
-        if (rc) return rc;
+        if (rc || (rc = check_domain_queues(a->def, a->task_to_domain, err))) return rc;
     }
     return xc_new(a->def, a->input, a->id, x, err);
 }
@@ -800,13 +835,22 @@ void op_fail_reaped(op_env *env, char **members, size_t n,
 
 int op_domain_active(void *ud, const char *queue, const char *domain)
 {
-    char name[256];
-    int64_t ms = 0;
+    op_domains *c = ud;
+    char name[200];
+    int64_t ms = 0, now = wu_now_ms();
     weft_error err;
-    wu_err_clear(&err);
+    unsigned i;
     if ((size_t)snprintf(name, sizeof name, "%s:%s", domain, queue) >= sizeof name) return 0;
-    if (ST((st_store *)ud, queue_polled, name, &ms, &err)) return 0;
-    return ms > 0 && wu_now_ms() - ms <= 10000;
+    for (i = 0; i < sizeof c->e / sizeof c->e[0]; i++)
+        if (c->e[i].at && now - c->e[i].at < 1000 && !strcmp(c->e[i].key, name))
+            return c->e[i].active;
+    wu_err_clear(&err);
+    if (ST(c->st, queue_polled, name, &ms, &err)) return 0;
+    i = c->next++ % (sizeof c->e / sizeof c->e[0]);
+    memcpy(c->e[i].key, name, sizeof name);
+    c->e[i].active = ms > 0 && now - ms <= 10000;
+    c->e[i].at = now;
+    return c->e[i].active;
 }
 
 /* A domain name: 1-64 of letters, digits, '_', '-', '.'. */
@@ -858,27 +902,31 @@ void op_say_waiting(op_env *env, const xc_exec *x, json_object *doc)
         st_qmember m;
         weft_error err;
         char why[512] = "";
-        wu_err_clear(&err);
-        if (t->status != WEFT_TASK_SCHEDULED || !t->queued || t->def->type->map ||
-            ST(env->st, queue_member, xc_task_queue(t), x->id, t->id, &m, &err))
-            continue;
-        if (m.state == ST_Q_READY && m.visible > now)
+        if (t->status != WEFT_TASK_SCHEDULED || !t->queued || t->def->type->map) continue;
+        if (t->callback_ms > now) {
+            /* its own record says when: no store call */
             snprintf(why, sizeof why,
                      "waiting: not claimable for %.1f s more (its startDelay or retry delay)",
-                     (double)(m.visible - now) / 1000.0);
-        else if (m.state == ST_Q_WAITING && m.limit.concurrency > 0 &&
-                 m.held >= m.limit.concurrency)
-            snprintf(why, sizeof why,
-                     "waiting: '%s' is at its concurrency limit (%d of %d held) in queue %s",
-                     m.name, m.held, m.limit.concurrency, xc_task_queue(t));
-        else if (m.state == ST_Q_WAITING && m.limit.rate_count > 0)
-            snprintf(why, sizeof why,
-                     "waiting: '%s' used its rate limit (%d per %lld ms) in this window; the next "
-                     "one begins in %.1f s",
-                     m.name, m.limit.rate_count, (long long)m.limit.rate_per_ms,
-                     (double)(m.window_start + m.limit.rate_per_ms - now) / 1000.0);
-        else if (m.state == ST_Q_WAITING)
-            snprintf(why, sizeof why, "waiting: held back by the limits of '%s'", m.name);
+                     (double)(t->callback_ms - now) / 1000.0);
+        } else if (def_limited(t->def)) {
+            /* only a task with limits can be held back by its queue: ask it */
+            wu_err_clear(&err);
+            if (ST(env->st, queue_member, xc_task_queue(t), x->id, t->id, &m, &err) ||
+                m.state != ST_Q_WAITING)
+                continue;
+            if (m.limit.concurrency > 0 && m.held >= m.limit.concurrency)
+                snprintf(why, sizeof why,
+                         "waiting: '%s' is at its concurrency limit (%d of %d held) in queue %s",
+                         m.name, m.held, m.limit.concurrency, xc_task_queue(t));
+            else if (m.limit.rate_count > 0)
+                snprintf(why, sizeof why,
+                         "waiting: '%s' used its rate limit (%d per %lld ms) in this window; the "
+                         "next one begins in %.1f s",
+                         m.name, m.limit.rate_count, (long long)m.limit.rate_per_ms,
+                         (double)(m.window_start + m.limit.rate_per_ms - now) / 1000.0);
+            else
+                snprintf(why, sizeof why, "waiting: held back by the limits of '%s'", m.name);
+        }
         if (why[0])
             json_object_object_add(json_object_array_get_idx(tasks, i), "reasonForIncompletion",
                                    json_object_new_string(why));

@@ -46,6 +46,19 @@ typedef struct op_hooks {
     void (*warn)(void *ud, const char *msg);
 } op_hooks;
 
+/* What dec_env.domain_active asked a store lately (op_domain_active's ud):
+ * a second's answers are reused, so that a fork of many tasks with one
+ * fallback list asks once per domain. Zero it and set st. */
+typedef struct op_domains {
+    st_store *st;
+    struct {
+        char key[200]; /* "<domain>:<queue>" */
+        int active;
+        int64_t at;
+    } e[16];
+    unsigned next;
+} op_domains;
+
 struct op_env {
     st_store *st;                   /* this thread's store handle */
     const def_env *defs;            /* compiling definitions */
@@ -75,7 +88,8 @@ struct op_env {
      * to effects.c. */
     struct op_later *later;
     size_t nlater, hlater, caplater;
-    int nest; /* > 0 while a cascade runs: updates defer theirs */
+    int nest;           /* > 0 while a cascade runs: updates defer theirs */
+    op_domains domains; /* what dec_env.domain_active may point to (op_domain_active) */
 };
 
 /* Return this from an op_fn when it changed nothing: no save. */
@@ -133,7 +147,7 @@ int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, i
 /* Load an execution (caller frees with xc_free). */
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
 
-/* dec_env.domain_active over a store (ud: the st_store): a claim polled the
+/* dec_env.domain_active over a store (ud: an op_domains): a claim polled the
  * domain's queue within the last 10 seconds, as Conductor counts an active
  * worker. */
 int op_domain_active(void *ud, const char *queue, const char *domain);
@@ -147,8 +161,8 @@ int op_check_domains(json_object *m, weft_error *err);
  * Say why each queued task of x that no worker has taken yet waits, in its
  * entry of doc's "tasks" (xc_to_json's, in the same order) as
  * "reasonForIncompletion": not claimable before a time (startDelay, a retry
- * delay), or held back by its name's concurrency or rate limit. One store
- * call per such task.
+ * delay: from the task itself), or held back by its name's concurrency or
+ * rate limit (one store call per such task that has limits).
  */
 void op_say_waiting(op_env *env, const xc_exec *x, json_object *doc);
 

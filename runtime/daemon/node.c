@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,7 +92,8 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->dec.svc = &w->svc;
     w->dec.now = wu_now_ms;
     w->dec.domain_active = op_domain_active;
-    w->dec.domain_ud = w->st;
+    w->op.domains.st = w->st;
+    w->dec.domain_ud = &w->op.domains;
     nd_hooks_init(w);
     w->op.st = w->st;
     w->op.defs = &n->defs;
@@ -154,7 +156,11 @@ static int domain_queues(nd_node *n, weft_error *err)
     for (i = 0; i < n->cfg->ndomains; i++)
         for (j = 0; j < n->ntypes; j++) {
             const char *d = n->cfg->domains[i];
-            if (!strcmp(d, "NO_DOMAIN")) {
+            size_t e;
+            for (e = 0; e < i && strcasecmp(n->cfg->domains[e], d); e++)
+                ;
+            if (e < i) break; /* named twice: served once */
+            if (!strcasecmp(d, "NO_DOMAIN")) {
                 q[k++] = n->types[j];
                 continue;
             }

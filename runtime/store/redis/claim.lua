@@ -5,7 +5,7 @@
 -- path of a queue without controls, which needs none of it)
 -- ARGV[2] now ms ("0": Redis's clock, for a poll queued behind a wait)
 -- ARGV[3] lease ms   ARGV[4] max   ARGV[5] token seed (random, per call)
--- ARGV[6] "1": a domain's queue: the poll's time is kept (lim's "polled")
+-- ARGV[6] "1": a domain's queue: the poll's time is kept 10 s (P{q:<type>}:polled)
 -- Returns {member, token, controlled, ...}; token = seed .. ":" .. counter,
 -- controlled 1 when the member has controls (its ack runs ack.lua).
 local now = tonumber(ARGV[2])
@@ -17,7 +17,7 @@ local expiry = now + tonumber(ARGV[3])
 local max = tonumber(ARGV[4])
 local out = {}
 if ARGV[6] == '1' then
-    redis.call('HSET', ARGV[1] .. 'lim', 'polled', now)
+    redis.call('SET', ARGV[1] .. 'polled', now, 'PX', 10000)
 end
 local function lease(m, ctl)
     local token = ARGV[5] .. ':' .. (#out / 3 + 1)

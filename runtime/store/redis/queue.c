@@ -389,11 +389,10 @@ int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const cha
     return 0;
 }
 
-/* One round trip: HGET lim polled. */
+/* One round trip: GET polled (kept 10 s after a claim: 0 when older). */
 int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err)
 {
-    static const char *const cmd[1] = {"HGET"}, *const which[1] = {"lim"},
-                             *const arg[1] = {"polled"};
+    static const char *const cmd[1] = {"GET"}, *const which[1] = {"polled"}, *const arg[1] = {NULL};
     redisReply *x[1];
     int rc;
     *ms = 0;

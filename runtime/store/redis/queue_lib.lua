@@ -12,8 +12,7 @@
 --   meta    member -> "<priority>:<count>:<per ms>:<concurrency>:<name>"
 --   lim     per name: c:<name> slots held, ws:/wn:<name> the rate window's
 --           start and claims, rn:/rw:<name> its count and length; "parked":
---           members waiting in parks, all names; "polled": a domain queue's
---           last claim (claim.lua)
+--           members waiting in parks, all names
 --   held    leased member -> the name whose slot it holds
 --   wake    name -> when its rate window ends, while members wait on it
 --   park:<name>  members waiting on that name's limits, by due score
