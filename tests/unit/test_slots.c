@@ -1,0 +1,63 @@
+/* Redis Cluster slots (store/redis/slots.c): CRC16 and hash tags, checked
+ * against what redis-server's CLUSTER KEYSLOT answers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "store/redis/slots.h"
+
+static int slot(const char *key)
+{
+    return rc_key_slot(key, strlen(key));
+}
+
+static void test_crc16(void **state)
+{
+    (void)state;
+    assert_int_equal(rc_crc16("123456789", 9), 0x31C3); /* XMODEM's check value */
+    assert_int_equal(rc_crc16("", 0), 0);
+}
+
+/* The answers of CLUSTER KEYSLOT (redis-server 7) for these keys. */
+static void test_key_slots(void **state)
+{
+    (void)state;
+    assert_int_equal(slot("foo"), 12182);
+    assert_int_equal(slot("somekey"), 11058);
+    assert_int_equal(slot("{user1000}.following"), 3443);
+    assert_int_equal(slot("{user1000}.followers"), 3443);
+    assert_int_equal(slot("foo{}{bar}"), 8363);    /* an empty tag: the whole key */
+    assert_int_equal(slot("foo{{bar}}zap"), 4015); /* the tag is "{bar" */
+    assert_int_equal(slot("foo{bar}{zap}"), 5061); /* the first tag: "bar" */
+    assert_int_equal(slot("weft:{q:LAMBDA}:ready"), 15084);
+    assert_int_equal(slot("{q:LAMBDA}"), 15084);
+    assert_int_equal(slot("foo{"), rc_crc16("foo{", 4) & 16383); /* no closing brace */
+    assert_int_equal(slot(""), 0);
+}
+
+static void test_map_bad_replies(void **state)
+{
+    rc_map m;
+    weft_error err = {0};
+    redisReply not_list = {.type = REDIS_REPLY_STRING};
+    (void)state;
+    memset(&m, 0, sizeof m);
+    assert_int_equal(rc_map_read(&m, NULL, &err), WEFT_EIO);
+    assert_int_equal(rc_map_read(&m, &not_list, &err), WEFT_EIO);
+    assert_null(rc_map_node(&m, 0));
+    assert_null(rc_map_node(&m, -1));
+    assert_null(rc_map_node(&m, 16384));
+    rc_map_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc16),
+        cmocka_unit_test(test_key_slots),
+        cmocka_unit_test(test_map_bad_replies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
