@@ -81,6 +81,11 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.ps = n->payloads;
     rc = st_redis_open(&o, &w->st, err);
     if (rc && !w->st) return rc;
+    if (rc == WEFT_EINVAL) { /* not a Redis this weftd can use (a cluster node): no retry */
+        st_free(w->st);
+        w->st = NULL;
+        return rc;
+    }
     if (rc) lg_say(WEFT_LOG_WARN, "%s (will retry)", err->msg);
     lim.mem_bytes = (size_t)n->cfg->lua_memory;
     lim.instructions = (uint64_t)n->cfg->lua_instructions;

@@ -354,9 +354,9 @@ struct timeval rs_ms_tv(int ms)
 static int rs_connect(rs *r, weft_error *err)
 {
     struct timeval tv = rs_ms_tv(r->timeout_ms);
-    rs_cmd cmds[2 + S_COUNT];
-    redisReply *rep[2 + S_COUNT];
-    size_t n = 0, i, first_load;
+    rs_cmd cmds[4 + S_COUNT];
+    redisReply *rep[4 + S_COUNT];
+    size_t n = 0, i, first_load, info;
     int rc = 0;
 
     r->broken = 1;
@@ -383,6 +383,11 @@ static int rs_connect(rs *r, weft_error *err)
     first_load = n;
     for (i = 0; i < S_COUNT; i++, n++)
         rs_cmd_script_load(&cmds[n], r, (int)i);
+    /* a Redis Cluster node is told apart from a single Redis here, in the
+     * same round trip */
+    info = n;
+    rs_cmd_add(&cmds[n], "INFO");
+    rs_cmd_add(&cmds[n++], "cluster");
     if (r->epoch) {
         /* a connect is when a restarted Redis shows: read the epoch with the loads */
         rs_cmd_add(&cmds[n], "GET");
@@ -405,6 +410,11 @@ static int rs_connect(rs *r, weft_error *err)
                 memcpy(r->sha[i - first_load], rep[i]->str, 41);
         }
     }
+    if (!rc && rep[info]->type == REDIS_REPLY_STRING && strstr(rep[info]->str, "cluster_enabled:1"))
+        rc = wu_err(err, WEFT_EINVAL,
+                    "%s is a node of a Redis Cluster: this weft speaks to a single Redis only "
+                    "(Redis Cluster support is not built yet); point it at a standalone Redis",
+                    r->url.shown);
     rs_cmds_free(cmds, n);
     if (rc) {
         rs_replies_free(rep, n);
