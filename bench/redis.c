@@ -554,10 +554,21 @@ int bn_run_redis(const opts *o)
     int listening = 0, rc = 1;
     long i, bad, done;
 
-    if (ru_parse(o->redis_url, &u, &err)) {
-        fprintf(stderr, "weft-bench: --redis: %s\n", err.msg);
-        ru_clear(&u);
-        return 2;
+    {
+        ru_url seeds[RU_SEEDS_MAX];
+        size_t n = 0;
+        int prc = ru_parse_list(o->redis_url, seeds, RU_SEEDS_MAX, &n, &err);
+        /* a list of seed nodes: the bench's own reads go to the first */
+        if (prc == 0) {
+            u = seeds[0];
+            memset(&seeds[0], 0, sizeof seeds[0]);
+        }
+        while (n)
+            ru_clear(&seeds[--n]);
+        if (prc) {
+            fprintf(stderr, "weft-bench: --redis: %s\n", err.msg);
+            return 2;
+        }
     }
     if (bn_run_init(&R, o)) {
         fprintf(stderr, "weft-bench: out of memory\n");

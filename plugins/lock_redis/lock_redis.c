@@ -103,7 +103,16 @@ static int make_token(char *buf, weft_error *err)
 static int parse_url(redis_lock *l, const char *url, weft_error *err)
 {
     weft_error why = {0};
-    int rc = ru_parse(url, &l->url, &why);
+    ru_url seeds[RU_SEEDS_MAX];
+    size_t n = 0;
+    int rc = ru_parse_list(url, seeds, RU_SEEDS_MAX, &n, &why);
+    /* a list of seed nodes: the lock is kept on the first */
+    if (rc == 0) {
+        l->url = seeds[0];
+        memset(&seeds[0], 0, sizeof seeds[0]);
+    }
+    while (n)
+        ru_clear(&seeds[--n]);
     if (rc == WEFT_ENOMEM) return H->error(err, rc, "lock redis: out of memory");
     if (rc) return H->error(err, rc, "lock redis: %s", why.msg);
     return 0;

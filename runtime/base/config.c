@@ -48,7 +48,8 @@ typedef struct cf_field {
 
 static const cf_field fields[] = {
     {"redis_url", CF_STRING, F(redis_url), 0, "redis://127.0.0.1:6379", 0, NULL, "WEFT_REDIS_URL",
-     "Redis server: redis://[:password@]host[:port][/db]"},
+     "Redis server: redis://[:password@]host[:port][/db], or a comma-separated list of them "
+     "(seed nodes: the first that answers is used)"},
     {"key_prefix", CF_STRING, F(key_prefix), 0, "weft:", 0, NULL, "WEFT_KEY_PREFIX",
      "prefix of every Redis key"},
     {"plugin_path", CF_STRING, F(plugin_path), 0, NULL, 0, NULL, "WEFT_PLUGIN_PATH",

@@ -175,3 +175,27 @@ void ru_clear(ru_url *u)
     free(u->shown);
     memset(u, 0, sizeof *u);
 }
+
+int ru_parse_list(const char *urls, ru_url *out, size_t max, size_t *n, weft_error *err)
+{
+    const char *p = urls;
+    *n = 0;
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        char *one;
+        int rc;
+        if (len == 0) return fail(err, WEFT_EINVAL, "Redis URL list: an empty entry (%s)", USAGE);
+        if (*n == max)
+            return fail(err, WEFT_EINVAL, "Redis URL list: more than %zu seed nodes", max);
+        if (!(one = malloc(len + 1))) return fail(err, WEFT_ENOMEM, "out of memory");
+        memcpy(one, p, len);
+        one[len] = 0;
+        rc = ru_parse(one, &out[*n], err);
+        memset(one, 0, len); /* it may hold a password */
+        free(one);
+        (*n)++;
+        if (rc) return rc;
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
+}

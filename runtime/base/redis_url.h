@@ -37,4 +37,15 @@ int ru_parse(const char *url, ru_url *out, weft_error *err);
 /* Free what *u owns (the password wiped first) and zero it; NULL is fine. */
 void ru_clear(ru_url *u);
 
+#define RU_SEEDS_MAX 16
+
+/*
+ * A comma-separated list of URLs (seed nodes: "redis://a:6379,redis://b:6379";
+ * one URL is a list of one) into out[0..*n), at most max (RU_SEEDS_MAX).
+ * A ',' inside a password is written %2C. Returns what ru_parse returns,
+ * naming the URL that is wrong, or WEFT_EINVAL for an empty entry or too
+ * many; on failure out[0..*n) still need ru_clear.
+ */
+int ru_parse_list(const char *urls, ru_url *out, size_t max, size_t *n, weft_error *err);
+
 #endif

@@ -148,12 +148,57 @@ static void test_password_masked(void **state)
     }
 }
 
+/* A list of seed nodes: each parsed; an empty entry, too many, or a bad
+ * one refused naming it (its password masked). */
+static void test_list(void **state)
+{
+    ru_url u[RU_SEEDS_MAX];
+    weft_error err = {0};
+    size_t n = 99, i;
+    char many[RU_SEEDS_MAX * 32 + 64] = "";
+    (void)state;
+    assert_int_equal(ru_parse_list("redis://a:7000,redis://:p%2Cw@b:7001/2,unix:///tmp/s", u,
+                                   RU_SEEDS_MAX, &n, &err),
+                     0);
+    assert_int_equal(n, 3);
+    assert_str("host 0", u[0].host, "a");
+    assert_int_equal(u[0].port, 7000);
+    assert_str("password 1", u[1].password, "p,w");
+    assert_int_equal(u[1].db, 2);
+    assert_str("path 2", u[2].path, "/tmp/s");
+    while (n)
+        ru_clear(&u[--n]);
+    assert_int_equal(ru_parse_list("redis://a", u, RU_SEEDS_MAX, &n, &err), 0);
+    assert_int_equal(n, 1);
+    ru_clear(&u[0]);
+    assert_int_equal(ru_parse_list("redis://a,,redis://b", u, RU_SEEDS_MAX, &n, &err), WEFT_EINVAL);
+    assert_has(err.msg, "empty entry");
+    while (n)
+        ru_clear(&u[--n]);
+    assert_int_equal(ru_parse_list("redis://a,", u, RU_SEEDS_MAX, &n, &err), WEFT_EINVAL);
+    while (n)
+        ru_clear(&u[--n]);
+    assert_int_equal(ru_parse_list("redis://a,redis://x:secret@b:bad", u, RU_SEEDS_MAX, &n, &err),
+                     WEFT_EINVAL);
+    assert_has(err.msg, "redis://x:***@b:bad");
+    while (n)
+        ru_clear(&u[--n]);
+    for (i = 0; i <= RU_SEEDS_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%sredis://h%zu", i ? "," : "",
+                 i);
+    assert_int_equal(ru_parse_list(many, u, RU_SEEDS_MAX, &n, &err), WEFT_EINVAL);
+    assert_has(err.msg, "more than 16");
+    while (n)
+        ru_clear(&u[--n]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_good),
         cmocka_unit_test(test_bad),
         cmocka_unit_test(test_password_masked),
+        cmocka_unit_test(test_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -350,8 +350,8 @@ struct timeval rs_ms_tv(int ms)
     return tv;
 }
 
-/* Connect, AUTH, SELECT and load the scripts: one round trip after the connect. */
-static int rs_connect(rs *r, weft_error *err)
+/* Connect to r->url, AUTH, SELECT and load the scripts: one round trip after the connect. */
+static int connect_one(rs *r, weft_error *err)
 {
     struct timeval tv = rs_ms_tv(r->timeout_ms);
     rs_cmd cmds[4 + S_COUNT];
@@ -427,6 +427,25 @@ static int rs_connect(rs *r, weft_error *err)
     if (r->epoch) rs_epoch_seen(r, rep[n - 1], -1);
     rs_replies_free(rep, n);
     return 0;
+}
+
+/* Connect to the seed in use, else to the next ones in turn (a seed that is
+ * a cluster node stops the search: no seed of that list will do). */
+static int rs_connect(rs *r, weft_error *err)
+{
+    size_t k;
+    int rc = 0;
+    for (k = 0; k < r->nseeds; k++) {
+        size_t i = (r->seed + k) % r->nseeds;
+        r->url = r->seeds[i];
+        if ((rc = connect_one(r, err)) == 0) {
+            r->seed = i;
+            return 0;
+        }
+        if (rc == WEFT_EINVAL || rc == WEFT_ENOMEM) break;
+    }
+    r->url = r->seeds[r->seed];
+    return rc;
 }
 
 /* Connect first if the last call lost the connection. */
@@ -552,7 +571,9 @@ void rs_free(rs *r)
     if (r->fly) rs_flight_land(r); /* its failures go back to the outboxes */
     if (r->c) redisFree(r->c);
     wu_buf_free(&r->proto);
-    ru_clear(&r->url);
+    while (r->nseeds)
+        ru_clear(&r->seeds[--r->nseeds]);
+    memset(&r->url, 0, sizeof r->url); /* a copy of a seed's */
     free(r->prefix);
     free(r);
 }
@@ -601,10 +622,11 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
                           script_names[s]);
         }
     }
-    if ((rc = ru_parse(url, &r->url, err)) != 0) {
+    if ((rc = ru_parse_list(url, r->seeds, RU_SEEDS_MAX, &r->nseeds, err)) != 0) {
         rs_free(r);
         return rc;
     }
+    r->url = r->seeds[0];
     *out = r;
     return rs_connect(r, err);
 }

@@ -49,7 +49,10 @@ enum {
 
 struct rs {
     redisContext *c;
-    ru_url url; /* url.shown, the password masked, is the only form put in messages */
+    ru_url url; /* the seed in use (a copy of seeds[seed]); url.shown, the password masked,
+                 * is the only form put in messages */
+    ru_url seeds[RU_SEEDS_MAX]; /* the URL's list: tried in turn when a connect fails */
+    size_t nseeds, seed;
     char *prefix;
     int64_t retention_ms;
     int timeout_ms;
