@@ -126,6 +126,22 @@ void wu_uuid(char buf[37])
     buf[36] = 0;
 }
 
+int wu_list_next(const char **p, const char **item, size_t *len)
+{
+    const char *s = *p;
+    size_t n;
+    if (!s) return 0;
+    n = strcspn(s, ",");
+    *p = s[n] ? s + n + 1 : NULL;
+    while (n && *s == ' ')
+        s++, n--;
+    while (n && s[n - 1] == ' ')
+        n--;
+    *item = s;
+    *len = n;
+    return 1;
+}
+
 /* A duration's units, short and spelled out (Conductor's WAIT form). */
 static const struct {
     const char *name;

@@ -31,6 +31,11 @@ static inline void wu_err_clear(weft_error *err)
     err->msg[0] = 0;
 }
 
+/* The next element of the comma-separated list at *p (NULL: done), spaces
+ * around it trimmed, into *item and *len (it may be empty); *p moves past
+ * it. 0 when the list is done. */
+int wu_list_next(const char **p, const char **item, size_t *len);
+
 /* Wall-clock ms since the epoch; monotonic ms for intervals. */
 int64_t wu_now_ms(void);
 int64_t wu_mono_ms(void);

@@ -253,8 +253,8 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
 static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
 {
     json_object *v;
-    const char *p, *pick = NULL;
-    size_t npick = 0, qlen = strlen(t->def->queue);
+    const char *p, *s, *pick = NULL;
+    size_t k, npick = 0, qlen = strlen(t->def->queue);
     int many;
     char d[XC_DOMAIN_MAX + 1];
     if (!x->task_to_domain || t->domain) return;
@@ -265,15 +265,9 @@ static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
     if (!json_object_is_type(v, json_type_string)) return;
     p = json_object_get_string(v);
     many = strchr(p, ',') != NULL;
-    for (;;) {
-        size_t n = strcspn(p, ","), k = n;
-        const char *s = p;
-        while (k && *s == ' ')
-            s++, k--;
-        while (k && s[k - 1] == ' ')
-            k--;
+    while (wu_list_next(&p, &s, &k)) {
         if (k && k <= XC_DOMAIN_MAX && k + 1 + qlen < XC_QUEUE_MAX) {
-            int last = !p[n];
+            int last = !p;
             memcpy(d, s, k);
             d[k] = 0;
             if (!strcasecmp(d, "NO_DOMAIN")) {
@@ -289,8 +283,6 @@ static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
                     break;
             }
         }
-        if (!p[n]) break;
-        p += n + 1;
     }
     if (pick) {
         memcpy(d, pick, npick);

@@ -518,28 +518,21 @@ static int check_domain_queues(const def_workflow *def, json_object *m, weft_err
     size_t i;
     for (i = 0; i < def->all.len; i++) {
         const def_task *t = def->all.items[i];
-        const char *key = t->name, *p;
+        const char *key = t->name, *p, *d;
+        size_t k;
         json_object *v;
         if (!t->type->execute || t->type->map) continue;
         if (!json_object_object_get_ex(m, key, &v) &&
             (!(t->type->flags & WEFT_TASK_EXTERNAL) ||
              !json_object_object_get_ex(m, key = "*", &v)))
             continue;
-        for (p = json_object_get_string(v); *p;) {
-            size_t n = strcspn(p, ","), k = n;
-            const char *s = p;
-            while (k && *s == ' ')
-                s++, k--;
-            while (k && s[k - 1] == ' ')
-                k--;
+        for (p = json_object_get_string(v); wu_list_next(&p, &d, &k);)
             if (k + 1 + strlen(t->queue) >= XC_QUEUE_MAX &&
-                !(k == 9 && !strncasecmp(s, "NO_DOMAIN", 9)))
+                !(k == 9 && !strncasecmp(d, "NO_DOMAIN", 9)))
                 return wu_err(err, WEFT_EINVAL,
                               "taskToDomain.%s: domain '%.*s' with task '%s' makes a queue name "
                               "over %d bytes",
-                              key, (int)k, s, t->ref, XC_QUEUE_MAX - 1);
-            p += n + (p[n] ? 1 : 0);
-        }
+                              key, (int)k, d, t->ref, XC_QUEUE_MAX - 1);
     }
     return 0;
 }
@@ -853,8 +846,7 @@ int op_domain_active(void *ud, const char *queue, const char *domain)
     return c->e[i].active;
 }
 
-/* A domain name: 1-64 of letters, digits, '_', '-', '.'. */
-static int domain_ok(const char *d, size_t n)
+int op_domain_ok(const char *d, size_t n)
 {
     size_t i;
     if (n == 0 || n > 64) return 0;
@@ -869,24 +861,16 @@ int op_check_domains(json_object *m, weft_error *err)
         return wu_err(err, WEFT_EINVAL, "taskToDomain must be an object {\"task\": \"domain\"}");
     json_object_object_foreach(m, k, v)
     {
-        const char *s = json_object_get_string(v), *p;
+        const char *s = json_object_get_string(v), *p = s, *d;
+        size_t n;
         if (!json_object_is_type(v, json_type_string))
             return wu_err(err, WEFT_EINVAL, "taskToDomain.%s must be a string of domains", k);
-        for (p = s;;) {
-            size_t n = strcspn(p, ",");
-            while (n && *p == ' ')
-                p++, n--;
-            while (n && p[n - 1] == ' ')
-                n--;
-            if (!domain_ok(p, n))
+        while (wu_list_next(&p, &d, &n))
+            if (!op_domain_ok(d, n))
                 return wu_err(err, WEFT_EINVAL,
                               "taskToDomain.%s: bad domain in '%s' (letters, digits, '_', '-', "
                               "'.', at most 64; a list is comma-separated)",
                               k, s);
-            p += strcspn(p, ",");
-            if (!*p) break;
-            p++;
-        }
     }
     return 0;
 }

@@ -152,6 +152,10 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
  * worker. */
 int op_domain_active(void *ud, const char *queue, const char *domain);
 
+/* Whether d (n bytes) is a task domain's name: 1-64 letters, digits, '_',
+ * '-', '.' (NO_DOMAIN is one). */
+int op_domain_ok(const char *d, size_t n);
+
 /* Whether m is a valid taskToDomain map (task name or "*" -> "d1,d2,...",
  * each domain of letters, digits, '_', '-', '.', or NO_DOMAIN): 0, or
  * WEFT_EINVAL naming the entry. */

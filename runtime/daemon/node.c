@@ -141,15 +141,9 @@ static int domain_queues(nd_node *n, weft_error *err)
 {
     size_t i, j, k = 0, nq = n->ntypes * n->cfg->ndomains;
     char **q;
-    json_object *m;
     if (!n->cfg->ndomains) return 0;
     for (i = 0; i < n->cfg->ndomains; i++) {
-        int bad;
-        m = json_object_new_object();
-        json_object_object_add(m, "domains", json_object_new_string(n->cfg->domains[i]));
-        bad = op_check_domains(m, err) != 0 || strchr(n->cfg->domains[i], ',');
-        json_object_put(m);
-        if (bad)
+        if (!op_domain_ok(n->cfg->domains[i], strlen(n->cfg->domains[i])))
             return wu_err(err, WEFT_EINVAL,
                           "domains: bad domain '%s' (letters, digits, '_', '-', '.', at most 64)",
                           n->cfg->domains[i]);

@@ -69,6 +69,31 @@ static void test_duration_good(void **state)
     json_object_put(v);
 }
 
+/* wu_list_next: elements trimmed, empty ones kept (the caller refuses them). */
+static void test_list_next(void **state)
+{
+    const char *p = " a , b,,c ", *s;
+    const char *want[] = {"a", "b", "", "c"};
+    size_t n, i = 0;
+    (void)state;
+    while (wu_list_next(&p, &s, &n)) {
+        assert_true(i < 4);
+        if (n != strlen(want[i]) || strncmp(s, want[i], n))
+            fail_msg("element %zu: '%.*s', want '%s'", i, (int)n, s, want[i]);
+        i++;
+    }
+    assert_int_equal(i, 4);
+    p = "";
+    assert_int_equal(wu_list_next(&p, &s, &n), 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(wu_list_next(&p, &s, &n), 0);
+    p = "x,";
+    assert_int_equal(wu_list_next(&p, &s, &n), 1);
+    assert_int_equal(wu_list_next(&p, &s, &n), 1);
+    assert_int_equal(n, 0);
+    assert_int_equal(wu_list_next(&p, &s, &n), 0);
+}
+
 static void assert_bad_duration(const char *s)
 {
     int64_t ms = 12345;
@@ -359,11 +384,12 @@ static void test_clocks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_good), cmocka_unit_test(test_duration_bad),
-        cmocka_unit_test(test_uuid),          cmocka_unit_test(test_map),
-        cmocka_unit_test(test_map_borrowing), cmocka_unit_test(test_vec),
-        cmocka_unit_test(test_parse_json),    cmocka_unit_test(test_read_file),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_duration_good), cmocka_unit_test(test_list_next),
+        cmocka_unit_test(test_duration_bad),  cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_map),           cmocka_unit_test(test_map_borrowing),
+        cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
+        cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
