@@ -212,6 +212,25 @@ took=$(cat "$TMP"/cp.*.log | awk '$2 == 1' | wc -l)
     ok "concurrency 2 with four pollers on two daemons: at most $max at once" ||
     not_ok "concurrency 2: $took taken, $max at once"
 
+# the slots a name holds, in /metrics
+wf mh "w.fork { ref = 'f',
+  { w.simple { ref = 'a', name = 'mh', concurrency = 1 } },
+  { w.simple { ref = 'b', name = 'mh', concurrency = 1 } }
+}"
+run_weft start "$TMP/mh.lua" --api "$A1"
+mid=$last
+wait_for 10 queued mh 2 || not_ok "the two mh tasks were not queued"
+one=$(curl -s "$A2/api/tasks/poll/batch/mh?workerid=w&count=2&timeout=300")
+curl -s "$A2/metrics" >"$TMP/metrics"
+[ "$(jq length <<<"$one")" = 1 ] && grep -q '^weft_queue_slots_held{queue="mh",name="mh"} 1$' "$TMP/metrics" &&
+    grep -q '^weft_queue_waiting{queue="mh"} 1$' "$TMP/metrics" &&
+    ok "/metrics: weft_queue_slots_held 1 and weft_queue_waiting 1 for mh" ||
+    not_ok "mh: polled $(jq length <<<"$one"); metrics: $(grep 'queue="mh"' "$TMP/metrics" | tr '\n' ';')"
+complete "$A2" "$(jq -c '.[0]' <<<"$one")"
+two=$(curl -s "$A2/api/tasks/poll/batch/mh?workerid=w&count=2&timeout=1000")
+complete "$A2" "$(jq -c '.[0]' <<<"$two")"
+wait_for 10 done_ "$A1" "$mid" || not_ok "mh workflow: $(curl -s "$A1/api/workflow/$mid" | jq -r .status)"
+
 # ---- task domains: a task in a domain goes only to its domain's pollers ----
 wf dq 'w.simple { ref = "t", name = "dq" }'
 run_weft start "$TMP/dq.lua" --api "$A1" --domain "dq=blue"
