@@ -9,10 +9,17 @@
  *   prefix     key prefix (default "weft:"); lock keys are <prefix>lock:{<key>}
  *   timeout_ms connect and command timeout (ms, or a duration string; 2000)
  *
- * A handle keeps a small pool of connections; acquire and release take one
- * for the length of the call, so calls from several threads run in
- * parallel. A connection that failed is dropped and the next call connects
- * again. hiredis writes with send(): the host should ignore SIGPIPE.
+ * A handle keeps a small pool of connections per server; acquire and
+ * release take one for the length of a command, so calls from several
+ * threads run in parallel. A connection that failed is dropped and the next
+ * call connects again. hiredis writes with send(): the host should ignore
+ * SIGPIPE.
+ *
+ * On a Redis Cluster the lock key's slot decides the node: a command goes
+ * to the seed (the URL's first node) until a MOVED names the slot's node,
+ * which is then remembered per slot; an ASK is followed for that command
+ * only. A node that cannot be reached sends its slots back to the seed,
+ * which names the node that took them over.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -26,6 +33,7 @@
 #include <hiredis/hiredis.h>
 #include <weft/plugin.h>
 
+#include "base/keyslot.h"
 #include "base/redis_url.h"
 
 #define TOKEN_BYTES 16
@@ -34,6 +42,8 @@
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 #define RETRY_MIN_MS 2
 #define RETRY_MAX_MS 50
+#define NODES_MAX 32 /* servers a handle keeps pools for: the seed and cluster primaries */
+#define REDIRECTS_MAX 5
 
 /*
  * Release: delete the key only if it still holds our token.
@@ -46,18 +56,30 @@ static const char release_lua[] = "if redis.call('get', KEYS[1]) == ARGV[1] then
 
 static const weft_host *H;
 
+/* A server and its idle connections; node 0 is the URL's (the seed). */
+typedef struct node {
+    char host[256];
+    int port;
+    redisContext *idle[POOL_MAX];
+    size_t nidle;
+} node;
+
 typedef struct redis_lock {
     ru_url url; /* url.shown, the password masked, is the form for messages */
     char *prefix;
     int timeout_ms;
-    pthread_mutex_t mu; /* guards idle, nidle and sha */
-    redisContext *idle[POOL_MAX];
-    size_t nidle;
-    char sha[41]; /* of release_lua once SCRIPT LOAD told us; "" before */
+    pthread_mutex_t mu; /* guards nodes, nnodes, slot and sha */
+    node nodes[NODES_MAX];
+    size_t nnodes;
+    int8_t slot[RC_SLOTS];     /* on a cluster, the node of each slot a MOVED named; 0: the seed */
+    char sha[41];              /* of release_lua once SCRIPT LOAD told us; "" before */
+    ru_url more[RU_SEEDS_MAX]; /* the URL list's other seeds, tried in turn when the seed fails */
+    size_t nmore, seed;        /* seed: 0 the URL's first, else more[seed - 1] */
 } redis_lock;
 
 typedef struct conn {
     redisContext *c;
+    int node;
     int reused; /* came from the pool: may have gone stale */
 } conn;
 
@@ -106,10 +128,13 @@ static int parse_url(redis_lock *l, const char *url, weft_error *err)
     ru_url seeds[RU_SEEDS_MAX];
     size_t n = 0;
     int rc = ru_parse_list(url, seeds, RU_SEEDS_MAX, &n, &why);
-    /* a list of seed nodes: the lock is kept on the first */
+    /* a list of seed nodes: the first, then the next ones when it fails */
     if (rc == 0) {
+        size_t i;
         l->url = seeds[0];
-        memset(&seeds[0], 0, sizeof seeds[0]);
+        for (i = 1; i < n; i++)
+            l->more[l->nmore++] = seeds[i];
+        n = 0;
     }
     while (n)
         ru_clear(&seeds[--n]);
@@ -120,10 +145,13 @@ static int parse_url(redis_lock *l, const char *url, weft_error *err)
 
 static void lock_free(redis_lock *l)
 {
-    size_t i;
-    for (i = 0; i < l->nidle; i++)
-        redisFree(l->idle[i]);
+    size_t i, j;
+    for (j = 0; j < l->nnodes; j++)
+        for (i = 0; i < l->nodes[j].nidle; i++)
+            redisFree(l->nodes[j].idle[i]);
     ru_clear(&l->url);
+    while (l->nmore)
+        ru_clear(&l->more[--l->nmore]);
     free(l->prefix);
     free(l);
 }
@@ -155,6 +183,7 @@ static void *redis_open(const weft_host *host, json_object *config, weft_error *
     }
     if (H->config_fill(options_table, config, &o, "lock redis", err)) goto fail;
     l->timeout_ms = (int)o.timeout_ms;
+    l->nnodes = 1;
     if (parse_url(l, o.url, err)) goto fail;
     if (!(l->prefix = strdup(o.prefix))) {
         H->error(err, WEFT_ENOMEM, "lock redis: out of memory");
@@ -200,23 +229,43 @@ static redisReply *command(redisContext *c, int argc, const char **argv)
     return redisCommandArgv(c, argc, argv, NULL);
 }
 
-/* A connection (pooled or new, AUTH and SELECT done) into *out. */
-static int conn_get(redis_lock *l, conn *out, weft_error *err)
+/* A connection to node n (pooled or new, AUTH and SELECT done) into *out. */
+static int conn_get(redis_lock *l, int n, conn *out, weft_error *err)
 {
     redisContext *c = NULL;
     redisReply *r;
+    node *v = &l->nodes[n];
+    const ru_url *u = &l->url;
+    char host[256];
+    int port;
+    size_t seed;
 
     pthread_mutex_lock(&l->mu);
-    if (l->nidle) c = l->idle[--l->nidle];
+    if (v->nidle) c = v->idle[--v->nidle];
+    snprintf(host, sizeof host, "%s", v->host);
+    port = v->port;
+    seed = l->seed;
     pthread_mutex_unlock(&l->mu);
+    if (seed) u = &l->more[seed - 1];
     out->reused = c != NULL;
+    out->node = n;
     if (c) {
         out->c = c;
         return 0;
     }
 
-    c = l->url.path ? redisConnectUnixWithTimeout(l->url.path, tv_of(l->timeout_ms))
-                    : redisConnectWithTimeout(l->url.host, l->url.port, tv_of(l->timeout_ms));
+    if (n > 0)
+        c = redisConnectWithTimeout(host, port, tv_of(l->timeout_ms));
+    else if (u->path)
+        c = redisConnectUnixWithTimeout(u->path, tv_of(l->timeout_ms));
+    else
+        c = redisConnectWithTimeout(u->host, u->port, tv_of(l->timeout_ms));
+    if (n == 0 && (!c || c->err) && l->nmore) {
+        /* the next seed for the next call */
+        pthread_mutex_lock(&l->mu);
+        if (l->seed == seed) l->seed = (seed + 1) % (l->nmore + 1);
+        pthread_mutex_unlock(&l->mu);
+    }
     if (!c) return H->error(err, WEFT_EIO, "lock redis: %s: cannot connect", l->url.shown);
     if (c->err) {
         io_error(l, c, "cannot connect", err);
@@ -228,8 +277,7 @@ static int conn_get(redis_lock *l, conn *out, weft_error *err)
         redisFree(c);
         return WEFT_EIO;
     }
-    if (l->url.password) {
-        const ru_url *u = &l->url;
+    if (u->password) {
         const char *auth[] = {"AUTH", u->user ? u->user : u->password, u->password};
         r = command(c, u->user ? 3 : 2, auth);
         if (!r || r->type == REDIS_REPLY_ERROR) {
@@ -243,10 +291,10 @@ static int conn_get(redis_lock *l, conn *out, weft_error *err)
         }
         freeReplyObject(r);
     }
-    if (l->url.db) {
+    if (u->db && n == 0) {
         char db[16];
         const char *sel[] = {"SELECT", db};
-        snprintf(db, sizeof db, "%d", l->url.db);
+        snprintf(db, sizeof db, "%d", u->db);
         r = command(c, 2, sel);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             if (r)
@@ -270,9 +318,10 @@ static void conn_put(redis_lock *l, conn *cn)
     cn->c = NULL;
     if (!c) return;
     if (!c->err) {
+        node *v = &l->nodes[cn->node];
         pthread_mutex_lock(&l->mu);
-        if (l->nidle < POOL_MAX) {
-            l->idle[l->nidle++] = c;
+        if (v->nidle < POOL_MAX) {
+            v->idle[v->nidle++] = c;
             c = NULL;
         }
         pthread_mutex_unlock(&l->mu);
@@ -291,15 +340,15 @@ static int closed_under_us(const redisContext *c, int saved_errno)
            (c->err == REDIS_ERR_IO && saved_errno != EAGAIN && saved_errno != EWOULDBLOCK);
 }
 
-/* Drop every pooled connection: they all went to the server that went away. */
-static void drain_pool(redis_lock *l)
+/* Drop node v's pooled connections: they all went to the server that went away. */
+static void drain_pool(redis_lock *l, int v)
 {
     redisContext *idle[POOL_MAX];
     size_t n, i;
     pthread_mutex_lock(&l->mu);
-    n = l->nidle;
-    memcpy(idle, l->idle, n * sizeof idle[0]);
-    l->nidle = 0;
+    n = l->nodes[v].nidle;
+    memcpy(idle, l->nodes[v].idle, n * sizeof idle[0]);
+    l->nodes[v].nidle = 0;
     pthread_mutex_unlock(&l->mu);
     for (i = 0; i < n; i++)
         redisFree(idle[i]);
@@ -315,13 +364,101 @@ static redisReply *run(redis_lock *l, conn *cn, int argc, const char **argv, wef
     redisReply *r = command(cn->c, argc, argv);
     if (r) return r;
     if (cn->reused && closed_under_us(cn->c, errno)) {
+        int v = cn->node;
         redisFree(cn->c);
         cn->c = NULL;
-        drain_pool(l);
-        if (conn_get(l, cn, err)) return NULL;
+        drain_pool(l, v);
+        if (conn_get(l, v, cn, err)) return NULL;
         if ((r = command(cn->c, argc, argv)) != NULL) return r;
     }
     io_error(l, cn->c, argv[0], err);
+    return NULL;
+}
+
+/* "MOVED <slot> <host>:<port>" or "ASK ...": the node it names (added when
+ * new), or -1. */
+static int redirect(redis_lock *l, const redisReply *r, int *slot)
+{
+    const char *p = strchr(r->str, ' '), *at, *colon;
+    char *end;
+    long s, port;
+    size_t i, hl;
+    int n = -1;
+    if (!p) return -1;
+    s = strtol(p + 1, &end, 10);
+    if (end == p + 1 || *end != ' ' || s < 0 || s >= RC_SLOTS) return -1;
+    at = end + 1;
+    if (!(colon = strrchr(at, ':')) || colon == at || (hl = (size_t)(colon - at)) >= 256) return -1;
+    port = strtol(colon + 1, &end, 10);
+    if (*end || port <= 0 || port > 65535) return -1;
+    pthread_mutex_lock(&l->mu);
+    for (i = 1; i < l->nnodes && n < 0; i++)
+        if (l->nodes[i].port == port && strlen(l->nodes[i].host) == hl &&
+            !memcmp(l->nodes[i].host, at, hl))
+            n = (int)i;
+    if (n < 0 && l->nnodes < NODES_MAX) {
+        n = (int)l->nnodes++;
+        memcpy(l->nodes[n].host, at, hl);
+        l->nodes[n].host[hl] = 0;
+        l->nodes[n].port = (int)port;
+    }
+    pthread_mutex_unlock(&l->mu);
+    *slot = (int)s;
+    return n;
+}
+
+static int is_redirect(const redisReply *r, const char *what)
+{
+    size_t n = strlen(what);
+    return r->type == REDIS_REPLY_ERROR && !strncmp(r->str, what, n) && r->str[n] == ' ';
+}
+
+/*
+ * One command about key k (its slot picks the node on a cluster),
+ * following MOVED and ASK. NULL on failure with err set; the reply is the
+ * caller's to free.
+ */
+static redisReply *call(redis_lock *l, const char *k, int argc, const char **argv, weft_error *err)
+{
+    int slot = rc_key_slot(k, strlen(k)), n, ask = 0, hops, s2;
+    redisReply *r = NULL;
+    pthread_mutex_lock(&l->mu);
+    n = l->slot[slot];
+    pthread_mutex_unlock(&l->mu);
+    for (hops = 0; hops <= REDIRECTS_MAX; hops++) {
+        conn cn = {0};
+        if (conn_get(l, n, &cn, err)) {
+            /* a node gone (a failed primary): its slots are asked of the seed again */
+            pthread_mutex_lock(&l->mu);
+            if (l->slot[slot] == n) l->slot[slot] = 0;
+            pthread_mutex_unlock(&l->mu);
+            return NULL;
+        }
+        if (ask) {
+            const char *asking[] = {"ASKING"};
+            freeReplyObject(run(l, &cn, 1, asking, err));
+        }
+        r = run(l, &cn, argc, argv, err);
+        conn_put(l, &cn);
+        if (!r) {
+            pthread_mutex_lock(&l->mu);
+            if (l->slot[slot] == n) l->slot[slot] = 0;
+            pthread_mutex_unlock(&l->mu);
+            return NULL;
+        }
+        ask = is_redirect(r, "ASK");
+        if (!ask && !is_redirect(r, "MOVED")) return r;
+        if ((n = redirect(l, r, &s2)) < 0) return r;
+        if (!ask) {
+            pthread_mutex_lock(&l->mu);
+            l->slot[s2] = (int8_t)n;
+            pthread_mutex_unlock(&l->mu);
+        }
+        freeReplyObject(r);
+        r = NULL;
+    }
+    H->error(err, WEFT_EIO, "lock redis: %s: %s: redirected more than %d times", l->url.shown, k,
+             REDIRECTS_MAX);
     return NULL;
 }
 
@@ -344,7 +481,6 @@ static int redis_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wa
     char mine[TOKEN_LEN + 1], ttl[24], *k;
     const char *argv[6];
     int64_t deadline = mono_ms() + (wait_ms > 0 ? wait_ms : 0), delay = RETRY_MIN_MS, now;
-    conn cn = {0};
     int rc;
 
     if (!key || !*key) return H->error(err, WEFT_EINVAL, "lock redis: empty key");
@@ -364,9 +500,8 @@ static int redis_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wa
     argv[4] = "PX";
     argv[5] = ttl;
 
-    if ((rc = conn_get(l, &cn, err))) goto out;
     for (;;) {
-        redisReply *r = run(l, &cn, 6, argv, err);
+        redisReply *r = call(l, k, 6, argv, err);
         if (!r) {
             rc = WEFT_EIO;
             break;
@@ -393,22 +528,21 @@ static int redis_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wa
         sleep_ms(delay < deadline - now ? delay : deadline - now);
         delay = delay * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : delay * 2;
     }
-out:
-    conn_put(l, &cn);
     free(k);
     return rc;
 }
 
 /* The script's SHA1, loading it once per handle; "" into sha if that failed. */
-static void script_sha(redis_lock *l, conn *cn, char sha[41])
+static void script_sha(redis_lock *l, const char *k, char sha[41])
 {
     const char *argv[] = {"SCRIPT", "LOAD", release_lua};
+    weft_error ignored = {0};
     redisReply *r;
     pthread_mutex_lock(&l->mu);
     memcpy(sha, l->sha, 41);
     pthread_mutex_unlock(&l->mu);
     if (sha[0]) return;
-    r = command(cn->c, 3, argv);
+    r = call(l, k, 3, argv, &ignored);
     if (r && r->type == REDIS_REPLY_STRING && r->len == 40) {
         memcpy(sha, r->str, 40);
         sha[40] = 0;
@@ -426,21 +560,19 @@ static int redis_release(void *lock, const char *key, const char *token, weft_er
     char sha[41], *k;
     const char *argv[5];
     redisReply *r = NULL;
-    conn cn = {0};
-    int rc;
+    int rc = 0;
 
     if (!key || !token)
         return H->error(err, WEFT_EINVAL, "lock redis: release needs a key and token");
     if (!(k = lock_key(l, key))) return H->error(err, WEFT_ENOMEM, "lock redis: out of memory");
-    if ((rc = conn_get(l, &cn, err))) goto out;
-    script_sha(l, &cn, sha);
+    script_sha(l, k, sha);
     argv[1] = sha;
     argv[2] = "1";
     argv[3] = k;
     argv[4] = token;
     if (sha[0]) {
         argv[0] = "EVALSHA";
-        r = run(l, &cn, 5, argv, err);
+        r = call(l, k, 5, argv, err);
         if (!r) {
             rc = WEFT_EIO;
             goto out;
@@ -451,7 +583,7 @@ static int redis_release(void *lock, const char *key, const char *token, weft_er
         freeReplyObject(r);
         argv[0] = "EVAL";
         argv[1] = release_lua;
-        if (!(r = run(l, &cn, 5, argv, err))) {
+        if (!(r = call(l, k, 5, argv, err))) {
             rc = WEFT_EIO;
             goto out;
         }
@@ -468,7 +600,6 @@ static int redis_release(void *lock, const char *key, const char *token, weft_er
                       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
 out:
-    conn_put(l, &cn);
     free(k);
     return rc;
 }

@@ -2,19 +2,45 @@
 # loopback ports picked here (3 primaries, 3 replicas), joined with
 # redis-cli --cluster create, stopped by pid. Source after lib.sh.
 command -v redis-server >/dev/null 2>&1 || { echo "redis-server not installed: skipping"; exit 77; }
-CLUSTER_PORTS=
-CLUSTER_PIDS=
-CLUSTER_DIR="$TMP/cluster"
+CLUSTER_PORTS=${CLUSTER_PORTS:-}
+CLUSTER_DIR=${CLUSTER_DIR:-$TMP/cluster}
 
 cluster_port() {
-    # a random high port nobody listens on whose bus port (+10000) is free too
+    # a random port nobody listens on whose bus port (+10000) is free too, both
+    # below Linux's ephemeral range (32768-60999), where a client socket may hold it
     while :; do
-        p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000 ))
+        p=$(( 12000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 10000 ))
         (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && continue
         (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && continue
         case " $CLUSTER_PORTS " in *" $p "*) continue ;; esac
         echo $p
         return
+    done
+}
+
+# cluster_node PORT: one node (its files in $CLUSTER_DIR/PORT, its pid in pid there)
+cluster_node() {
+    mkdir -p "$CLUSTER_DIR/$1"
+    redis-server --port "$1" --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$CLUSTER_DIR/$1/nodes.conf" --cluster-node-timeout 2000 \
+        --save '' --appendonly no --dir "$CLUSTER_DIR/$1" --daemonize no \
+        --pidfile "$CLUSTER_DIR/$1/pid" --logfile "$CLUSTER_DIR/$1/redis.log" &
+    i=0
+    until redis-cli -p "$1" ping >/dev/null 2>&1; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && { echo "redis-server on $1 did not start:"; tail -n 5 "$CLUSTER_DIR/$1/redis.log"; exit 1; }
+        sleep 0.05
+    done
+}
+
+# cluster_ok: until every slot is served and every primary has its replica
+cluster_ok() {
+    set -- $CLUSTER_PORTS
+    i=0
+    until [ "$(redis-cli -p "$1" cluster info | tr -d '\r' | grep '^cluster_state:')" = cluster_state:ok ] &&
+        [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ]; do
+        i=$((i + 1)); [ $i -gt 600 ] && { echo "the cluster did not come up"; return 1; }
+        sleep 0.05
     done
 }
 
@@ -24,41 +50,43 @@ start_cluster() {
     mkdir -p "$CLUSTER_DIR"
     for i in 1 2 3 4 5 6; do
         p=$(cluster_port)
-        mkdir -p "$CLUSTER_DIR/$p"
-        redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
-            --cluster-config-file "$CLUSTER_DIR/$p/nodes.conf" --cluster-node-timeout 2000 \
-            --save '' --appendonly no --dir "$CLUSTER_DIR/$p" --daemonize no \
-            --logfile "$CLUSTER_DIR/$p/redis.log" &
-        CLUSTER_PIDS="$CLUSTER_PIDS $!"
         CLUSTER_PORTS="$CLUSTER_PORTS $p"
     done
-    for p in $CLUSTER_PORTS; do
-        i=0
-        until redis-cli -p "$p" ping >/dev/null 2>&1; do
-            i=$((i + 1)); [ $i -gt 100 ] && { echo "redis-server on $p did not start"; exit 1; }
-            sleep 0.05
-        done
-    done
+    for p in $CLUSTER_PORTS; do cluster_node "$p"; done
     # shellcheck disable=SC2086
     redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
         --cluster-replicas 1 --cluster-yes >"$CLUSTER_DIR/create.log" 2>&1 ||
         { echo "redis-cli --cluster create failed"; cat "$CLUSTER_DIR/create.log"; exit 1; }
+    cluster_ok || exit 1
     set -- $CLUSTER_PORTS
-    i=0
-    # up, and every primary with its replica (failover tests need them)
-    until [ "$(redis-cli -p "$1" cluster info | tr -d '\r' | grep '^cluster_state:')" = cluster_state:ok ] &&
-        [ "$(redis-cli -p "$1" cluster nodes | grep -c slave)" = 3 ]; do
-        i=$((i + 1)); [ $i -gt 400 ] && { echo "the cluster did not come up"; exit 1; }
-        sleep 0.05
-    done
     export WEFT_REDIS_URL="redis://127.0.0.1:$1,redis://127.0.0.1:$2,redis://127.0.0.1:$3"
     export WEFT_KEY_PREFIX="${WEFT_KEY_PREFIX:-t$$:}"
+    export CLUSTER_PORTS CLUSTER_DIR
+}
+
+# kill_cluster [SIGNAL]: every node (its data goes: nothing is saved)
+kill_cluster() {
+    for p in $CLUSTER_PORTS; do
+        [ -f "$CLUSTER_DIR/$p/pid" ] && kill -"${1:-TERM}" "$(cat "$CLUSTER_DIR/$p/pid")" 2>/dev/null
+    done
+    for p in $CLUSTER_PORTS; do
+        i=0
+        while redis-cli -p "$p" ping >/dev/null 2>&1 && [ $i -lt 100 ]; do i=$((i + 1)); sleep 0.05; done
+        rm -f "$CLUSTER_DIR/$p/pid"
+    done
+}
+
+# restart_cluster: the nodes killed come back (empty) with their slots
+restart_cluster() {
+    for p in $CLUSTER_PORTS; do
+        redis-cli -p "$p" ping >/dev/null 2>&1 || cluster_node "$p"
+    done
+    cluster_ok
 }
 
 stop_cluster() {
-    for p in $CLUSTER_PIDS; do kill "$p" 2>/dev/null; done
-    for p in $CLUSTER_PIDS; do wait "$p" 2>/dev/null; done
-    CLUSTER_PIDS=
+    kill_cluster TERM
+    wait 2>/dev/null
 }
 
 # ccli KEY ARGS...: redis-cli on the node serving KEY's slot (-c follows MOVED)

@@ -170,7 +170,7 @@ expect_json "the task saw the secret; its output is redacted" '{"said":"sent Bea
 run_weft status "$id"
 case $out in *"tok-$$-value"*) not_ok "status shows the secret" ;; *'${secrets.API_TOKEN}'*) ok "stored input keeps the placeholder" ;; *) not_ok "status: $out" ;; esac
 leaks=0
-for key in $(rcli --scan --pattern "${WEFT_KEY_PREFIX}*"); do
+for key in $(on_primaries --scan --pattern "${WEFT_KEY_PREFIX}*"); do
     case $key in *secrets) continue ;; esac
     case $(rcli TYPE "$key") in
     hash) v=$(rcli HGETALL "$key") ;; string) v=$(rcli GET "$key") ;;

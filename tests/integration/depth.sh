@@ -25,9 +25,10 @@ J
 deep_def deep "" >"$TMP/deep.json"
 deep_def deepw '{"name":"hold","taskReferenceName":"hold","type":"WAIT"}' >"$TMP/deepw.json"
 
-# executions under our prefix by status: "COMPLETED=3001 ..."
+# executions under our prefix by status: "COMPLETED=3001 ..." (summed over a
+# cluster's primaries)
 by_status() {
-    rcli EVAL "local n = {}
+    on_primaries EVAL "local n = {}
 for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
   if redis.call('TYPE', k).ok == 'hash' then
     local s = redis.call('HGET', k, 'status')
@@ -36,8 +37,7 @@ for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
 end
 local r = {}
 for s, c in pairs(n) do r[#r + 1] = s .. '=' .. c end
-table.sort(r)
-return r" 0 "${WEFT_KEY_PREFIX}{*}" | tr '\n' ' '
+return r" 0 "${WEFT_KEY_PREFIX}{*}" | awk -F= '{ n[$1] += $2 } END { for (s in n) printf "%s=%d ", s, n[s] }'
 }
 has_status() { case " $(by_status) " in *" $1 "*) return 0 ;; esac; return 1; }
 
@@ -76,7 +76,7 @@ s=$(by_status)
 [ "$s" = "COMPLETED=3001 " ] && ok "all 3,001 levels COMPLETED" || not_ok "statuses: $s"
 
 # 2. terminating the root of a 3,001-level tree waiting at its leaf
-rcli FLUSHDB >/dev/null
+on_primaries FLUSHDB >/dev/null
 run_weft register "$TMP/deepw.json"
 run_weft start deepw --input '{"n":3000}'; root=$last
 wait_for 600 has_status RUNNING=3001 && ok "3,001 levels running" || not_ok "statuses: $(by_status)"
@@ -89,7 +89,7 @@ cat >"$TMP/selfy.json" <<J
 {"name":"selfy","tasks":[{"name":"again","taskReferenceName":"again","type":"SUB_WORKFLOW",
  "subWorkflowParam":{"name":"selfy"}}]}
 J
-rcli FLUSHDB >/dev/null
+on_primaries FLUSHDB >/dev/null
 run_weft register "$TMP/selfy.json"
 run_weft start selfy; root=$last
 running_at_least() { n=$(by_status | grep -o 'RUNNING=[0-9]*' | cut -d= -f2); [ "${n:-0}" -ge "$1" ]; }
@@ -111,7 +111,7 @@ stop_weftd_clean d1
 
 # 4. the same workflow under max_subworkflow_depth=10 fails at depth 11,
 # naming the ref and the limit, and the failure goes up to the root
-rcli FLUSHDB >/dev/null
+on_primaries FLUSHDB >/dev/null
 run_weft register "$TMP/selfy.json"
 start_weftd d2 --workers 2 --api 127.0.0.1:0 --set max_retry_count=3 \
     ${DEPTH_FLAGS2---set max_subworkflow_depth=10}
@@ -137,7 +137,7 @@ cat >"$TMP/fails.json" <<J
 {"name":"fails","failureWorkflow":"fails","tasks":[{"name":"boom","taskReferenceName":"boom",
  "type":"LAMBDA","inputParameters":{"scriptExpression":"error('boom')"}}]}
 J
-rcli FLUSHDB >/dev/null
+on_primaries FLUSHDB >/dev/null
 run_weft register "$TMP/fails.json"
 run_weft start fails
 wait_for 60 has_status FAILED=11 && ok "a self-starting failure workflow stops at 10 levels" \

@@ -18,8 +18,29 @@ free_port() {
     done
 }
 
+# On a Redis Cluster (cluster.sh sets WEFT_TEST_CLUSTER to the seeds' URL
+# list, with CLUSTER_PORTS and CLUSTER_DIR, and runs a suite): start_redis
+# uses that cluster (restarting nodes a kill stopped), kill_redis and
+# stop_redis stop every node, redis-cli follows MOVED (-c) and REDIS_PORT is
+# the first node.
+if [ -n "${WEFT_TEST_CLUSTER:-}" ]; then
+    . "$(dirname "$0")/cluster_lib.sh"
+    mkdir -p "$TMP/bin"
+    printf '#!/bin/sh\nexec %s -c "$@"\n' "$(command -v redis-cli)" >"$TMP/bin/redis-cli"
+    chmod +x "$TMP/bin/redis-cli"
+    PATH="$TMP/bin:$PATH"
+fi
+
 # start_redis [durable]: durable = appendonly with fsync on every write
 start_redis() {
+    if [ -n "${WEFT_TEST_CLUSTER:-}" ]; then
+        restart_cluster || exit 1
+        set -- $CLUSTER_PORTS
+        REDIS_PORT=$1
+        export WEFT_REDIS_URL="$WEFT_TEST_CLUSTER"
+        export WEFT_KEY_PREFIX="${WEFT_KEY_PREFIX:-t$$:}"
+        return
+    fi
     [ -n "$REDIS_PORT" ] || REDIS_PORT=$(free_port)
     aof="--appendonly no"
     [ "${1:-}" = durable ] && aof="--appendonly yes --appendfsync always"
@@ -37,11 +58,13 @@ start_redis() {
 }
 
 kill_redis() { # SIGKILL
+    [ -n "${WEFT_TEST_CLUSTER:-}" ] && { kill_cluster KILL; return; }
     [ -n "$REDIS_PID" ] && kill -9 "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
     REDIS_PID=
 }
 
 stop_redis() {
+    [ -n "${WEFT_TEST_CLUSTER:-}" ] && { kill_cluster TERM; return; }
     [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
     REDIS_PID=
 }
@@ -78,11 +101,24 @@ stop_weftd_clean() {
 
 cleanup_procs() {
     for p in $WEFTD_PIDS; do kill -9 "$p" 2>/dev/null; done
-    kill_redis
+    [ -n "${WEFT_TEST_CLUSTER:-}" ] || kill_redis # a cluster is its runner's
 }
 trap 'cleanup_procs; rm -rf "$TMP"' EXIT
 
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+
+# on_primaries ARGS...: redis-cli ARGS on every primary of the cluster (on
+# the one Redis without one), their outputs one after the other
+on_primaries() {
+    if [ -n "${WEFT_TEST_CLUSTER:-}" ]; then
+        for p in $(redis-cli -p "$REDIS_PORT" cluster nodes | grep master | grep -v fail |
+            sed 's/.*:\([0-9]*\)@.*/\1/'); do
+            redis-cli -p "$p" "$@"
+        done
+    else
+        rcli "$@"
+    fi
+}
 
 # api_of NAME: the HOST:PORT a daemon started with --api 127.0.0.1:0 logged
 # in its "started" line; fails, its log on stderr, when it did not start

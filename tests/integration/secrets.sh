@@ -182,7 +182,7 @@ code=$(post_result "{\"workflowInstanceId\":\"$iid\",\"taskId\":\"$(jq -r .taskI
 
 # ---- where could it be: everything stored, every answer, the log ----
 : >"$TMP/stored"
-rcli --scan --pattern "${WEFT_KEY_PREFIX}*" >"$TMP/keys"
+on_primaries --scan --pattern "${WEFT_KEY_PREFIX}*" >"$TMP/keys"
 nkeys=0
 while read -r k; do
     [ "$k" = "${WEFT_KEY_PREFIX}secrets" ] && continue

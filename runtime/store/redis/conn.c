@@ -173,7 +173,7 @@ void rs_replies_free(redisReply **rep, size_t n)
  * formats each command into a buffer of its own first. REDIS_OK or
  * REDIS_ERR (out of memory).
  */
-int rs_append_cmds(rs *r, const rs_cmd *cmds, size_t n)
+int rs_append_cmds(rs *r, redisContext *c, const rs_cmd *cmds, size_t n)
 {
     wu_buf *b = &r->proto;
     char num[24];
@@ -189,7 +189,7 @@ int rs_append_cmds(rs *r, const rs_cmd *cmds, size_t n)
                  wu_buf_add(b, cmds[i].argv[k], cmds[i].len[k]) || wu_buf_add(b, "\r\n", 2);
         }
     }
-    if (rc || (b->len && redisAppendFormattedCommand(r->c, b->data, b->len) != REDIS_OK))
+    if (rc || (b->len && redisAppendFormattedCommand(c, b->data, b->len) != REDIS_OK))
         return REDIS_ERR;
     if (b->cap > 1 << 20) wu_buf_free(b); /* a huge pipeline does not keep its buffer */
     return REDIS_OK;
@@ -208,7 +208,7 @@ int rs_is_err(const redisReply *x)
 }
 
 /* Replies that say "not now" (a restarting or busy server): the caller backs off. */
-static int transient(const char *msg)
+int rs_transient(const char *msg)
 {
     return !strncmp(msg, "LOADING", 7) || !strncmp(msg, "BUSY", 4) ||
            !strncmp(msg, "TRYAGAIN", 8) || !strncmp(msg, "MASTERDOWN", 10);
@@ -218,6 +218,7 @@ static int transient(const char *msg)
  * scripts). Steps in flight are forgotten: they stay in their outboxes. */
 void rs_drop(rs *r)
 {
+    if (r->cl) rs_cl_drop(r);
     if (r->c) redisFree(r->c);
     r->c = NULL;
     r->broken = 1;
@@ -241,7 +242,7 @@ int rs_reply_err(rs *r, const redisReply *x, const char *key, weft_error *err)
                       key, msg);
     if (strstr(msg, "user_script:"))
         return wu_err(err, WEFT_ESCRIPT, "%s: %s: script failed: %s", r->url.shown, key, msg);
-    if (transient(msg)) rs_drop(r);
+    if (rs_transient(msg)) rs_drop(r);
     return wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, msg);
 }
 
@@ -295,13 +296,37 @@ void rs_sigpipe_restore(sigpipe_guard *g)
     pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
 
-/* Write what hiredis holds for the connection: 1, or 0 when it failed. */
-int rs_write_out(rs *r)
+/* Write what hiredis holds for connection c: 1, or 0 when it failed. */
+int rs_write_out(redisContext *c)
 {
     int done = 0;
     while (!done)
-        if (redisBufferWrite(r->c, &done) != REDIS_OK) return 0;
+        if (redisBufferWrite(c, &done) != REDIS_OK) return 0;
     return 1;
+}
+
+/* A command that waits in Redis (r->long_ms > 0: BLPOP, XREAD BLOCK) is read
+ * with a socket timeout longer than Redis waits; back to the usual one after. */
+void rs_long_wait(const rs *r, redisContext *c, int on)
+{
+    if (r->long_ms > 0 && c) redisSetTimeout(c, rs_ms_tv(r->timeout_ms + (on ? r->long_ms : 0)));
+}
+
+/* Send n commands on c in one write and read their n replies into rep[]:
+ * 1, or 0 when c failed (c->err says why; the replies read are in rep[]). */
+int rs_ctx_exchange(rs *r, redisContext *c, const rs_cmd *cmds, size_t n, redisReply **rep)
+{
+    sigpipe_guard g;
+    size_t i;
+    int ok = rs_append_cmds(r, c, cmds, n) == REDIS_OK;
+    rs_sigpipe_block(r, &g);
+    for (i = 0; i < n && ok; i++) {
+        void *x = NULL;
+        ok = redisGetReply(c, &x) == REDIS_OK;
+        rep[i] = x;
+    }
+    rs_sigpipe_restore(&g);
+    return ok;
 }
 
 /*
@@ -322,9 +347,10 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
             return rs_oom(err);
         }
     r->fly = NULL;
-    ok = rs_append_cmds(r, cmds, n) == REDIS_OK;
+    ok = rs_append_cmds(r, r->c, cmds, n) == REDIS_OK;
+    rs_long_wait(r, r->c, 1);
     rs_sigpipe_block(r, &g);
-    if (ok && f) ok = rs_write_out(r) && rs_flight_read(r, f);
+    if (ok && f) ok = rs_write_out(r->c) && rs_flight_read(r, f);
     for (i = 0; i < n && ok; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) {
@@ -334,6 +360,7 @@ static int exchange(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char 
         rep[i] = x;
     }
     rs_sigpipe_restore(&g);
+    rs_long_wait(r, r->c, 0);
     if (!ok) {
         rs_flight_free(f);
         return rs_conn_fail(r, key, err);
@@ -350,22 +377,39 @@ struct timeval rs_ms_tv(int ms)
     return tv;
 }
 
-/* Connect to r->url, AUTH, SELECT and load the scripts: one round trip after the connect. */
-static int connect_one(rs *r, weft_error *err)
+/* A connection to host:port (path: a unix socket) with the store's timeout
+ * and keepalive, or NULL (err names shown and says why). */
+redisContext *rs_dial(rs *r, const char *host, int port, const char *path, const char *shown,
+                      weft_error *err)
 {
     struct timeval tv = rs_ms_tv(r->timeout_ms);
+    redisContext *c =
+        path ? redisConnectUnixWithTimeout(path, tv) : redisConnectWithTimeout(host, port, tv);
+    if (!c) {
+        rs_oom(err);
+        return NULL;
+    }
+    if (c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+        wu_err(err, WEFT_EIO, "%s: %s", shown, c->err ? c->errstr : "cannot set a timeout");
+        redisFree(c);
+        return NULL;
+    }
+    if (!path) redisEnableKeepAlive(c);
+    return c;
+}
+
+/*
+ * AUTH, SELECT and SCRIPT LOAD of every script on a new connection c to
+ * shown: one round trip. first (the connection to a seed) also asks
+ * whether the server is a node of a Redis Cluster (*cluster) and reads the
+ * epoch, in the same round trip. 0, or an error naming shown.
+ */
+int rs_greet(rs *r, redisContext *c, const char *shown, int first, int *cluster, weft_error *err)
+{
     rs_cmd cmds[4 + S_COUNT];
     redisReply *rep[4 + S_COUNT];
-    size_t n = 0, i, first_load, info;
+    size_t n = 0, i, first_load, info = 0;
     int rc = 0;
-
-    r->broken = 1;
-    r->c = r->url.path ? redisConnectUnixWithTimeout(r->url.path, tv)
-                       : redisConnectWithTimeout(r->url.host, r->url.port, tv);
-    if (!r->c) return rs_oom(err);
-    if (r->c->err) return rs_conn_fail(r, NULL, err);
-    if (redisSetTimeout(r->c, tv) != REDIS_OK) return rs_conn_fail(r, NULL, err);
-    if (!r->url.path) redisEnableKeepAlive(r->c);
 
     memset(cmds, 0, sizeof cmds);
     memset(rep, 0, sizeof rep);
@@ -383,49 +427,67 @@ static int connect_one(rs *r, weft_error *err)
     first_load = n;
     for (i = 0; i < S_COUNT; i++, n++)
         rs_cmd_script_load(&cmds[n], r, (int)i);
-    /* a Redis Cluster node is told apart from a single Redis here, in the
-     * same round trip */
-    info = n;
-    rs_cmd_add(&cmds[n], "INFO");
-    rs_cmd_add(&cmds[n++], "cluster");
-    if (r->epoch) {
-        /* a connect is when a restarted Redis shows: read the epoch with the loads */
-        rs_cmd_add(&cmds[n], "GET");
-        rs_cmd_addf(&cmds[n], "%sepoch", r->prefix);
-        n++;
+    if (first) {
+        /* a Redis Cluster node is told apart from a single Redis here */
+        info = n;
+        rs_cmd_add(&cmds[n], "INFO");
+        rs_cmd_add(&cmds[n++], "cluster");
+        if (r->epoch) {
+            /* a connect is when a restarted Redis shows: read the epoch with the loads */
+            rs_cmd_add(&cmds[n], "GET");
+            rs_cmd_addf(&cmds[n], "%sepoch", r->prefix);
+            n++;
+        }
     }
-    rc = exchange(r, cmds, n, rep, NULL, err);
+    for (i = 0; i < n; i++)
+        if (cmds[i].oom) rc = rs_oom(err);
+    if (!rc && !rs_ctx_exchange(r, c, cmds, n, rep))
+        rc = wu_err(err, WEFT_EIO, "%s: %s", shown, c->err ? c->errstr : "connection lost");
     for (i = 0; i < first_load + S_COUNT && !rc; i++) {
         if (rs_is_err(rep[i])) {
             /* AUTH/SELECT errors never echo the password; the reply does not hold it */
             const char *what = i < first_load ? (r->url.password && i == 0 ? "AUTH" : "SELECT")
                                               : script_names[i - first_load];
-            rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", r->url.shown, what, rep[i]->str);
-            if (transient(rep[i]->str))
-                rs_drop(r); /* e.g. still loading its data: connect again later */
+            rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", shown, what, rep[i]->str);
         } else if (i >= first_load) {
+            /* the same on every server: the SHA1 of the source */
             if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
-                rc = rs_bad_reply(r, "SCRIPT LOAD", err);
+                rc = wu_err(err, WEFT_EIO, "%s: SCRIPT LOAD: unexpected reply", shown);
             else
                 memcpy(r->sha[i - first_load], rep[i]->str, 41);
         }
     }
-    if (!rc && rep[info]->type == REDIS_REPLY_STRING && strstr(rep[info]->str, "cluster_enabled:1"))
-        rc = wu_err(err, WEFT_EINVAL,
-                    "%s is a node of a Redis Cluster: this weft speaks to a single Redis only "
-                    "(Redis Cluster support is not built yet); point it at a standalone Redis",
-                    r->url.shown);
+    if (first && !rc) {
+        *cluster =
+            rep[info]->type == REDIS_REPLY_STRING && strstr(rep[info]->str, "cluster_enabled:1");
+        if (r->epoch && !*cluster) rs_epoch_seen(r, rep[n - 1], -1);
+    }
     rs_cmds_free(cmds, n);
-    if (rc) {
-        rs_replies_free(rep, n);
-        if (r->c) redisFree(r->c);
+    rs_replies_free(rep, n);
+    return rc;
+}
+
+/* Connect to r->url, AUTH, SELECT and load the scripts: one round trip after
+ * the connect. A node of a Redis Cluster puts the store in cluster mode
+ * (cluster.c): one more round trip, CLUSTER SLOTS. */
+static int connect_one(rs *r, weft_error *err)
+{
+    int rc, cluster = 0;
+    r->broken = 1;
+    if (!(r->c = rs_dial(r, r->url.host, r->url.port, r->url.path, r->url.shown, err)))
+        return err->code;
+    rc = rs_greet(r, r->c, r->url.shown, 1, &cluster, err);
+    if (!rc && cluster) {
+        redisContext *c = r->c;
         r->c = NULL;
-        r->broken = 1;
+        return rs_cl_start(r, c, err); /* takes c */
+    }
+    if (rc) {
+        redisFree(r->c);
+        r->c = NULL;
         return rc;
     }
     r->broken = 0;
-    if (r->epoch) rs_epoch_seen(r, rep[n - 1], -1);
-    rs_replies_free(rep, n);
     return 0;
 }
 
@@ -451,6 +513,7 @@ static int rs_connect(rs *r, weft_error *err)
 /* Connect first if the last call lost the connection. */
 int rs_ensure(rs *r, weft_error *err)
 {
+    if (r->cl) return rs_cl_ensure(r, err);
     if (r->c) {
         r->broken = 0;
         return 0;
@@ -458,7 +521,7 @@ int rs_ensure(rs *r, weft_error *err)
     return rs_connect(r, err);
 }
 
-static int script_of(const rs *r, const rs_cmd *c)
+int rs_script_of(const rs *r, const rs_cmd *c)
 {
     int s;
     if (c->argc < 2 || strcmp(c->argv[0], "EVALSHA")) return -1;
@@ -487,9 +550,10 @@ int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, we
 
     memset(rep, 0, n * sizeof *rep);
     if ((rc = rs_ensure(r, err)) != 0) return rc;
+    if (r->cl) return rs_cl_pipe(r, cmds, n, rep, key, err);
     if ((rc = exchange(r, cmds, n, rep, key, err)) != 0) return rc;
     for (i = 0; i < n; i++)
-        if (rs_is_noscript(rep[i]) && (s = script_of(r, &cmds[i])) >= 0 && !need[s]++) nload++;
+        if (rs_is_noscript(rep[i]) && (s = rs_script_of(r, &cmds[i])) >= 0 && !need[s]++) nload++;
     if (!nload) return 0;
 
     re = calloc(nload, sizeof *re);
@@ -507,7 +571,7 @@ int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, we
         if (redisAppendCommandArgv(r->c, re[i].argc, re[i].argv, re[i].len) != REDIS_OK)
             rc = rs_conn_fail(r, key, err);
     for (i = 0; !rc && i < n; i++)
-        if (rs_is_noscript(rep[i]) && script_of(r, &cmds[i]) >= 0 &&
+        if (rs_is_noscript(rep[i]) && rs_script_of(r, &cmds[i]) >= 0 &&
             redisAppendCommandArgv(r->c, cmds[i].argc, cmds[i].argv, cmds[i].len) != REDIS_OK)
             rc = rs_conn_fail(r, key, err);
     if (!rc) {
@@ -521,7 +585,7 @@ int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, we
         }
         for (i = 0; i < n && !rc; i++) {
             void *x = NULL;
-            if (!rs_is_noscript(rep[i]) || script_of(r, &cmds[i]) < 0) continue;
+            if (!rs_is_noscript(rep[i]) || rs_script_of(r, &cmds[i]) < 0) continue;
             if (redisGetReply(r->c, &x) != REDIS_OK) {
                 rc = -1;
                 break;
@@ -570,6 +634,7 @@ void rs_free(rs *r)
     if (!r) return;
     if (r->fly) rs_flight_land(r); /* its failures go back to the outboxes */
     if (r->c) redisFree(r->c);
+    rs_cl_free(r);
     wu_buf_free(&r->proto);
     while (r->nseeds)
         ru_clear(&r->seeds[--r->nseeds]);
@@ -646,6 +711,7 @@ const char *rs_url(const rs *r)
 void rs_revive(rs *r)
 {
     struct pollfd p;
+    if (r && r->cl) rs_cl_revive(r);
     if (!r || !r->c || r->fly) return;
     p.fd = r->c->fd;
     p.events = POLLIN;
@@ -750,6 +816,12 @@ int rs_command(rs *r, weft_error *err, const char *fmt, ...)
     void *x = NULL;
     int rc;
     if ((rc = rs_ensure(r, err)) != 0) return rc;
+    if (r->cl) {
+        va_start(ap, fmt);
+        rc = rs_cl_command(r, fmt, ap, err);
+        va_end(ap);
+        return rc;
+    }
     if (r->fly) {
         rs_flight_land(r);
         if ((rc = rs_ensure(r, err)) != 0) return rc;

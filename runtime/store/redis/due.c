@@ -77,10 +77,17 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
         rs_cmd_add(ck, seed);
         rs_cmd_add(ck, strchr(type, ':') ? "1" : "0");
     }
-    if (nw && (rc = rs_ensure(r, err)) == 0)
-        redisSetTimeout(r->c, rs_ms_tv(wait_ms + r->timeout_ms)); /* longer than Redis waits */
-    if (!nw || rc == 0) rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
-    if (nw && r->c) redisSetTimeout(r->c, rs_ms_tv(r->timeout_ms));
+    r->long_ms = nw ? wait_ms : 0;
+    if (nw && r->cl) {
+        /* on a cluster the polls go to other nodes, which would not wait
+         * behind the BLPOP: it waits on its own, then they run */
+        rc = rs_pipe(r, c, 1, x, wk, err);
+        r->long_ms = 0;
+        if (!rc) rc = rs_pipe(r, c + 1, nc - 1, x + 1, ntypes ? "claim" : dq, err);
+    } else {
+        rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
+    }
+    r->long_ms = 0;
     rs_cmds_free(c, nc);
     free(c);
     if (rc) {

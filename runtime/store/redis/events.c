@@ -36,16 +36,9 @@ static int events_read(rs *r, const char *ev, const char *from, int block_ms, re
     rs_cmd_add(&c, "STREAMS");
     rs_cmd_add(&c, ev);
     rs_cmd_add(&c, from);
-    if (block_ms > 0) {
-        /* the socket must wait longer than the server does */
-        if ((rc = rs_ensure(r, err)) != 0) {
-            rs_cmd_free(&c);
-            return rc;
-        }
-        redisSetTimeout(r->c, rs_ms_tv(block_ms + r->timeout_ms));
-    }
+    r->long_ms = block_ms > 0 ? block_ms : 0; /* the socket waits longer than Redis */
     rc = rs_one(r, &c, x, ev, err);
-    if (block_ms > 0 && r->c) redisSetTimeout(r->c, rs_ms_tv(r->timeout_ms));
+    r->long_ms = 0;
     return rc;
 }
 

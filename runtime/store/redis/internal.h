@@ -9,6 +9,7 @@
 #define WEFT_STORE_REDIS_INTERNAL_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/time.h>
@@ -57,19 +58,27 @@ struct rs {
     int64_t retention_ms;
     int timeout_ms;
     int broken;
-    unsigned rr;        /* rotates which type rs_claim serves first */
-    int early;          /* rs_opts.early_steps */
-    int guard;          /* SIGPIPE is not ignored: block it around each exchange */
-    struct flight *fly; /* a steps pipeline sent, its replies not read yet */
-    rs_epoch *epoch;    /* shared; NULL = no epoch checks */
-    wu_buf proto;       /* commands in the wire format, before they go to hiredis */
+    unsigned rr;           /* rotates which type rs_claim serves first */
+    int early;             /* rs_opts.early_steps */
+    int guard;             /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly;    /* a steps pipeline sent, its replies not read yet */
+    struct rs_cluster *cl; /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
+    int long_ms;           /* > 0: the next exchange waits this long in Redis (BLPOP) */
+    rs_epoch *epoch;       /* shared; NULL = no epoch checks */
+    wu_buf proto;          /* commands in the wire format, before they go to hiredis */
     const char *src[S_COUNT];
     char sha[S_COUNT][41];
 };
 
-/* One command's arguments; strings are borrowed unless copied by rs_cmd_addf/rs_cmd_dup. */
+/*
+ * One command's arguments; strings are borrowed unless copied by
+ * rs_cmd_addf/rs_cmd_dup. wave orders a pipeline on a Redis Cluster, where
+ * the commands of different nodes run side by side: no command is sent
+ * before every command of a lower wave has been answered (a single Redis
+ * runs a pipeline in order anyway).
+ */
 typedef struct rs_cmd {
-    int argc, cap, oom;
+    int argc, cap, oom, wave;
     const char **argv;
     size_t *len;
     char **own;
@@ -134,7 +143,14 @@ void rs_cmd_script(rs_cmd *c, rs *r, int s, int nkeys);
 void rs_cmd_free(rs_cmd *c);
 void rs_cmds_free(rs_cmd *c, size_t n);
 void rs_replies_free(redisReply **rep, size_t n);
-int rs_append_cmds(rs *r, const rs_cmd *cmds, size_t n);
+int rs_append_cmds(rs *r, redisContext *c, const rs_cmd *cmds, size_t n);
+int rs_ctx_exchange(rs *r, redisContext *c, const rs_cmd *cmds, size_t n, redisReply **rep);
+void rs_long_wait(const rs *r, redisContext *c, int on);
+redisContext *rs_dial(rs *r, const char *host, int port, const char *path, const char *shown,
+                      weft_error *err);
+int rs_greet(rs *r, redisContext *c, const char *shown, int first, int *cluster, weft_error *err);
+int rs_script_of(const rs *r, const rs_cmd *c);
+int rs_transient(const char *msg);
 int rs_oom(weft_error *err);
 int rs_is_err(const redisReply *x);
 void rs_drop(rs *r);
@@ -143,7 +159,7 @@ int rs_bad_reply(rs *r, const char *key, weft_error *err);
 int rs_conn_fail(rs *r, const char *key, weft_error *err);
 void rs_sigpipe_block(const rs *r, sigpipe_guard *g);
 void rs_sigpipe_restore(sigpipe_guard *g);
-int rs_write_out(rs *r);
+int rs_write_out(redisContext *c);
 struct timeval rs_ms_tv(int ms);
 int rs_ensure(rs *r, weft_error *err);
 int rs_is_noscript(const redisReply *x);
@@ -161,6 +177,15 @@ char *rs_reply_dup(const redisReply *x);
 int rs_is_str(const redisReply *x);
 void rs_copy_str(char *dst, size_t n, const redisReply *x);
 void rs_claim_member(const rs_lease *c, char *buf, size_t n);
+
+/* cluster.c */
+int rs_cl_start(rs *r, redisContext *seed, weft_error *err);
+int rs_cl_ensure(rs *r, weft_error *err);
+int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, weft_error *err);
+int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err);
+void rs_cl_drop(rs *r);
+void rs_cl_revive(rs *r);
+void rs_cl_free(rs *r);
 
 /* epoch.c */
 void rs_epoch_seen(rs *r, const redisReply *x, long long unfinished);

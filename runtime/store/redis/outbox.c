@@ -394,16 +394,22 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
         }
         /* the trim: ZREM of the applied entries (a ZREM of none is skipped) */
         s->ntrim = s->trim->argc > 2 || s->trim->oom;
-        if (s->ntrim)
-            cmds[k++] = *s->trim;
-        else
+        if (s->ntrim) {
+            cmds[k] = *s->trim;
+            cmds[k++].wave = 2;
+        } else
             rs_cmd_free(s->trim);
         for (j = 0, s->nackcmds = 0; j < s->nacks; j++)
             s->nackcmds += drop_cmds(r, &s->acks[j], &cmds[k + s->nackcmds]);
         k += s->nackcmds;
         s->acks = NULL; /* not needed after: a flight outlives the caller's acks */
     }
+    /* on a Redis Cluster (waves, internal.h): the steps after the heads that
+     * recorded them, the trims after the steps they remove */
+    for (i = nhead; i < k; i++)
+        if (!cmds[i].wave) cmds[i].wave = 1;
     if (wake) {
+        cmds[k].wave = cmds[k + 1].wave = 1;
         rs_k_wake(r, wake_key);
         rs_cmd_add(&cmds[k], "LPUSH");
         rs_cmd_dup(&cmds[k], wake_key);
@@ -459,8 +465,8 @@ int rs_steps_now(rs *r, rs_cmd *cmds, size_t k, const size_t *first, size_t nhea
     redisReply **rep = calloc(k + 1, sizeof *rep);
     int rc;
     if (!rep) return rs_oom(err);
-    if ((rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err)) == 0)
-        rc = steps_take(r, rep, k, first, nhead, head_rep, sets, nsets, err);
+    rc = rs_pipe(r, cmds, k, rep, nsets == 1 ? sets[0].id : "steps", err);
+    if (rc == 0) rc = steps_take(r, rep, k, first, nhead, head_rep, sets, nsets, err);
     rs_replies_free(rep, k);
     free(rep);
     return rc;
@@ -592,9 +598,9 @@ void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds)
     int ok = 1;
     for (i = 0; i < f->k && ok; i++)
         ok = !cmds[i].oom;
-    ok = ok && rs_append_cmds(r, cmds, f->k) == REDIS_OK;
+    ok = ok && rs_append_cmds(r, r->c, cmds, f->k) == REDIS_OK;
     rs_sigpipe_block(r, &g);
-    ok = ok && rs_write_out(r);
+    ok = ok && rs_write_out(r->c);
     rs_sigpipe_restore(&g);
     if (!ok) {
         rs_conn_fail(r, "steps", &ignored);

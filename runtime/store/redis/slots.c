@@ -6,34 +6,6 @@
 
 #include "base/util.h"
 
-uint16_t rc_crc16(const char *buf, size_t len)
-{
-    uint16_t crc = 0;
-    size_t i;
-    int b;
-    for (i = 0; i < len; i++) {
-        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
-        for (b = 0; b < 8; b++)
-            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
-    return crc;
-}
-
-int rc_key_slot(const char *key, size_t len)
-{
-    const char *open = memchr(key, '{', len), *close;
-    if (open) {
-        size_t from = (size_t)(open - key) + 1;
-        close = memchr(open + 1, '}', len - from);
-        /* a tag only when something is between the braces */
-        if (close && close > open + 1) {
-            key = open + 1;
-            len = (size_t)(close - key);
-        }
-    }
-    return rc_crc16(key, len) & (RC_SLOTS - 1);
-}
-
 void rc_map_free(rc_map *m)
 {
     free(m->nodes);
@@ -41,8 +13,7 @@ void rc_map_free(rc_map *m)
     m->nnodes = 0;
 }
 
-/* The index of host:port in m's nodes, added when new; -1 out of memory. */
-static int node_of(rc_map *m, const char *host, size_t hlen, int port)
+int rc_map_node_at(rc_map *m, const char *host, size_t hlen, int port)
 {
     rc_node *v;
     size_t i;
@@ -90,7 +61,7 @@ int rc_map_read(rc_map *m, const redisReply *x, weft_error *err)
             return wu_err(err, WEFT_EIO, "CLUSTER SLOTS: entry %zu: slots %lld-%lld port %lld",
                           i + 1, from, to, p->element[1]->integer);
         }
-        n = node_of(m, p->element[0]->str, p->element[0]->len, (int)p->element[1]->integer);
+        n = rc_map_node_at(m, p->element[0]->str, p->element[0]->len, (int)p->element[1]->integer);
         if (n < 0) {
             rc_map_free(m);
             return wu_err(err, WEFT_ENOMEM, "CLUSTER SLOTS: out of memory");

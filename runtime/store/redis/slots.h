@@ -1,8 +1,7 @@
 /*
- * Redis Cluster's key space: which of the 16384 slots a key is in (CRC16 of
- * the key, or of its hash tag, the part between the first '{' and the next
- * '}' when that part is not empty), and the map of slots to nodes read from
- * CLUSTER SLOTS. Prefix rc_. No connections here: conn.c routes with it.
+ * Redis Cluster's slot map: which primary serves each of the 16384 slots
+ * (base/keyslot.h says which slot a key is in), read from CLUSTER SLOTS.
+ * Prefix rc_. No connections here: cluster.c routes with it.
  */
 #ifndef WEFT_STORE_REDIS_SLOTS_H
 #define WEFT_STORE_REDIS_SLOTS_H
@@ -11,15 +10,9 @@
 #include <stdint.h>
 #include <hiredis/hiredis.h>
 #include "weft/plugin.h"
+#include "base/keyslot.h"
 
-#define RC_SLOTS 16384
 #define RC_HOST_MAX 256
-
-/* CRC16-CCITT (XMODEM), as Redis Cluster computes it. */
-uint16_t rc_crc16(const char *buf, size_t len);
-
-/* The slot of key (len bytes), hash tags honoured. */
-int rc_key_slot(const char *key, size_t len);
 
 /* A node of the map: where a range of slots is served (its primary). */
 typedef struct rc_node {
@@ -37,6 +30,9 @@ typedef struct rc_map {
 /* The map from a CLUSTER SLOTS reply: 0, or WEFT_EIO naming what was wrong
  * with the reply (a map is then empty). Replaces what m held. */
 int rc_map_read(rc_map *m, const redisReply *x, weft_error *err);
+/* The index of host (hlen bytes):port in m's nodes, added when new; -1 out
+ * of memory or past the 32767 nodes a slot can name. */
+int rc_map_node_at(rc_map *m, const char *host, size_t hlen, int port);
 /* The node serving slot, or NULL. */
 const rc_node *rc_map_node(const rc_map *m, int slot);
 void rc_map_free(rc_map *m);

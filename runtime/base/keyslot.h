@@ -1,0 +1,21 @@
+/*
+ * Which of Redis Cluster's 16384 slots a key is in: CRC16 of the key, or of
+ * its hash tag (the part between the first '{' and the next '}' when that
+ * part is not empty). Shared by the store and the lock_redis plugin (which
+ * compiles this file in). Prefix rc_.
+ */
+#ifndef WEFT_BASE_KEYSLOT_H
+#define WEFT_BASE_KEYSLOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RC_SLOTS 16384
+
+/* CRC16-CCITT (XMODEM), as Redis Cluster computes it. */
+uint16_t rc_crc16(const char *buf, size_t len);
+
+/* The slot of key (len bytes), hash tags honoured. */
+int rc_key_slot(const char *key, size_t len);
+
+#endif
