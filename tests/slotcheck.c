@@ -5,6 +5,9 @@
  * taken there (no MOVED), and CLUSTER KEYSLOT must agree with rc_key_slot.
  * Prints "ok <keys> keys on <nodes> primaries" and exits 0, or says what
  * disagreed and exits 1.
+ *
+ * slotcheck dq PARTS ID: prints the hash tag of the decider queue partition
+ * of workflow ID when there are PARTS partitions (the tests' dq_key).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,13 @@ int main(int argc, char **argv)
     weft_error err = {0};
     int n, i, bad = 0;
     size_t k;
+    if (argc == 4 && !strcmp(argv[1], "dq")) {
+        char tag[RC_TAG_MAX];
+        int parts = atoi(argv[2]);
+        rc_part_tag("dq", rc_part_of(argv[3], parts), parts, tag);
+        printf("%s\n", tag);
+        return 0;
+    }
     if (argc != 4) {
         fprintf(stderr, "usage: slotcheck HOST PORT N\n");
         return 2;

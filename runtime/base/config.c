@@ -78,6 +78,10 @@ static const cf_field fields[] = {
      "on SIGTERM: time for in-flight tasks"},
     {"poll_interval", CF_DURATION, F(poll_ms), 0, "50ms", 1, NULL, NULL,
      "longest idle wait between polls"},
+    {"partitions", CF_INT, F(partitions), 0, "0", 0, NULL, "WEFT_PARTITIONS",
+     "partitions of the keys every workflow touches (decider queue, wake tokens), 1-1024, "
+     "fixed when the key prefix is first used (0: the stored number; for a new prefix 1, or 8 "
+     "on a Redis Cluster)"},
     {"max_reaps", CF_INT, F(max_reaps), 0, "3", 0, NULL, NULL,
      "lease expiries before a task fails"},
     {"log_level", CF_STRING, F(log_level), 0, "info", 0, "error|warn|info|debug", NULL,

@@ -1,6 +1,7 @@
 /* Redis Cluster's key slots (base/keyslot.h). */
 #include "base/keyslot.h"
 
+#include <stdio.h>
 #include <string.h>
 
 uint16_t rc_crc16(const char *buf, size_t len)
@@ -29,4 +30,27 @@ int rc_key_slot(const char *key, size_t len)
         }
     }
     return rc_crc16(key, len) & (RC_SLOTS - 1);
+}
+
+int rc_part_of(const char *id, int parts)
+{
+    return parts > 1 ? (int)(rc_crc16(id, strlen(id)) % (unsigned)parts) : 0;
+}
+
+void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX])
+{
+    unsigned n;
+    if (parts <= 1) {
+        snprintf(tag, RC_TAG_MAX, "%s", base);
+        return;
+    }
+    /* the first "<base>:<i>:<n>" whose slot lies in the i-th of parts equal
+     * ranges: partitions spread over the slots, so over the primaries of a
+     * cluster whose slots were split in ranges (redis-cli --cluster create) */
+    for (n = 0;; n++) {
+        int s;
+        snprintf(tag, RC_TAG_MAX, "%s:%d:%u", base, i, n);
+        s = rc_key_slot(tag, strlen(tag));
+        if ((long)s * parts / RC_SLOTS == i) return;
+    }
 }

@@ -18,4 +18,14 @@ uint16_t rc_crc16(const char *buf, size_t len);
 /* The slot of key (len bytes), hash tags honoured. */
 int rc_key_slot(const char *key, size_t len);
 
+/* Keys every workflow touches are spread over parts partitions, each a
+ * hash tag of its own: the partition of a workflow id (0 when parts <= 1). */
+int rc_part_of(const char *id, int parts);
+
+#define RC_TAG_MAX 48
+/* The hash tag of partition i of parts: base itself when parts <= 1 (the
+ * key names of a single Redis stay as they were), else "<base>:<i>:<n>",
+ * n chosen so that the tag's slot is in the i-th of parts equal slot ranges. */
+void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX]);
+
 #endif

@@ -76,6 +76,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.rs.retention_ms = n->cfg->retention_ms;
     o.rs.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
     o.rs.epoch = n->epoch;
+    o.rs.partitions = n->cfg->partitions;
     o.defs = &n->defs;
     o.cache = w->cache;
     o.ps = n->payloads;

@@ -6,10 +6,12 @@ CLUSTER_PORTS=${CLUSTER_PORTS:-}
 CLUSTER_DIR=${CLUSTER_DIR:-$TMP/cluster}
 
 cluster_port() {
-    # a random port nobody listens on whose bus port (+10000) is free too, both
-    # below Linux's ephemeral range (32768-60999), where a client socket may hold it
+    # a random port nobody listens on whose bus port (+10000) is free too: ports
+    # 12000-13999, buses 22000-23999, apart from redis_lib.sh's 24000-31999 (the
+    # tests run side by side) and below Linux's ephemeral range (32768-60999),
+    # where a client socket may hold a port
     while :; do
-        p=$(( 12000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 10000 ))
+        p=$(( 12000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 2000 ))
         (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && continue
         (exec 3<>/dev/tcp/127.0.0.1/$((p + 10000))) 2>/dev/null && continue
         case " $CLUSTER_PORTS " in *" $p "*) continue ;; esac

@@ -117,6 +117,8 @@ run_weft resume "$id"; expect_rc "resume" 0
 run_weft wait "$id" --timeout 20
 expect_json "resumed workflow completes" '{"got":7}'
 run_weft restart "$id"; expect_rc "restart" 0
+# the gate is there once a decider ran the restarted workflow
+wait_for 10 sh -c "'$WEFT' status $id | grep -q IN_PROGRESS"
 run_weft signal "$id" gate '{"answer":8}'
 wait_for 10 sh -c "'$WEFT' status $id | grep -q '\"status\": \"COMPLETED\"'"
 run_weft wait "$id" --timeout 20
@@ -137,7 +139,7 @@ case $out in *'"unservedTaskTypes"'*NOBODY_SERVES_THIS*) ok "status names the un
 run_weft start "$TMP/gate.lua"; id=$last
 wait_for 10 sh -c "'$WEFT' status $id | grep -q IN_PROGRESS"
 rcli HSET "${WEFT_KEY_PREFIX}{$id}" doc '{"id": broken' >/dev/null
-rcli ZADD "${WEFT_KEY_PREFIX}{dq}:due" 0 "$id" >/dev/null
+rcli ZADD "$(dq_key "$id")" 0 "$id" >/dev/null
 wait_for 15 sh -c "redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$id}' status | grep -q FAILED" \
     && ok "corrupt execution failed" || not_ok "corrupt execution not failed"
 run_weft status "$id"

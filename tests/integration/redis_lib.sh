@@ -11,9 +11,10 @@ mkdir -p "$REDIS_DIR"
 free_port() {
     # a random high port nobody listens on, below Linux's ephemeral range
     # (32768-60999): a client socket's port there, even in TIME_WAIT, makes
-    # redis-server's bind fail with "Address already in use"
+    # redis-server's bind fail with "Address already in use"; and above the
+    # cluster's ports and bus ports (cluster_lib.sh)
     while :; do
-        p=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 12000 ))
+        p=$(( 24000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 8000 ))
         (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null || { echo $p; return; }
     done
 }
@@ -106,6 +107,11 @@ cleanup_procs() {
 trap 'cleanup_procs; rm -rf "$TMP"' EXIT
 
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
+
+# dq_key ID: the key of ID's decider queue partition (P{dq}:due on one partition)
+dq_key() {
+    echo "${WEFT_KEY_PREFIX}{$("$BUILD/tests/slotcheck" dq "$(rcli HGET "${WEFT_KEY_PREFIX}layout" partitions)" "$1")}:due"
+}
 
 # on_primaries ARGS...: redis-cli ARGS on every primary of the cluster (on
 # the one Redis without one), their outputs one after the other

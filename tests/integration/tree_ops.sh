@@ -17,7 +17,7 @@ return w.workflow { name = "par",
 L
 status() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" status; }
 child_of() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" doc | grep -o '"subWorkflowId":"[^"]*"' | head -n 1 | cut -d'"' -f4; }
-due() { rcli ZSCORE "${WEFT_KEY_PREFIX}{dq}:due" "$1"; }
+due() { rcli ZSCORE "$(dq_key "$1")" "$1"; }
 start_par() {
     run_weft start "$TMP/par.lua"
     id=$last
@@ -47,7 +47,7 @@ run_weft terminate "$id"
 [ "$rc" = 0 ] && ok "weft terminate of the parent" || not_ok "weft terminate: exit $rc: $errout"
 wait_for 10 sh -c "[ \"\$(redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$kid}' status)\" = TERMINATED ]" &&
     ok "the child is TERMINATED" || not_ok "the child is $(status "$kid")"
-if wait_for 5 sh -c "[ -z \"\$(redis-cli -p $REDIS_PORT ZSCORE '${WEFT_KEY_PREFIX}{dq}:due' '$id')\" ]"; then
+if wait_for 5 sh -c "[ -z \"\$(redis-cli -p $REDIS_PORT ZSCORE '$(dq_key "$id")' '$id')\" ]"; then
     ok "the ended parent left the decider queue"
 else
     not_ok "the ended parent ($(status "$id")) is still due at $(due "$id") (now $(date +%s%3N))"

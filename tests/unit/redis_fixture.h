@@ -136,7 +136,9 @@ RF_FN int rf_start(rf_server *s)
     if (!bin) return RF_SKIP;
     srand((unsigned)(time(NULL) ^ getpid()));
     for (attempt = 0; attempt < 20; attempt++) {
-        s->port = 20000 + rand() % 12000 /* below the ephemeral range (32768+) */;
+        /* below the ephemeral range (32768+), above the test cluster's ports and
+         * bus ports (integration/cluster_lib.sh: 12000-13999, 22000-23999) */
+        s->port = 24000 + rand() % 8000;
         if (rf_ping(s->port)) continue; /* someone is there already */
         snprintf(s->sock, sizeof s->sock, "/tmp/weft-test-%d-%d.sock", (int)getpid(), s->port);
         snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);

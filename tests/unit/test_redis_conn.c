@@ -9,9 +9,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "redis_store_fixture.h"
+#include "base/keyslot.h"
 
 /* ---- connecting ---- */
 
@@ -298,6 +300,81 @@ static void test_command(void **state)
     assert_int_equal(rs_broken(r), 0);
 }
 
+/* ---- the key prefix's layout ---- */
+
+static rs *open_parts(const char *prefix, int parts, int *rc, weft_error *err)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    o.url = srv.url;
+    o.prefix = prefix;
+    o.partitions = parts;
+    *rc = rs_open(&o, &x, err);
+    return x;
+}
+
+static void test_layout(void **state)
+{
+    weft_error err = {0};
+    char ids[40][64];
+    rs *a, *b;
+    int rc, i, n, seen = 0;
+    (void)state;
+    /* the first use writes it; a single Redis gets one partition */
+    b = open_parts("one:", 0, &rc, &err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(qint("HGET one:layout partitions"), 1);
+    assert_int_equal(rs_wake(b, "w1", 1, 0, &err), 0);
+    assert_int_equal(qint("ZCARD one:{dq}:due"), 1); /* the key of old */
+    rs_free(b);
+    /* four partitions: each workflow's entry goes to its own */
+    a = open_parts("four:", 4, &rc, &err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(qint("HGET four:layout partitions"), 4);
+    for (i = 0; i < 40; i++) {
+        snprintf(ids[i], sizeof ids[i], "wf-%d", i);
+        assert_int_equal(rs_wake(a, ids[i], 1, 0, &err), 0);
+    }
+    for (i = 0; i < 4; i++) {
+        char tag[RC_TAG_MAX], cmd[128];
+        rc_part_tag("dq", i, 4, tag);
+        snprintf(cmd, sizeof cmd, "ZCARD four:{%s}:due", tag);
+        n = qint(cmd);
+        assert_true(n > 0 && n < 40);
+        seen += n;
+    }
+    assert_int_equal(seen, 40);
+    assert_int_equal(qint("EXISTS four:{dq}:due"), 0);
+    /* a poll finds them all, a few at a time (never more than asked) */
+    for (seen = 0, i = 0; i < 20 && seen < 40; i++) {
+        char due[8][64];
+        n = rs_due(a, 8, 60000, due, &err);
+        assert_true(n >= 0 && n <= 8);
+        seen += n;
+    }
+    assert_int_equal(seen, 40);
+    /* a later process adopts the stored number; one configured otherwise is refused */
+    b = open_parts("four:", 0, &rc, &err);
+    assert_int_equal(rc, 0);
+    rs_free(b);
+    b = open_parts("four:", 8, &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "first used with partitions=4 (kept in four:layout)");
+    assert_has(err.msg, "configured with partitions=8");
+    rs_free(b);
+    b = open_parts("five:", 2000, &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "partitions must be 1 to 1024");
+    rs_free(b);
+    /* a layout that is not a number is named */
+    freeReplyObject(qc("HSET six:layout partitions lots"));
+    b = open_parts("six:", 0, &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "six:layout: field partitions is not a number");
+    rs_free(b);
+    rs_free(a);
+}
+
 /* ---- the store's epoch, a connection Redis closed ---- */
 
 typedef struct losses {
@@ -421,6 +498,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redis_goes_away, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_epoch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_revive, setup, teardown),
     };

@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -52,12 +53,39 @@ static void test_map_bad_replies(void **state)
     rc_map_free(&m);
 }
 
+/* Partitions: each tag's slot in its own range, ids spread over them. */
+static void test_partitions(void **state)
+{
+    char tag[RC_TAG_MAX], id[32];
+    int parts[] = {1, 2, 3, 8, 16, 1024}, k, i, count[8] = {0};
+    (void)state;
+    rc_part_tag("dq", 0, 1, tag);
+    assert_string_equal(tag, "dq");
+    assert_int_equal(rc_part_of("anything", 1), 0);
+    for (k = 0; k < 6; k++)
+        for (i = 0; i < parts[k]; i++) {
+            int s;
+            rc_part_tag("dq", i, parts[k], tag);
+            s = slot(tag);
+            assert_true(parts[k] == 1 || (long)s * parts[k] / 16384 == i);
+        }
+    rc_part_tag("dq", 3, 8, tag);
+    assert_string_equal(tag, "dq:3:3"); /* the names in Redis stay these */
+    for (i = 0; i < 8000; i++) {
+        snprintf(id, sizeof id, "%08x-wf", i * 2654435761u);
+        count[rc_part_of(id, 8)]++;
+    }
+    for (i = 0; i < 8; i++)
+        assert_true(count[i] > 800 && count[i] < 1200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc16),
         cmocka_unit_test(test_key_slots),
         cmocka_unit_test(test_map_bad_replies),
+        cmocka_unit_test(test_partitions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

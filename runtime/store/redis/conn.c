@@ -491,6 +491,58 @@ static int connect_one(rs *r, weft_error *err)
     return 0;
 }
 
+/* A layout number from Redis's reply x (or -1). */
+static int layout_num(const redisReply *x)
+{
+    long v;
+    char *end;
+    if (!rs_is_str(x)) return -1;
+    v = strtol(x->str, &end, 10);
+    return end == x->str || *end || v < 1 || v > 1024 ? -1 : (int)v;
+}
+
+/*
+ * The key prefix's layout, fixed at its first use: written when Redis has
+ * none (HSETNX: the first writer wins), read, and checked against what
+ * this process was configured with. One round trip, at the first connect.
+ */
+static int layout_load(rs *r, weft_error *err)
+{
+    char k[KEY_MAX], num[24];
+    int want = r->want_parts ? r->want_parts : r->cl ? 8 : 1, got = -1, i, rc;
+    rs_cmd c[2];
+    redisReply *x[2];
+    memset(c, 0, sizeof c);
+    rs_k_name(r, "layout", "", k);
+    rs_cmd_add(&c[0], "HSETNX");
+    rs_cmd_add(&c[0], k);
+    rs_cmd_add(&c[0], "partitions");
+    rs_cmd_add(&c[0], rs_digits(num, (unsigned long long)want, 0));
+    rs_cmd_add(&c[1], "HGET");
+    rs_cmd_add(&c[1], k);
+    rs_cmd_add(&c[1], "partitions");
+    rc = rs_pipe(r, c, 2, x, k, err);
+    rs_cmds_free(c, 2);
+    if (!rc && rs_is_err(x[1])) rc = rs_reply_err(r, x[1], k, err);
+    if (!rc && (got = layout_num(x[1])) < 0)
+        rc = wu_err(err, WEFT_EINVAL, "%s: %s: field partitions is not a number from 1 to 1024",
+                    r->url.shown, k);
+    rs_replies_free(x, 2);
+    if (rc) return rc;
+    if (r->want_parts && got != want)
+        return wu_err(err, WEFT_EINVAL,
+                      "%s: key prefix \"%s\" was first used with partitions=%d (kept in %s), and "
+                      "this process is configured with partitions=%d: configure %d, or use "
+                      "another key prefix",
+                      r->url.shown, r->prefix, got, k, want, got);
+    if (!(r->ptag = calloc((size_t)got, sizeof *r->ptag))) return rs_oom(err);
+    for (i = 0; i < got; i++)
+        rc_part_tag("dq", i, got, r->ptag[i]);
+    r->parts = got;
+    r->wrr = (unsigned)(wu_now_ms() ^ (uintptr_t)r);
+    return 0;
+}
+
 /* Connect to the seed in use, else to the next ones in turn (a seed that is
  * a cluster node stops the search: no seed of that list will do). */
 static int rs_connect(rs *r, weft_error *err)
@@ -513,12 +565,19 @@ static int rs_connect(rs *r, weft_error *err)
 /* Connect first if the last call lost the connection. */
 int rs_ensure(rs *r, weft_error *err)
 {
-    if (r->cl) return rs_cl_ensure(r, err);
-    if (r->c) {
-        r->broken = 0;
-        return 0;
+    int rc;
+    if (r->cl)
+        rc = rs_cl_ensure(r, err);
+    else if (r->c)
+        rc = r->broken = 0;
+    else
+        rc = rs_connect(r, err);
+    if (!rc && !r->parts && !r->loading) {
+        r->loading = 1; /* its round trip comes back here */
+        rc = layout_load(r, err);
+        r->loading = 0;
     }
-    return rs_connect(r, err);
+    return rc;
 }
 
 int rs_script_of(const rs *r, const rs_cmd *c)
@@ -639,11 +698,24 @@ void rs_free(rs *r)
     while (r->nseeds)
         ru_clear(&r->seeds[--r->nseeds]);
     memset(&r->url, 0, sizeof r->url); /* a copy of a seed's */
+    free(r->ptag);
     free(r->prefix);
     free(r);
 }
 
-/* Connect: one round trip after the TCP/unix connect (AUTH, SELECT, SCRIPT LOAD). */
+/* An integer from the environment (0 when unset; -1 when not a number). */
+static int env_int(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+    if (!v || !*v) return 0;
+    n = strtol(v, &end, 10);
+    return *end || n < 0 || n > 1 << 20 ? -1 : (int)n;
+}
+
+/* Connect: one round trip after the TCP/unix connect (AUTH, SELECT, SCRIPT
+ * LOAD), one more at the first connect (the layout). */
 int rs_open(const rs_opts *opts, rs **out, weft_error *err)
 {
     rs_opts none = {0};
@@ -670,6 +742,12 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
     r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->early = opts->early_steps;
     r->epoch = opts->epoch;
+    r->want_parts = opts->partitions ? opts->partitions : env_int("WEFT_PARTITIONS");
+    if (r->want_parts < 0 || r->want_parts > 1024) {
+        rs_free(r);
+        return wu_err(err, WEFT_EINVAL,
+                      "Redis store: partitions must be 1 to 1024 (or 0: what Redis holds)");
+    }
     {
         struct sigaction sa;
         r->guard = sigaction(SIGPIPE, NULL, &sa) != 0 || sa.sa_handler != SIG_IGN;
@@ -693,7 +771,7 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
     }
     r->url = r->seeds[0];
     *out = r;
-    return rs_connect(r, err);
+    return rs_ensure(r, err);
 }
 
 const char *rs_prefix(const rs *r)
@@ -754,15 +832,25 @@ void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_M
     rs_cat(key, KEY_MAX, r->prefix, "{q:", type, "}:", which, (char *)NULL);
 }
 
-void rs_k_dq(const rs *r, char key[KEY_MAX])
+/* The partition of workflow id: its decider queue entry's and wake tokens'. */
+int rs_part(const rs *r, const char *id)
 {
-    rs_cat(key, KEY_MAX, r->prefix, "{dq}:due", (char *)NULL);
+    return rc_part_of(id, r->parts);
 }
 
-/* Wake tokens for idle workers: one list (single-key commands need no tag). */
-void rs_k_wake(const rs *r, char key[KEY_MAX])
+/* Partition part of the decider queue: P{dq}:due with one partition. */
+void rs_k_dq(const rs *r, int part, char key[KEY_MAX])
 {
-    rs_cat(key, KEY_MAX, r->prefix, "wake", (char *)NULL);
+    rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:due", (char *)NULL);
+}
+
+/* Wake tokens for idle workers, per partition: Pwake with one partition. */
+void rs_k_wake(const rs *r, int part, char key[KEY_MAX])
+{
+    if (r->parts == 1)
+        rs_cat(key, KEY_MAX, r->prefix, "wake", (char *)NULL);
+    else
+        rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:wake", (char *)NULL);
 }
 
 void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX])

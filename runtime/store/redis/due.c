@@ -5,12 +5,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* due.lua for up to max executions, into c (now 0: Redis's clock). */
-static void due_cmd(rs *r, int max, int64_t hold_ms, long long now, rs_cmd *c, char dq[KEY_MAX])
+/* Partitions of the decider queue one poll looks at: the one an idle worker
+ * waited on, and the next ones. */
+#define DUE_WINDOW 8
+
+/*
+ * The partitions this process's idle workers wait on, counted (all handles
+ * of the process together). A save's wake token goes to one of them when
+ * there is one (rs_wake_part), so that an idle worker of the same daemon
+ * hears it at once; else to its workflow's partition, which the next
+ * worker to wait takes first (unheard), so that it finds the token there.
+ * Idle workers otherwise spread over the partitions (the least waited on
+ * first), so that tokens from other processes are heard too.
+ */
+#define WAIT_PARTS_MAX 1024
+static int waiting[WAIT_PARTS_MAX];
+static int unheard = -1;
+
+int rs_wake_part(const rs *r, const char *id)
 {
-    rs_k_dq(r, dq);
+    int p = rs_part(r, id), k;
+    for (k = 0; k < r->parts && k < WAIT_PARTS_MAX; k++) {
+        int q = (p + k) % r->parts;
+        if (__atomic_load_n(&waiting[q], __ATOMIC_RELAXED) > 0) return q;
+    }
+    __atomic_store_n(&unheard, p, __ATOMIC_RELAXED);
+    return p;
+}
+
+/* The partition an idle worker waits on. */
+static int wait_part(const rs *r, int start)
+{
+    int best = __atomic_exchange_n(&unheard, -1, __ATOMIC_RELAXED), k, least = -1;
+    if (best >= 0 && best < r->parts) return best;
+    best = start;
+    for (k = 0; k < r->parts && k < WAIT_PARTS_MAX; k++) {
+        int q = (start + k) % r->parts, n = __atomic_load_n(&waiting[q], __ATOMIC_RELAXED);
+        if (least < 0 || n < least) {
+            least = n;
+            best = q;
+        }
+    }
+    return best;
+}
+
+/* due.lua on partition part for up to max executions, into c (now 0: Redis's clock). */
+static void due_cmd(rs *r, int part, int max, int64_t hold_ms, long long now, rs_cmd *c,
+                    char dq[KEY_MAX])
+{
+    rs_k_dq(r, part, dq);
     rs_cmd_script(c, r, S_DUE, 1);
-    rs_cmd_add(c, dq);
+    rs_cmd_dup(c, dq); /* dq is reused for the next partition */
     rs_cmd_addf(c, "%lld", now);
     rs_cmd_addf(c, "%d", max);
     rs_cmd_addf(c, "%lld", (long long)hold_ms);
@@ -30,14 +75,23 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_cmd *c = NULL;
     redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
-    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0,
-                    nd = due_max > 0 ? 1 : 0, nc;
+    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc;
     long long now = (long long)wu_now_ms();
-    int rc;
+    int rc, start, per;
 
     if (ndue) *ndue = 0;
     if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
         return rc;
+    if ((rc = rs_ensure(r, err)) != 0) return rc; /* the layout */
+    /* on a cluster the partitions are polled a window at a time, from a
+     * rotating start: the wait's partition first */
+    nd = due_max <= 0 ? 0 : r->parts < DUE_WINDOW ? (size_t)r->parts : DUE_WINDOW;
+    if (nd > (size_t)due_max) nd = (size_t)due_max;
+    /* together never more than due_max: one taken but not returned would
+     * wait out its hold */
+    per = nd ? due_max / (int)nd : 0;
+    start = (int)(r->wrr++ % (unsigned)r->parts);
+    if (nw && r->parts > 1) start = wait_part(r, start);
     if (nd + ntypes == 0) return 0;
     for (i = 0; i < ntypes; i++)
         if ((rc = st_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
@@ -57,14 +111,15 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (nw) {
         /* the polls wait in Redis behind the BLPOP: they run the moment a
          * token comes (or the wait ends), with no round trip of their own */
-        rs_k_wake(r, wk);
+        rs_k_wake(r, start, wk);
         rs_cmd_add(&c[0], "BLPOP");
         rs_cmd_dup(&c[0], wk);
         rs_cmd_addf(&c[0], "%.3f", wait_ms / 1000.0);
     }
     /* behind a wait the polls run later than now: they read Redis's clock */
     if (nw) now = 0;
-    if (nd) due_cmd(r, due_max, hold_ms, now, &c[nw], dq);
+    for (j = 0; j < nd; j++)
+        due_cmd(r, (start + (int)j) % r->parts, per, hold_ms, now, &c[nw + j], dq);
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0; k < ntypes; k++) {
         const char *type = types[(first + k) % ntypes];
@@ -78,6 +133,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
         rs_cmd_add(ck, strchr(type, ':') ? "1" : "0");
     }
     r->long_ms = nw ? wait_ms : 0;
+    if (nw && r->parts > 1) __atomic_add_fetch(&waiting[start], 1, __ATOMIC_RELAXED);
     if (nw && r->cl) {
         /* on a cluster the polls go to other nodes, which would not wait
          * behind the BLPOP: it waits on its own, then they run */
@@ -87,6 +143,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     } else {
         rc = rs_pipe(r, c, nc, x, ntypes ? "claim" : dq, err);
     }
+    if (nw && r->parts > 1) __atomic_sub_fetch(&waiting[start], 1, __ATOMIC_RELAXED);
     r->long_ms = 0;
     rs_cmds_free(c, nc);
     free(c);
@@ -97,16 +154,18 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     }
     if (nw && rs_is_err(x[0])) {
         rc = rs_reply_err(r, x[0], wk, err);
-    } else if (nd) {
-        redisReply *d = x[nw];
-        if (rs_is_err(d))
-            rc = rs_reply_err(r, d, dq, err);
-        else if (d->type != REDIS_REPLY_ARRAY)
-            rc = rs_bad_reply(r, dq, err);
-        else
-            for (i = 0; i < d->elements && *ndue < due_max; i++)
-                if (d->element[i]->type == REDIS_REPLY_STRING)
-                    rs_copy_str(due_ids[(*ndue)++], 64, d->element[i]);
+    } else {
+        for (j = 0; j < nd && !rc; j++) {
+            redisReply *d = x[nw + j];
+            if (rs_is_err(d))
+                rc = rs_reply_err(r, d, dq, err);
+            else if (d->type != REDIS_REPLY_ARRAY)
+                rc = rs_bad_reply(r, dq, err);
+            else
+                for (i = 0; i < d->elements && *ndue < due_max; i++)
+                    if (d->element[i]->type == REDIS_REPLY_STRING)
+                        rs_copy_str(due_ids[(*ndue)++], 64, d->element[i]);
+        }
     }
     cx = x + nw + nd;
     for (k = 0; k < ntypes; k++)
@@ -154,8 +213,8 @@ int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_id(id, err)) != 0) return rc;
-    rs_k_dq(r, dq);
+    if ((rc = rs_check_id(id, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
+    rs_k_dq(r, rs_part(r, id), dq);
     rs_cmd_add(&c, "ZADD");
     rs_cmd_add(&c, dq);
     if (only_earlier) rs_cmd_add(&c, "LT");
@@ -172,8 +231,8 @@ int rs_forget(rs *r, const char *id, weft_error *err)
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_id(id, err)) != 0) return rc;
-    rs_k_dq(r, dq);
+    if ((rc = rs_check_id(id, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
+    rs_k_dq(r, rs_part(r, id), dq);
     rs_cmd_add(&c, "ZREM");
     rs_cmd_add(&c, dq);
     rs_cmd_add(&c, id);

@@ -16,6 +16,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "base/keyslot.h"
 #include "base/redis_url.h"
 #include "base/util.h"
 #include "store/redis/redis.h"
@@ -63,9 +64,16 @@ struct rs {
     int guard;             /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly;    /* a steps pipeline sent, its replies not read yet */
     struct rs_cluster *cl; /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
-    int long_ms;           /* > 0: the next exchange waits this long in Redis (BLPOP) */
-    rs_epoch *epoch;       /* shared; NULL = no epoch checks */
-    wu_buf proto;          /* commands in the wire format, before they go to hiredis */
+    /* the layout (P layout, read at the first connect): partitions of the
+     * decider queue and wake tokens, each a hash tag (ptag) */
+    int want_parts; /* configured; 0 = what Redis holds */
+    int parts;      /* 0 until read */
+    int loading;    /* reading it */
+    char (*ptag)[RC_TAG_MAX];
+    unsigned wrr;    /* rotates the partitions an idle worker waits on and polls */
+    int long_ms;     /* > 0: the next exchange waits this long in Redis (BLPOP) */
+    rs_epoch *epoch; /* shared; NULL = no epoch checks */
+    wu_buf proto;    /* commands in the wire format, before they go to hiredis */
     const char *src[S_COUNT];
     char sha[S_COUNT][41];
 };
@@ -169,8 +177,9 @@ int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err)
 void rs_cat(char *dst, size_t cap, ...);
 void rs_k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX]);
 void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX]);
-void rs_k_dq(const rs *r, char key[KEY_MAX]);
-void rs_k_wake(const rs *r, char key[KEY_MAX]);
+void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);
+void rs_k_wake(const rs *r, int part, char key[KEY_MAX]);
+int rs_part(const rs *r, const char *id);
 void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX]);
 int rs_check_id(const char *id, weft_error *err);
 char *rs_reply_dup(const redisReply *x);
@@ -186,6 +195,11 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err);
 void rs_cl_drop(rs *r);
 void rs_cl_revive(rs *r);
 void rs_cl_free(rs *r);
+
+/* due.c */
+/* The partition for a wake token about workflow id: one an idle worker of
+ * this process waits on, else id's own. */
+int rs_wake_part(const rs *r, const char *id);
 
 /* epoch.c */
 void rs_epoch_seen(rs *r, const redisReply *x, long long unfinished);

@@ -125,18 +125,28 @@ int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], wef
 }
 
 /* One round trip: HSET (info gets "seen": now in ms); with an epoch, GET
- * of the epoch and ZCARD of the decider queue in the same pipeline. */
+ * of the epoch and ZCARD of each partition of the decider queue in the
+ * same pipeline. */
 int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_error *err)
 {
     char k[KEY_MAX], dq[KEY_MAX];
     json_object *j;
-    rs_cmd c[3];
-    redisReply *x[3] = {NULL, NULL, NULL};
-    size_t n = 1;
+    rs_cmd *c = NULL;
+    redisReply **x = NULL;
+    size_t n = 1, i;
+    long long unfinished = 0;
     int rc;
-    memset(c, 0, sizeof c);
     if ((rc = st_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
+    if ((rc = rs_ensure(r, err)) != 0) return rc; /* the layout */
     if ((rc = st_daemon_info(daemon_id, info_json, &j, err)) != 0) return rc;
+    c = calloc((size_t)r->parts + 2, sizeof *c);
+    x = calloc((size_t)r->parts + 2, sizeof *x);
+    if (!c || !x) {
+        json_object_put(j);
+        free(c);
+        free(x);
+        return rs_oom(err);
+    }
     rs_k_name(r, "daemons", "", k);
     rs_cmd_add(&c[0], "HSET");
     rs_cmd_add(&c[0], k);
@@ -146,19 +156,23 @@ int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_err
     if (r->epoch) {
         /* the heartbeat also sees a flush that left the connection up, and
          * how many workflows a loss would take: no round trip of its own */
-        rs_k_dq(r, dq);
         rs_cmd_add(&c[1], "GET");
         rs_cmd_addf(&c[1], "%sepoch", r->prefix);
-        rs_cmd_add(&c[2], "ZCARD");
-        rs_cmd_add(&c[2], dq);
-        n = 3;
+        for (n = 2; n < (size_t)r->parts + 2; n++) {
+            rs_k_dq(r, (int)n - 2, dq);
+            rs_cmd_add(&c[n], "ZCARD");
+            rs_cmd_dup(&c[n], dq);
+        }
     }
     rc = rs_pipe(r, c, n, x, k, err);
     rs_cmds_free(c, n);
     if (!rc && rs_is_err(x[0])) rc = rs_reply_err(r, x[0], k, err);
-    if (!rc && n == 3 && !rs_is_err(x[1]) && !rs_is_err(x[2]))
-        rs_epoch_seen(r, x[1], x[2]->type == REDIS_REPLY_INTEGER ? x[2]->integer : -1);
+    for (i = 2; i < n && unfinished >= 0; i++)
+        unfinished = x[i] && x[i]->type == REDIS_REPLY_INTEGER ? unfinished + x[i]->integer : -1;
+    if (!rc && n > 1 && !rs_is_err(x[1])) rs_epoch_seen(r, x[1], unfinished);
     rs_replies_free(x, n);
+    free(c);
+    free(x);
     return rc;
 }
 

@@ -230,7 +230,7 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
          * save's "look again in 30 s" may arrive after a newer "look now" and
          * must not push it back. Only rs_due's hold moves an entry later; at
          * worst a workflow is looked at once more than it needs. */
-        rs_k_dq(r, key);
+        rs_k_dq(r, rs_part(r, id), key);
         rs_cmd_add(&c[0], "ZADD");
         rs_cmd_dup(&c[0], key);
         rs_cmd_add(&c[0], "LT");
@@ -238,7 +238,7 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
         rs_cmd_add(&c[0], id);
         break;
     case RS_DONE:
-        rs_k_dq(r, key);
+        rs_k_dq(r, rs_part(r, id), key);
         rs_cmd_add(&c[0], "ZREM");
         rs_cmd_dup(&c[0], key);
         rs_cmd_add(&c[0], id);
@@ -359,9 +359,16 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
     char key[KEY_MAX], wake_key[KEY_MAX];
     size_t total = nhead, k = 0, i, j;
     int64_t now = wu_now_ms();
-    int wake = 0;
+    int wake = 0, rc;
     rs_cmd *cmds;
     size_t *first;
+    if ((rc = rs_ensure(r, err)) != 0) { /* the layout names the keys */
+        for (i = 0; i < nhead; i++)
+            rs_cmd_free(&head[i]);
+        for (i = 0; i < nsets; i++)
+            rs_cmd_free(sets[i].trim);
+        return rc;
+    }
     for (i = 0; i < nsets; i++) {
         total += 2 * sets[i].n + 1 + 3 * sets[i].nacks;
         for (j = 0; j < sets[i].n && !wake; j++)
@@ -410,7 +417,7 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
         if (!cmds[i].wave) cmds[i].wave = 1;
     if (wake) {
         cmds[k].wave = cmds[k + 1].wave = 1;
-        rs_k_wake(r, wake_key);
+        rs_k_wake(r, rs_wake_part(r, sets[0].id), wake_key);
         rs_cmd_add(&cmds[k], "LPUSH");
         rs_cmd_dup(&cmds[k], wake_key);
         rs_cmd_add(&cmds[k++], "1");

@@ -91,6 +91,10 @@ typedef struct rs_opts {
                            * the replies are read at the start of the next round trip on
                            * this handle (or by rs_free). For a loop that saves often. */
     rs_epoch *epoch;      /* NULL = no epoch checks; else shared, outlives the rs */
+    /* the key prefix's layout (docs/operations.md), fixed at its first use and
+     * kept in Redis (P layout): 0 = $WEFT_PARTITIONS, else what Redis holds. A
+     * number that differs from Redis's is refused. */
+    int partitions; /* 1-1024; new: 1, 8 on a cluster */
 } rs_opts;
 
 /* Connect. WEFT_EIO with the reason ("redis://127.0.0.1:6390: Connection
