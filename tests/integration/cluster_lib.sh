@@ -20,11 +20,16 @@ cluster_port() {
     done
 }
 
-# cluster_node PORT: one node (its files in $CLUSTER_DIR/PORT, its pid in pid there)
+# cluster_node PORT: one node (its files in $CLUSTER_DIR/PORT, its pid in pid
+# there). A replica may always take over from its failed primary (validity
+# factor 0): a freshly made cluster's replicas may not have heard from their
+# primary for longer than Redis otherwise allows; and they sync at once
+# (Redis waits 5 s for more replicas to sync with, by default).
 cluster_node() {
     mkdir -p "$CLUSTER_DIR/$1"
     redis-server --port "$1" --bind 127.0.0.1 --cluster-enabled yes \
         --cluster-config-file "$CLUSTER_DIR/$1/nodes.conf" --cluster-node-timeout 2000 \
+        --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
         --save '' --appendonly no --dir "$CLUSTER_DIR/$1" --daemonize no \
         --pidfile "$CLUSTER_DIR/$1/pid" --logfile "$CLUSTER_DIR/$1/redis.log" &
     i=0
@@ -35,12 +40,21 @@ cluster_node() {
     done
 }
 
-# cluster_ok: until every slot is served and every primary has its replica
+# replicas_synced: every replica's link to its primary is up (a replica that
+# has not synced yet would take over with nothing)
+replicas_synced() {
+    for p in $CLUSTER_PORTS; do
+        redis-cli -p "$p" info replication | tr -d '\r' | grep -q '^role:slave' || continue
+        redis-cli -p "$p" info replication | tr -d '\r' | grep -q '^master_link_status:up' || return 1
+    done
+}
+
+# cluster_ok: until every slot is served and every primary has its replica, synced
 cluster_ok() {
     set -- $CLUSTER_PORTS
     i=0
     until [ "$(redis-cli -p "$1" cluster info | tr -d '\r' | grep '^cluster_state:')" = cluster_state:ok ] &&
-        [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ]; do
+        [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ] && replicas_synced; do
         i=$((i + 1)); [ $i -gt 600 ] && { echo "the cluster did not come up"; return 1; }
         sleep 0.05
     done

@@ -48,8 +48,46 @@ static char *doc_status(const char *doc)
     return out;
 }
 
-/* One round trip for all n: create.lua, ZADD the decider queue and trim the
- * outbox for each, pipelined. */
+/* A create's decider queue entry goes in with its steps, after create.lua.
+ * On a Redis Cluster those are other nodes: should create.lua run and its
+ * steps not (a node lost between), nothing would look at the execution
+ * again. So there each execution gets an entry first, for in
+ * CREATE_GUARD_MS, which its steps can only bring earlier (ZADD LT): the
+ * sweep finds it and applies its outbox. One more round trip per batch. */
+#define CREATE_GUARD_MS 10000
+static int create_guard(rs *r, const rs_create *cr, const size_t *at, size_t m, weft_error *err)
+{
+    rs_cmd *c = calloc(m, sizeof *c);
+    redisReply **x = calloc(m, sizeof *x);
+    char dq[KEY_MAX];
+    long long when = (long long)wu_now_ms() + CREATE_GUARD_MS;
+    size_t i;
+    int rc = 0;
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return rs_oom(err);
+    }
+    for (i = 0; i < m; i++) {
+        rs_k_dq(r, rs_part(r, cr[at[i]].id), dq);
+        rs_cmd_add(&c[i], "ZADD");
+        rs_cmd_dup(&c[i], dq);
+        rs_cmd_add(&c[i], "LT");
+        rs_cmd_addf(&c[i], "%lld", when);
+        rs_cmd_add(&c[i], cr[at[i]].id);
+    }
+    rc = rs_pipe(r, c, m, x, "create", err);
+    for (i = 0; i < m && !rc; i++)
+        if (rs_is_err(x[i])) rc = rs_reply_err(r, x[i], cr[at[i]].id, err);
+    rs_replies_free(x, m);
+    rs_cmds_free(c, m);
+    free(c);
+    free(x);
+    return rc;
+}
+
+/* One round trip for all n (two on a cluster): create.lua, ZADD the decider
+ * queue and trim the outbox for each, pipelined. */
 int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
 {
     rs_cmd *head = calloc(n + 1, sizeof *head), *trim = calloc(n + 1, sizeof *trim);
@@ -130,7 +168,13 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         at[m++] = i;
     }
     if (m == 0) goto out;
+    if (r->cl && (rc = create_guard(r, cr, at, m, err)) != 0) {
+        rs_cmds_free(head, m);
+        rs_cmds_free(trim, m);
+        goto failed;
+    }
     rc = rs_steps_apply(r, head, m, hrep, sets, m, err);
+failed:
     for (i = 0; i < m; i++) {
         rs_create *c = &cr[at[i]];
         weft_error e2 = {0};

@@ -1,0 +1,100 @@
+#!/bin/bash
+# chaos.sh on a Redis Cluster (6 nodes: 3 primaries with a replica each):
+# two weftd daemons run a few hundred mixed workflows while a daemon is
+# SIGKILLed and restarted, a primary is SIGKILLed (its replica takes over)
+# and a few hundred slots are moved live with redis-cli --cluster reshard
+# (MOVED and ASK under load). Every workflow must end COMPLETED with the
+# right output, and no task reference may complete twice.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
+. "$(dirname "$0")/cluster_lib.sh"
+trap 'cleanup_procs; stop_cluster; rm -rf "$TMP"' EXIT
+C="$SRC/tests/integration/chaos"
+PER=${WEFT_CHAOS_PER:-40} # workflows per kind (5 kinds)
+start_cluster
+ok "a 6-node cluster is up"
+daemon_args="--workers 3 --set lease=2s --set sweep_interval=1s --set lock_ttl=2s --set lock=redis"
+start_weftd d1 $daemon_args
+start_weftd d2 $daemon_args
+run_weft register "$C/child.lua"; expect_rc "register child" 0
+
+ids="$TMP/ids"; : >"$ids"
+start_batch() { # from..to
+    for i in $(seq "$1" "$2"); do
+        for kind in chain fork dynamic sub loop; do
+            # a producer retries while the cluster fails over (the same key: never two workflows)
+            for try in $(seq 1 20); do
+                run_weft start "$C/$kind.lua" --input "{\"n\":$i}" --idempotency-key "$$-$kind-$i"
+                [ "$rc" = 0 ] && break
+                sleep 0.5
+            done
+            [ "$rc" = 0 ] && echo "$kind $i $last" >>"$ids" || not_ok "start $kind $i: $errout"
+        done
+    done
+}
+node_id() { redis-cli -p "$1" cluster myid | tr -d '\r'; }
+primaries() { redis-cli -p "$1" cluster nodes | grep master | grep -v fail | sed 's/.*:\([0-9]*\)@.*/\1/'; }
+
+q=$((PER / 4))
+start_batch 1 "$q"
+kill_weftd d1 9; ok "SIGKILLed d1"
+start_batch $((q + 1)) $((2 * q))
+start_weftd d1 $daemon_args; ok "restarted d1"
+
+# a primary dies: its replica is promoted
+set -- $CLUSTER_PORTS
+set -- $(primaries "$1")
+victim=$1 survivor=$2 other=$3
+kill -9 "$(cat "$CLUSTER_DIR/$victim/pid")"; ok "SIGKILLed the primary on $victim"
+start_batch $((2 * q + 1)) $((3 * q))
+if wait_for 30 sh -c "[ \"\$(redis-cli -p $survivor cluster info | tr -d '\r' | grep '^cluster_state:')\" = cluster_state:ok ] && [ \$(redis-cli -p $survivor cluster nodes | grep master | grep -v fail | wc -l) = 3 ]"; then
+    ok "its replica took over"
+else
+    not_ok "no failover: $(redis-cli -p "$survivor" cluster nodes)"
+fi
+cluster_node "$victim" # it comes back as a replica
+wait_for 30 replicas_synced && ok "it came back as a replica, synced" || not_ok "the old primary did not sync"
+
+# a few hundred slots move from one primary to another while work runs
+start_batch $((3 * q + 1)) "$PER" &
+batch=$!
+set -- $(primaries "$survivor")
+redis-cli --cluster reshard "127.0.0.1:$survivor" --cluster-from "$(node_id "$1")" \
+    --cluster-to "$(node_id "$2")" --cluster-slots 300 --cluster-yes >"$TMP/reshard.log" 2>&1 &&
+    ok "300 slots moved live from $1 to $2" || not_ok "reshard: $(tail -n 5 "$TMP/reshard.log")"
+wait "$batch"
+
+expected() { # kind n -> JSON
+    n=$2
+    case $1 in
+    chain) echo "{\"v\":$(( (n + 1) * 2 - 1 ))}" ;;
+    fork) echo "{\"a\":$(( n * 10 )),\"b\":$(( n * 100 ))}" ;;
+    dynamic) echo "{\"sum\":$(( 210 + 20 * n ))}" ;;
+    sub) echo "{\"named\":$(( n * 2 )),\"inline\":$(( n * n ))}" ;;
+    loop) echo "{\"iterations\":4,\"total\":$(( 4 * n ))}" ;;
+    esac
+}
+bad=0 dups=0 total=0
+while read -r kind n id; do
+    total=$((total + 1))
+    "$WEFT" wait "$id" --timeout 120 >"$TMP/w.out" 2>"$TMP/w.err"
+    wrc=$?
+    got=$(tail -n 1 "$TMP/w.out")
+    if [ "$wrc" != 0 ] || ! "$JSONEQ" "$got" "$(expected "$kind" "$n")"; then
+        bad=$((bad + 1))
+        [ $bad -le 5 ] && echo "# $kind $n $id: exit $wrc, output $got, wanted $(expected "$kind" "$n"): $(cat "$TMP/w.err")"
+    fi
+    if ! "$WEFT" status "$id" | "$BUILD/tests/wfcheck" >"$TMP/dup" 2>&1; then
+        dups=$((dups + 1))
+        [ $dups -le 5 ] && echo "# $kind $n $id: $(cat "$TMP/dup")"
+    fi
+done <"$ids"
+[ "$total" -eq $((PER * 5)) ] && ok "$total workflows started" || not_ok "only $total of $((PER * 5)) started"
+[ $bad -eq 0 ] && ok "all $total completed with the right output" || not_ok "$bad of $total wrong or unfinished"
+[ $dups -eq 0 ] && ok "no task reference completed twice" || not_ok "$dups workflows completed a task twice"
+kill -0 "$(weftd_pid d1)" && kill -0 "$(weftd_pid d2)" && ok "both daemons survived" || not_ok "a daemon died"
+for d in d1 d2; do
+    grep -c 'level=error' "$TMP/$d.log" | sed "s/^/# $d error lines: /"
+    grep 'level=error' "$TMP/$d.log" | cut -c1-300 | head -n 3 | sed 's/^/#   /'
+done
+finish
