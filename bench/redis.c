@@ -35,6 +35,7 @@
 #include "plugin/loader.h"
 #include "base/redis_url.h"
 #include "store/redis/backend.h"
+#include "store/redis/slots.h"
 #include "base/util.h"
 
 #include "bench.h"
@@ -82,6 +83,66 @@ fail:
     return NULL;
 }
 
+/*
+ * The servers the run's keys live on: the seed alone, or on a Redis Cluster
+ * its primaries (from CLUSTER SLOTS), each with a connection of the bench's
+ * own for INFO, key counts and the clean-up.
+ */
+typedef struct servers {
+    redisContext *c[64];
+    char name[64][300];
+    int n;
+    rc_map map;
+} servers;
+
+static int servers_open(servers *v, redisContext *seed, const ru_url *u)
+{
+    redisReply *x = cmd(seed, "INFO cluster");
+    weft_error err = {0};
+    size_t i;
+    int cluster = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "cluster_enabled:1");
+    if (x) freeReplyObject(x);
+    memset(v, 0, sizeof *v);
+    if (!cluster) {
+        v->c[0] = seed;
+        snprintf(v->name[0], sizeof v->name[0], "%s", u->shown);
+        v->n = 1;
+        return 0;
+    }
+    x = cmd(seed, "CLUSTER SLOTS");
+    if (rc_map_read(&v->map, x, &err)) {
+        fprintf(stderr, "weft-bench: %s\n", err.msg);
+        if (x) freeReplyObject(x);
+        return -1;
+    }
+    freeReplyObject(x);
+    for (i = 0; i < v->map.nnodes && i < 64; i++) {
+        ru_url nu = *u;
+        nu.host = v->map.nodes[i].host;
+        nu.port = v->map.nodes[i].port;
+        nu.path = NULL;
+        snprintf(v->name[i], sizeof v->name[i], "%s:%d", nu.host, nu.port);
+        if (!(v->c[i] = r_connect(&nu, v->name[i]))) return -1;
+        v->n++;
+    }
+    return 0;
+}
+
+static void servers_close(servers *v, redisContext *seed)
+{
+    int i;
+    for (i = 0; i < v->n; i++)
+        if (v->c[i] != seed) redisFree(v->c[i]);
+    rc_map_free(&v->map);
+}
+
+/* The connection serving key. */
+static redisContext *server_of(const servers *v, const char *key)
+{
+    const rc_node *n = v->map.nnodes ? rc_map_node(&v->map, rc_key_slot(key, strlen(key))) : NULL;
+    return n ? v->c[n - v->map.nodes] : v->c[0];
+}
+
 /* INFO <section> as text (caller frees), or NULL. */
 static char *info(redisContext *c, const char *section)
 {
@@ -111,7 +172,7 @@ typedef struct rstats {
     double cmd_calls[BN_STATS_MAX], cmd_usec[BN_STATS_MAX];
 } rstats;
 
-static int rstats_take(redisContext *c, rstats *s)
+static int rstats_one(redisContext *c, rstats *s)
 {
     char *mem = info(c, "memory"), *cpu = info(c, "cpu"), *st = info(c, "stats"),
          *cs = info(c, "commandstats"), *p;
@@ -139,6 +200,49 @@ static int rstats_take(redisContext *c, rstats *s)
     free(st);
     free(cs);
     return ok ? 0 : -1;
+}
+
+/* The servers' stats, summed (per command too), and each one's commands and
+ * keys under prefix (cmds[i], keys[i]). */
+static int rstats_take(const servers *v, const char *prefix, rstats *s, double *cmds, double *keys)
+{
+    int i, k;
+    memset(s, 0, sizeof *s);
+    for (i = 0; i < v->n; i++) {
+        rstats one;
+        char cursor[32] = "0";
+        if (rstats_one(v->c[i], &one)) return -1;
+        s->used_memory += one.used_memory;
+        s->cpu_s += one.cpu_s;
+        s->reads += one.reads;
+        s->commands += one.commands;
+        cmds[i] = one.commands;
+        for (k = 0; k < one.ncmds; k++) {
+            int at = -1, j;
+            for (j = 0; j < s->ncmds && at < 0; j++)
+                if (!strcmp(s->cmd_name[j], one.cmd_name[k])) at = j;
+            if (at < 0 && s->ncmds < BN_STATS_MAX) {
+                at = s->ncmds++;
+                snprintf(s->cmd_name[at], sizeof s->cmd_name[at], "%s", one.cmd_name[k]);
+            }
+            if (at >= 0) {
+                s->cmd_calls[at] += one.cmd_calls[k];
+                s->cmd_usec[at] += one.cmd_usec[k];
+            }
+        }
+        keys[i] = 0;
+        do { /* the run's keys on this server */
+            redisReply *x = cmd(v->c[i], "SCAN %s MATCH %s* COUNT 1000", cursor, prefix);
+            if (!x || x->type != REDIS_REPLY_ARRAY || x->elements != 2) {
+                if (x) freeReplyObject(x);
+                break;
+            }
+            snprintf(cursor, sizeof cursor, "%s", x->element[0]->str);
+            keys[i] += (double)x->element[1]->elements;
+            freeReplyObject(x);
+        } while (strcmp(cursor, "0"));
+    }
+    return 0;
 }
 
 static int rstats_find(const rstats *s, const char *name)
@@ -303,11 +407,13 @@ static int daemons_start(const opts *o, const char *prefix, daemons *d)
 }
 
 /* Until every daemon has said it is alive (Pdaemons has K entries). */
-static int daemons_wait(redisContext *c, const char *prefix, daemons *d, int timeout_s)
+static int daemons_wait(const servers *v, const char *prefix, daemons *d, int timeout_s)
 {
     int64_t until = bn_now_us() + (int64_t)timeout_s * 1000000;
+    char key[128];
+    snprintf(key, sizeof key, "%sdaemons", prefix);
     while (bn_now_us() < until && !bn_interrupted) {
-        redisReply *x = cmd(c, "HLEN %sdaemons", prefix);
+        redisReply *x = cmd(server_of(v, key), "HLEN %s", key);
         long long up = x && x->type == REDIS_REPLY_INTEGER ? x->integer : 0;
         int k;
         if (x) freeReplyObject(x);
@@ -545,6 +651,8 @@ int bn_run_redis(const opts *o)
     daemons d = {0};
     run R;
     rstats s0, s1;
+    servers sv = {0};
+    double cmd0[64], cmd1[64], key0[64], key1[64];
     char prefix[64], id[64];
     double set_rps = 0, cpu_d0 = 0, cpu_d1 = 0, cpu_c0, cpu_c1, tps;
     int64_t submitted_us = 0;
@@ -574,7 +682,7 @@ int bn_run_redis(const opts *o)
         fprintf(stderr, "weft-bench: out of memory\n");
         return 1;
     }
-    if (!(ctl = r_connect(&u, o->redis_url))) goto out;
+    if (!(ctl = r_connect(&u, o->redis_url)) || servers_open(&sv, ctl, &u)) goto out;
     if (o->baseline_n > 0) set_rps = set_baseline(&u, o->baseline_n);
 
     seed = (unsigned)getpid() ^ (unsigned)bn_now_us();
@@ -620,7 +728,7 @@ int bn_run_redis(const opts *o)
     }
     rc = 1;
 
-    if (daemons_start(o, prefix, &d) || daemons_wait(ctl, prefix, &d, 30)) goto out;
+    if (daemons_start(o, prefix, &d) || daemons_wait(&sv, prefix, &d, 30)) goto out;
 
     if (!(R.sub = r_connect(&u, o->redis_url))) goto out;
     {
@@ -628,7 +736,7 @@ int bn_run_redis(const opts *o)
         if (!x) goto out;
         freeReplyObject(x);
     }
-    if (rstats_take(ctl, &s0)) goto out;
+    if (rstats_take(&sv, prefix, &s0, cmd0, key0)) goto out;
     cpu_d0 = daemons_cpu_s(&d);
     cpu_c0 = bn_cpu_self_s();
     R.deadline_us = bn_now_us() + (int64_t)o->timeout_s * 1000000;
@@ -702,7 +810,7 @@ int bn_run_redis(const opts *o)
     if (done < R.n)
         fprintf(stderr, "weft-bench: only %ld of %ld workflows ended (%s)\n", done, R.n,
                 bn_interrupted ? "interrupted" : "timed out");
-    if (rstats_take(ctl, &s1)) goto out;
+    if (rstats_take(&sv, prefix, &s1, cmd1, key1)) goto out;
 
     j = bn_result_head(o, "redis");
     bad = bn_report(&R, j, &tps);
@@ -727,6 +835,29 @@ int bn_run_redis(const opts *o)
         bn_put_num(j, "client_cpu_us_per_task", (cpu_c1 - cpu_c0) * 1e6 / tasks, 1);
         if (o->stats) print_cmd_stats(&s0, &s1, tasks);
     }
+    if (sv.n > 1) {
+        /* a cluster: each primary's share of the commands and of the run's keys */
+        json_object *per = json_object_new_array();
+        double tc = 0, tk = 0, mc = 0, mk = 0;
+        int k;
+        for (k = 0; k < sv.n; k++) {
+            tc += cmd1[k] - cmd0[k];
+            tk += key1[k];
+        }
+        for (k = 0; k < sv.n; k++) {
+            json_object *one = json_object_new_object();
+            double c = tc > 0 ? (cmd1[k] - cmd0[k]) / tc : 0, kk = tk > 0 ? key1[k] / tk : 0;
+            json_object_object_add(one, "node", json_object_new_string(sv.name[k]));
+            bn_put_num(one, "cmds_share", c, 3);
+            bn_put_num(one, "keys_share", kk, 3);
+            json_object_array_add(per, one);
+            mc = c > mc ? c : mc;
+            mk = kk > mk ? kk : mk;
+        }
+        json_object_object_add(j, "primaries", per);
+        bn_put_num(j, "max_cmds_share", mc, 3);
+        bn_put_num(j, "max_keys_share", mk, 3);
+    }
     printf("%s\n", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
     fflush(stdout);
     json_object_put(j);
@@ -737,11 +868,15 @@ out:
         pthread_join(listener, NULL);
     }
     if (d.pid && daemons_stop(&d, rc != 0)) rc = 1;
-    if (ctl && !o->keep && R.prefix_len)
-        delete_prefix(ctl, prefix);
-    else if (ctl && R.prefix_len)
+    if (ctl && !o->keep && R.prefix_len) {
+        int k;
+        for (k = 0; k < sv.n; k++)
+            delete_prefix(sv.c[k], prefix);
+        if (!sv.n) delete_prefix(ctl, prefix);
+    } else if (ctl && R.prefix_len)
         fprintf(stderr, "weft-bench: kept the run's keys under %s\n", prefix);
     if (R.sub) redisFree(R.sub);
+    servers_close(&sv, ctl);
     if (ctl) redisFree(ctl);
     def_unref(def);
     st_free(r);
