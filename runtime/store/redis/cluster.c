@@ -199,7 +199,10 @@ int rs_cl_start(rs *r, redisContext *seed, weft_error *err)
     r->early = 0; /* steps go out in their own round trip: no flights across nodes */
     rc = map_from(r, seed, r->url.shown, err);
     redisFree(seed);
-    if (rc) return rc;
+    if (rc) {
+        rs_cl_free(r); /* the next call connects again from the seeds */
+        return rc;
+    }
     r->broken = 0;
     return 0;
 }
@@ -305,7 +308,10 @@ static int try_send(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, try_state *
             any = t->todo[i] && t->to[i] == (int)j;
         if (!any) continue;
         if (!(c = node_conn(r, j, err))) {
-            if (err->code == WEFT_ENOMEM) return WEFT_ENOMEM;
+            if (err->code == WEFT_ENOMEM) {
+                rs_cl_drop(r); /* commands may sit in other nodes' buffers */
+                return WEFT_ENOMEM;
+            }
             unreached = 1;
             for (i = 0; i < n; i++)
                 if (t->todo[i] && t->to[i] == (int)j) t->to[i] = -2; /* not sent */
@@ -320,7 +326,10 @@ static int try_send(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, try_state *
             if (t->todo[i] && t->to[i] == (int)j)
                 ok = (!t->ask[i] || rs_append_cmds(r, c, &asking, 1) == REDIS_OK) &&
                      rs_append_cmds(r, c, &cmds[i], 1) == REDIS_OK;
-        if (!ok) return rs_oom(err);
+        if (!ok) {
+            rs_cl_drop(r);
+            return rs_oom(err);
+        }
         rs_long_wait(r, c, 1);
     }
     rs_sigpipe_block(r, &g);
@@ -441,6 +450,7 @@ static int pipe_once(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char
             if (t.to[i] < 0) { /* not sent: its node is unreachable, or unknown */
                 left++;
                 wait = 1;
+                cl->stale = 1; /* the map may know better by now */
                 continue;
             }
             if (is_reply(x, "MOVED") && (j = redirect_node(cl, x, &slot)) >= 0) {
@@ -501,8 +511,15 @@ int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
         if (!m) continue;
         memset(subrep, 0, m * sizeof *subrep);
         rc = pipe_once(r, sub, m, subrep, key, err);
-        for (i = 0; i < m; i++)
+        for (i = 0; i < m; i++) {
             rep[idx[i]] = subrep[i];
+            /* a command of this wave the cluster never took: the next waves
+             * depend on it, so they are not sent */
+            if (!rc && w < top &&
+                (is_reply(subrep[i], "MOVED") || is_reply(subrep[i], "ASK") ||
+                 is_reply(subrep[i], "TRYAGAIN") || is_reply(subrep[i], "CLUSTERDOWN")))
+                rc = wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, subrep[i]->str);
+        }
     }
     free(sub);
     free(subrep);

@@ -147,6 +147,24 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     r->long_ms = 0;
     rs_cmds_free(c, nc);
     free(c);
+    if (rc && r->cl) {
+        /* a cluster's other nodes may have handed out claims before one node
+         * failed: they go back (on a single Redis nothing was read) */
+        rs_lease *back;
+        size_t nb = 0, room = 0;
+        for (k = 0; k < ntypes; k++)
+            if (x[nw + nd + k] && x[nw + nd + k]->type == REDIS_REPLY_ARRAY)
+                room += x[nw + nd + k]->elements / 3;
+        if (room && (back = calloc(room, sizeof *back)) != NULL) {
+            for (k = 0; k < ntypes; k++) {
+                redisReply *y = x[nw + nd + k];
+                if (y && y->type == REDIS_REPLY_ARRAY)
+                    rs_claims_of(y, types[(first + k) % ntypes], (int)room, back, &nb);
+            }
+            if (nb) rs_claim_release(r, back, nb);
+            free(back);
+        }
+    }
     if (rc) {
         rs_replies_free(x, nc);
         free(x);

@@ -62,11 +62,11 @@ static int create_guard(rs *r, const rs_create *cr, const size_t *at, size_t m, 
     char dq[KEY_MAX];
     long long when = (long long)wu_now_ms() + CREATE_GUARD_MS;
     size_t i;
-    int rc = 0;
-    if (!c || !x) {
+    int rc = rs_ensure(r, err); /* the layout names the key */
+    if (rc || !c || !x) {
         free(c);
         free(x);
-        return rs_oom(err);
+        return rc ? rc : rs_oom(err);
     }
     for (i = 0; i < m; i++) {
         rs_k_dq(r, rs_part(r, cr[at[i]].id), dq);
