@@ -5,6 +5,7 @@
 # that run against weftd and one Redis run again here, on the cluster
 # (redis_lib.sh's cluster mode).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
 . "$(dirname "$0")/cluster_lib.sh"
 trap 'stop_cluster; rm -rf "$TMP"' EXIT
 start_cluster
@@ -52,6 +53,25 @@ done
 run_weft status nosuch --redis "redis://127.0.0.1:$1/2"
 expect_rc "a /db on a cluster" 2
 expect_err "says why" "SELECT is not allowed in cluster mode"
+
+# the layout is fixed at first use: this prefix has 8 partitions (a cluster's
+# default), and a process configured otherwise is refused, naming both
+[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" partitions)" = 8 ] &&
+    ok "a new prefix on a cluster gets 8 partitions" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
+WEFT_PARTITIONS=4 run_weft status nosuch
+expect_rc "WEFT_PARTITIONS=4 against a prefix of 8" 2
+expect_err "names both" "was first used with partitions=8 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with partitions=4"
+"$BUILD/runtime/weftd" --no-api --workers 1 --set partitions=16 >"$TMP/p16.log" 2>&1 &
+ppid=$!
+if wait_for 10 sh -c "! kill -0 $ppid"; then
+    wait "$ppid"
+    prc=$?
+    [ "$prc" = 1 ] && grep -q "configured with partitions=16" "$TMP/p16.log" &&
+        ok "weftd --set partitions=16 exits 1 and says why" || not_ok "weftd: exit $prc: $(cat "$TMP/p16.log")"
+else
+    kill -9 "$ppid"
+    not_ok "weftd with partitions=16 kept running"
+fi
 
 # the suites against weftd, on this cluster (each under its own key prefix)
 for s in daemon api api_input operator events secrets workers tree_ops queue_controls payload_refs \

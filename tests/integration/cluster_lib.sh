@@ -49,12 +49,20 @@ replicas_synced() {
     done
 }
 
+# every_node_ok: every node says cluster_state:ok (each one learns it on its own)
+every_node_ok() {
+    for p in $CLUSTER_PORTS; do
+        [ "$(redis-cli -p "$p" cluster info | tr -d '\r' | grep '^cluster_state:')" = cluster_state:ok ] ||
+            return 1
+    done
+}
+
 # cluster_ok: until every slot is served and every primary has its replica, synced
 cluster_ok() {
     set -- $CLUSTER_PORTS
     i=0
-    until [ "$(redis-cli -p "$1" cluster info | tr -d '\r' | grep '^cluster_state:')" = cluster_state:ok ] &&
-        [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ] && replicas_synced; do
+    until every_node_ok && [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ] &&
+        replicas_synced; do
         i=$((i + 1)); [ $i -gt 600 ] && { echo "the cluster did not come up"; return 1; }
         sleep 0.05
     done

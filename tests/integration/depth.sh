@@ -37,7 +37,7 @@ for _, k in ipairs(redis.call('KEYS', ARGV[1])) do
 end
 local r = {}
 for s, c in pairs(n) do r[#r + 1] = s .. '=' .. c end
-return r" 0 "${WEFT_KEY_PREFIX}{*}" | awk -F= '{ n[$1] += $2 } END { for (s in n) printf "%s=%d ", s, n[s] }'
+return r" 0 "${WEFT_KEY_PREFIX}{*}" | awk -F= 'NF == 2 { n[$1] += $2 } END { for (s in n) printf "%s=%d ", s, n[s] }'
 }
 has_status() { case " $(by_status) " in *" $1 "*) return 0 ;; esac; return 1; }
 
