@@ -496,6 +496,9 @@ expect_rc "a terminated workflow waits to exit 1" 1
 expect_err "terminate --api reason" "enough"
 run_api terminate "$gid"; expect_rc "weft terminate --api twice" 1
 run_api retry "$gid"; expect_rc "weft retry --api" 0
+# the retried gate is there once a decider ran the workflow (a signal before
+# it lands on the old one: seen on a cluster, where that takes longer)
+wait_for 10 sh -c "curl -s '$API/api/workflow/$gid' | grep -q '\"referenceTaskName\":\"gate\",\"taskReferenceName\":\"gate\",\"status\":\"IN_PROGRESS\"'"
 run_api signal "$gid" gate '{"answer":5}' --status FAILED --reason "said no"
 expect_rc "weft signal --api --status FAILED" 0
 run_api wait "$gid" --timeout 10
