@@ -37,20 +37,27 @@ int rc_part_of(const char *id, int parts)
     return parts > 1 ? (int)(rc_crc16(id, strlen(id)) % (unsigned)parts) : 0;
 }
 
-void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX])
+void rc_range_tag(char *tag, size_t cap, const char *base, int label, int range, int parts)
 {
     unsigned n;
+    /* the first "<base><label>:<n>" whose slot lies in the range-th of parts
+     * equal ranges: tags spread over the slots, so over the primaries of a
+     * cluster whose slots were split in ranges (redis-cli --cluster create) */
+    for (n = 0;; n++) {
+        int s;
+        if ((size_t)snprintf(tag, cap, "%s%d:%u", base, label, n) >= cap) return; /* cut */
+        s = rc_key_slot(tag, strlen(tag));
+        if ((long)s * parts / RC_SLOTS == range) return;
+    }
+}
+
+void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX])
+{
+    char b[RC_TAG_MAX];
     if (parts <= 1) {
         snprintf(tag, RC_TAG_MAX, "%s", base);
         return;
     }
-    /* the first "<base>:<i>:<n>" whose slot lies in the i-th of parts equal
-     * ranges: partitions spread over the slots, so over the primaries of a
-     * cluster whose slots were split in ranges (redis-cli --cluster create) */
-    for (n = 0;; n++) {
-        int s;
-        snprintf(tag, RC_TAG_MAX, "%s:%d:%u", base, i, n);
-        s = rc_key_slot(tag, strlen(tag));
-        if ((long)s * parts / RC_SLOTS == i) return;
-    }
+    snprintf(b, sizeof b, "%s:", base);
+    rc_range_tag(tag, RC_TAG_MAX, b, i, i, parts);
 }

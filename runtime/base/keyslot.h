@@ -28,4 +28,9 @@ int rc_part_of(const char *id, int parts);
  * n chosen so that the tag's slot is in the i-th of parts equal slot ranges. */
 void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX]);
 
+/* The first "<base><label>:<n>" (n = 0, 1, ...) whose slot lies in the
+ * range-th of parts equal slot ranges, into tag (cap bytes; base must leave
+ * room for the digits: a tag cut short is returned as it is). */
+void rc_range_tag(char *tag, size_t cap, const char *base, int label, int range, int parts);
+
 #endif

@@ -77,6 +77,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.rs.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
     o.rs.epoch = n->epoch;
     o.rs.partitions = n->cfg->partitions;
+    o.rs.queue_shards = n->cfg->queue_shards;
     o.defs = &n->defs;
     o.cache = w->cache;
     o.ps = n->payloads;
@@ -314,6 +315,8 @@ static int start_api(nd_node *n, weft_error *err)
     a->store.url = cfg->redis_url;
     a->store.prefix = cfg->key_prefix;
     a->store.retention_ms = cfg->retention_ms;
+    a->store.partitions = cfg->partitions;
+    a->store.queue_shards = cfg->queue_shards;
     a->store.epoch = n->epoch;
     a->defs = &n->defs;
     a->lock = n->lock;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "redis_store_fixture.h"
+#include "base/keyslot.h"
 
 /* ---- work queues ---- */
 
@@ -290,6 +291,212 @@ static void test_wake(void **state)
     assert_int_equal(qint("ZSCORE weft:{dq}:due wf1"), 8000);
 }
 
+/* ---- queue shards ---- */
+
+static rs *open_shards(const char *prefix, const char *shards, int *rc, weft_error *err)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    o.url = srv.url;
+    o.prefix = prefix;
+    o.queue_shards = shards;
+    *rc = rs_open(&o, &x, err);
+    return x;
+}
+
+/* The key of shard s (1..n) of type under prefix "sh:". */
+static void shard_key(const char *type, int s, int n, const char *which, char *key, size_t cap)
+{
+    char base[160], tag[200];
+    snprintf(base, sizeof base, "q:%s|", type);
+    rc_range_tag(tag, sizeof tag, base, s, s - 1, n);
+    snprintf(key, cap, "sh:{%s}:%s", tag, which);
+}
+
+static long long shard_card(const char *type, int s, int n, const char *which)
+{
+    char key[256];
+    shard_key(type, s, n, which, key, sizeof key);
+    return qint("ZCARD %s", key);
+}
+
+static void test_queue_shards(void **state)
+{
+    weft_error err = {0};
+    const char *http[] = {"HTTP"}, *solo[] = {"SOLO"};
+    rs_lease c[64], one;
+    rs_step st;
+    rs *keep = r, *b;
+    long long ready, leased, in_shards = 0;
+    char tid[16], seen[48] = {0}, **ex = NULL, key[256], buf[64];
+    size_t nex = 0;
+    int i, k, n, rc, got;
+    st_qmember m;
+    (void)state;
+
+    r = open_shards("sh:", "4,SOLO=1", &rc, &err);
+    assert_int_equal(rc, 0);
+    assert_string_equal(qstr(buf, sizeof buf, "HGET sh:layout queue_shards"), "4,SOLO=1");
+    create("wf1", LATE);
+    /* members without controls spread over the 4 shards; the base queue
+     * keeps the ones with controls; SOLO has one queue, the base */
+    for (i = 0; i < 40; i++) {
+        snprintf(tid, sizeof tid, "t%d", i);
+        push("wf1", "HTTP", tid, 0);
+    }
+    assert_int_equal(qint("EXISTS sh:{q:HTTP}:ready"), 0);
+    for (k = 1; k <= 4; k++) {
+        n = (int)shard_card("HTTP", k, 4, "ready");
+        assert_true(n > 0 && n < 40);
+        in_shards += n;
+    }
+    assert_int_equal(in_shards, 40);
+    memset(&st, 0, sizeof st);
+    st.kind = RS_PUSH;
+    st.type = "HTTP";
+    st.task_id = "prio";
+    st.priority = 7;
+    {
+        rs_exec e;
+        assert_int_equal(rs_exec_load(r, "wf1", 0, &e, &err), 0);
+        save("wf1", e.fence, &st, 1);
+        rs_exec_clear(&e);
+    }
+    assert_int_equal(qint("ZCARD sh:{q:HTTP}:ready"), 1);
+    push("wf1", "SOLO", "s1", 0);
+    assert_int_equal(qint("ZCARD sh:{q:SOLO}:ready"), 1);
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(ready, 41);
+    assert_int_equal(leased, 0);
+
+    /* claims take from every queue, at most max a call, each member once */
+    for (got = 0, k = 0; k < 20 && got < 41; k++) {
+        n = rs_claim(r, http, 1, 8, 60000, c, &err);
+        assert_true(n >= 0 && n <= 8);
+        for (i = 0; i < n; i++) {
+            if (!strcmp(c[i].task_id, "prio")) {
+                assert_int_equal(c[i].controlled, 1);
+                assert_false(seen[40]);
+                seen[40] = 1;
+            } else {
+                int t = atoi(c[i].task_id + 1);
+                assert_false(seen[t]);
+                seen[t] = 1;
+            }
+            assert_int_equal(rs_check_lease(r, &c[i], &err), 0);
+            assert_int_equal(rs_renew(r, &c[i], 90000, &err), 0);
+            if (got == 0 && i == 0) {
+                /* where it is, and a lease the API extends */
+                assert_int_equal(rs_queue_has(r, "HTTP", "wf1", c[i].task_id, &err), 1);
+                assert_int_equal(rs_queue_member(r, "HTTP", "wf1", c[i].task_id, &m, &err), 0);
+                assert_int_equal(m.state, ST_Q_LEASED);
+                assert_int_equal(rs_lease_extend(r, "HTTP", "wf1", c[i].task_id, 500000, &err), 0);
+            }
+            assert_int_equal(rs_ack(r, &c[i], &err), 0);
+            assert_int_equal(rs_ack(r, &c[i], &err), WEFT_ESTATE);
+        }
+        got += n;
+    }
+    assert_int_equal(got, 41);
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(ready + leased, 0);
+    for (k = 1; k <= 4; k++) {
+        assert_int_equal(shard_card("HTTP", k, 4, "leases"), 0);
+        shard_key("HTTP", k, 4, "lease", key, sizeof key);
+        assert_int_equal(qint("HLEN %s", key), 0);
+    }
+    assert_int_equal(rs_claim(r, solo, 1, 1, 60000, c, &err), 1);
+    assert_int_equal(rs_ack(r, &c[0], &err), 0);
+
+    /* claims of 1 while every shard has work: one each, the extra ones
+     * back at once (not left leased), none lost or taken twice */
+    memset(seen, 0, sizeof seen);
+    for (i = 0; i < 12; i++) {
+        snprintf(tid, sizeof tid, "t%d", i);
+        push("wf1", "HTTP", tid, 0);
+    }
+    /* (a busy type's claim asks one queue in turn: it may find that one
+     * empty, and the next asks them all again) */
+    for (got = 0, k = 0; k < 40 && got < 12; k++) {
+        n = rs_claim(r, http, 1, 1, 60000, &one, &err);
+        assert_true(n == 0 || n == 1);
+        assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+        assert_int_equal(leased, n);
+        assert_int_equal(ready, 12 - got - n);
+        if (!n) continue;
+        assert_false(seen[atoi(one.task_id + 1)]);
+        seen[atoi(one.task_id + 1)] = 1;
+        assert_int_equal(rs_ack(r, &one, &err), 0);
+        got++;
+    }
+    assert_int_equal(got, 12);
+    assert_int_equal(rs_claim(r, http, 1, 1, 60000, &one, &err), 0);
+
+    /* a claim of 1 still reaches every queue, in turn */
+    push("wf1", "HTTP", "late", 0);
+    for (got = 0, k = 0; k < 5 && !got; k++)
+        got = rs_claim(r, http, 1, 1, 1, &one, &err);
+    assert_int_equal(got, 1);
+    /* its lease expires: the reap of its shard puts it back */
+    rf_sleep_ms(5);
+    assert_int_equal(rs_reap(r, "HTTP", 3, &ex, &nex, &err), 1);
+    assert_int_equal(nex, 0);
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "late", &err), 1);
+    assert_int_equal(rs_queue_member(r, "HTTP", "wf1", "late", &m, &err), 0);
+    assert_int_equal(m.state, ST_Q_READY);
+    /* and an unqueue takes it off, whichever queue it is in */
+    memset(&st, 0, sizeof st);
+    st.kind = RS_UNQUEUE;
+    st.type = "HTTP";
+    st.task_id = "late";
+    {
+        rs_exec e;
+        assert_int_equal(rs_exec_load(r, "wf1", 0, &e, &err), 0);
+        save("wf1", e.fence, &st, 1);
+        rs_exec_clear(&e);
+    }
+    assert_int_equal(rs_queue_has(r, "HTTP", "wf1", "late", &err), 0);
+    rs_free(r);
+    r = keep;
+
+    /* the layout is fixed: another text is refused, naming both */
+    b = open_shards("sh:", "2", &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "first used with queue_shards=4,SOLO=1 (kept in sh:layout)");
+    assert_has(err.msg, "configured with queue_shards=2");
+    rs_free(b);
+    /* the same one written otherwise is the same */
+    b = open_shards("sh2:", "3,B=2,A=1", &rc, &err);
+    assert_int_equal(rc, 0);
+    rs_free(b);
+    b = open_shards("sh2:", "3,A=1,B=2", &rc, &err);
+    assert_int_equal(rc, 0);
+    rs_free(b);
+    assert_string_equal(qstr(buf, sizeof buf, "HGET sh2:layout queue_shards"), "3,A=1,B=2");
+    /* a process that names none takes what Redis holds */
+    b = open_shards("sh:", NULL, &rc, &err);
+    assert_int_equal(rc, 0);
+    rs_free(b);
+    /* bad texts */
+    {
+        static const char *const bad[] = {"0",   "65",      "4,", "4,X",  "4,X=0",  "4,A=1,A=2",
+                                          "abc", "4,A|B=2", "=3", "4,=2", "4,X=999"};
+        for (i = 0; i < (int)(sizeof bad / sizeof *bad); i++) {
+            b = open_shards("sh3:", bad[i], &rc, &err);
+            assert_int_equal(rc, WEFT_EINVAL);
+            assert_has(err.msg, "queue_shards");
+            rs_free(b);
+        }
+    }
+    assert_int_equal(qint("EXISTS sh3:layout"), 0);
+    /* a stored text that is not one is named */
+    freeReplyObject(qc("HSET sh4:layout partitions 1 queue_shards 4,,"));
+    b = open_shards("sh4:", NULL, &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "sh4:layout: field queue_shards");
+    rs_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +506,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_shards, setup, teardown),
     };
     int rc = rsf_start();
     if (rc != 0) return rc;

@@ -508,33 +508,61 @@ static int layout_num(const redisReply *x)
  */
 static int layout_load(rs *r, weft_error *err)
 {
-    char k[KEY_MAX], num[24];
+    static const char *const field[2] = {"partitions", "queue_shards"};
+    char k[KEY_MAX], num[24], why[128], *stored = NULL, *theirs;
     int want = r->want_parts ? r->want_parts : r->cl ? 8 : 1, got = -1, i, rc;
-    rs_cmd c[2];
-    redisReply *x[2];
+    const char *want_qs = r->want_qs ? r->want_qs : r->cl ? "6" : "1";
+    rs_cmd c[4];
+    redisReply *x[4];
     memset(c, 0, sizeof c);
     rs_k_name(r, "layout", "", k);
-    rs_cmd_add(&c[0], "HSETNX");
-    rs_cmd_add(&c[0], k);
-    rs_cmd_add(&c[0], "partitions");
+    for (i = 0; i < 2; i++) {
+        rs_cmd_add(&c[i], "HSETNX");
+        rs_cmd_add(&c[i], k);
+        rs_cmd_add(&c[i], field[i]);
+        rs_cmd_add(&c[2 + i], "HGET");
+        rs_cmd_add(&c[2 + i], k);
+        rs_cmd_add(&c[2 + i], field[i]);
+    }
     rs_cmd_add(&c[0], rs_digits(num, (unsigned long long)want, 0));
-    rs_cmd_add(&c[1], "HGET");
-    rs_cmd_add(&c[1], k);
-    rs_cmd_add(&c[1], "partitions");
-    rc = rs_pipe(r, c, 2, x, k, err);
-    rs_cmds_free(c, 2);
-    if (!rc && rs_is_err(x[1])) rc = rs_reply_err(r, x[1], k, err);
-    if (!rc && (got = layout_num(x[1])) < 0)
+    rs_cmd_add(&c[1], want_qs);
+    rc = rs_pipe(r, c, 4, x, k, err);
+    rs_cmds_free(c, 4);
+    for (i = 2; i < 4 && !rc; i++)
+        if (rs_is_err(x[i])) rc = rs_reply_err(r, x[i], k, err);
+    if (!rc && (got = layout_num(x[2])) < 0)
         rc = wu_err(err, WEFT_EINVAL, "%s: %s: field partitions is not a number from 1 to 1024",
                     r->url.shown, k);
-    rs_replies_free(x, 2);
-    if (rc) return rc;
-    if (r->want_parts && got != want)
-        return wu_err(err, WEFT_EINVAL,
-                      "%s: key prefix \"%s\" was first used with partitions=%d (kept in %s), and "
-                      "this process is configured with partitions=%d: configure %d, or use "
-                      "another key prefix",
-                      r->url.shown, r->prefix, got, k, want, got);
+    if (!rc && !rs_is_str(x[3]))
+        rc = wu_err(err, WEFT_EINVAL, "%s: %s: field queue_shards is missing", r->url.shown, k);
+    if (!rc && !(stored = rs_reply_dup(x[3]))) rc = rs_oom(err);
+    rs_replies_free(x, 4);
+    if (!rc && rs_qs_parse(r, stored, why) != 0)
+        rc = wu_err(err, WEFT_EINVAL, "%s: %s: field queue_shards \"%.80s\": %s", r->url.shown, k,
+                    stored, why);
+    if (!rc && r->want_parts && got != want)
+        rc = wu_err(err, WEFT_EINVAL,
+                    "%s: key prefix \"%s\" was first used with partitions=%d (kept in %s), and "
+                    "this process is configured with partitions=%d: configure %d, or use "
+                    "another key prefix",
+                    r->url.shown, r->prefix, got, k, want, got);
+    if (!rc && r->want_qs) {
+        /* compared in their one written form (types sorted) */
+        if (!(theirs = rs_qs_text(r)))
+            rc = rs_oom(err);
+        else if (strcmp(r->want_qs, theirs))
+            rc = wu_err(err, WEFT_EINVAL,
+                        "%s: key prefix \"%s\" was first used with queue_shards=%s (kept in %s), "
+                        "and this process is configured with queue_shards=%s: configure %s, or "
+                        "use another key prefix",
+                        r->url.shown, r->prefix, theirs, k, r->want_qs, theirs);
+        free(theirs);
+    }
+    free(stored);
+    if (rc) {
+        rs_qs_clear(r);
+        return rc;
+    }
     if (!(r->ptag = calloc((size_t)got, sizeof *r->ptag))) return rs_oom(err);
     for (i = 0; i < got; i++)
         rc_part_tag("dq", i, got, r->ptag[i]);
@@ -699,6 +727,8 @@ void rs_free(rs *r)
         ru_clear(&r->seeds[--r->nseeds]);
     memset(&r->url, 0, sizeof r->url); /* a copy of a seed's */
     free(r->ptag);
+    rs_qs_clear(r);
+    free(r->want_qs);
     free(r->prefix);
     free(r);
 }
@@ -747,6 +777,29 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
         rs_free(r);
         return wu_err(err, WEFT_EINVAL,
                       "Redis store: partitions must be 1 to 1024 (or 0: what Redis holds)");
+    }
+    {
+        const char *qs = opts->queue_shards && *opts->queue_shards ? opts->queue_shards
+                                                                   : getenv("WEFT_QUEUE_SHARDS");
+        char why[128];
+        rs probe;
+        memset(&probe, 0, sizeof probe);
+        if (qs && *qs) {
+            /* kept in its one written form (types sorted), which is compared */
+            if (rs_qs_parse(&probe, qs, why) != 0) {
+                rs_free(r);
+                return wu_err(err, WEFT_EINVAL,
+                              "Redis store: queue_shards \"%.80s\": %s (the form: "
+                              "<n>[,<type>=<n>]...)",
+                              qs, why);
+            }
+            r->want_qs = rs_qs_text(&probe);
+            rs_qs_clear(&probe);
+            if (!r->want_qs) {
+                rs_free(r);
+                return rs_oom(err);
+            }
+        }
     }
     {
         struct sigaction sa;

@@ -75,9 +75,13 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_cmd *c = NULL;
     redisReply **x = NULL, **cx;
     rs_lease *got = NULL;
-    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc;
+    size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc, ncl = 0;
     long long now = (long long)wu_now_ms();
-    int rc, start, per;
+    int rc, start, per, sh[RS_QSHARDS_MAX + 1];
+    /* the type (its index in types) and queue shard of each claim command */
+    struct {
+        int type, shard;
+    } *cq = NULL;
 
     if (ndue) *ndue = 0;
     if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
@@ -95,17 +99,18 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (nd + ntypes == 0) return 0;
     for (i = 0; i < ntypes; i++)
         if ((rc = st_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
-    wu_uuid(seed);
-    for (i = j = 0; seed[i]; i++)
-        if (seed[i] != '-') seed[j++] = seed[i];
-    seed[24] = 0;
+    rs_token_seed(seed);
 
-    nc = nw + nd + ntypes;
+    for (k = 0; k < ntypes; k++)
+        ncl += (size_t)rs_qlist(r, types[k], sh);
+    nc = nw + nd + ncl;
     c = calloc(nc, sizeof *c);
     x = calloc(nc, sizeof *x);
-    if (!c || !x) {
+    cq = calloc(ncl + 1, sizeof *cq);
+    if (!c || !x || !cq) {
         free(c);
         free(x);
+        free(cq);
         return rs_oom(err);
     }
     if (nw) {
@@ -121,17 +126,16 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     for (j = 0; j < nd; j++)
         due_cmd(r, (start + (int)j) % r->parts, per, hold_ms, now, &c[nw + j], dq);
     if (ntypes) first = r->rr++ % ntypes;
-    for (k = 0; k < ntypes; k++) {
-        const char *type = types[(first + k) % ntypes];
-        rs_cmd *ck = &c[nw + nd + k];
-        rs_cmd_script(ck, r, S_CLAIM, 4);
-        rs_queue_keys(r, type, ck);
-        rs_cmd_addf(ck, "%lld", now);
-        rs_cmd_addf(ck, "%lld", (long long)lease_ms);
-        rs_cmd_addf(ck, "%d", max);
-        rs_cmd_add(ck, seed);
-        rs_cmd_add(ck, strchr(type, ':') ? "1" : "0");
+    for (k = 0, ncl = 0; k < ntypes; k++) {
+        int t = (int)((first + k) % ntypes), m, q;
+        m = rs_claim_cmds(r, types[t], now, lease_ms, max, seed, &c[nw + nd + ncl], sh);
+        for (q = 0; q < m; q++) {
+            cq[ncl + (size_t)q].type = t;
+            cq[ncl + (size_t)q].shard = sh[q];
+        }
+        ncl += (size_t)m;
     }
+    nc = nw + nd + ncl;
     r->long_ms = nw ? wait_ms : 0;
     if (nw && r->parts > 1) __atomic_add_fetch(&waiting[start], 1, __ATOMIC_RELAXED);
     if (nw && r->cl) {
@@ -152,14 +156,14 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
          * failed: they go back (on a single Redis nothing was read) */
         rs_lease *back;
         size_t nb = 0, room = 0;
-        for (k = 0; k < ntypes; k++)
+        for (k = 0; k < ncl; k++)
             if (x[nw + nd + k] && x[nw + nd + k]->type == REDIS_REPLY_ARRAY)
                 room += x[nw + nd + k]->elements / 3;
         if (room && (back = calloc(room, sizeof *back)) != NULL) {
-            for (k = 0; k < ntypes; k++) {
+            for (k = 0; k < ncl; k++) {
                 redisReply *y = x[nw + nd + k];
                 if (y && y->type == REDIS_REPLY_ARRAY)
-                    rs_claims_of(y, types[(first + k) % ntypes], (int)room, back, &nb);
+                    rs_claims_of(y, types[cq[k].type], (int)room, back, &nb);
             }
             if (nb) rs_claim_release(r, back, nb);
             free(back);
@@ -168,6 +172,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (rc) {
         rs_replies_free(x, nc);
         free(x);
+        free(cq);
         return rc;
     }
     if (nw && rs_is_err(x[0])) {
@@ -186,22 +191,26 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
         }
     }
     cx = x + nw + nd;
-    for (k = 0; k < ntypes; k++)
+    for (k = 0; k < ncl; k++)
         if (cx[k]->type == REDIS_REPLY_ARRAY) cap += cx[k]->elements / 3;
     got = calloc(cap + 1, sizeof *got);
     if (!got && !rc) rc = rs_oom(err);
     /* every type's claims are collected, even after an error: they must go back */
-    for (k = 0; k < ntypes && got; k++) {
-        const char *type = types[(first + k) % ntypes];
+    for (k = 0, j = 0; k < ncl && got; k++) {
+        const char *type = types[cq[k].type];
         if (rs_is_err(cx[k])) {
-            rs_k_queue(r, type, "ready", ready);
+            rs_k_qs(r, type, cq[k].shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
-            continue;
+        } else if (cx[k]->type == REDIS_REPLY_ARRAY)
+            rs_claims_of(cx[k], type, (int)cap, got, &ngot);
+        if (k + 1 == ncl || cq[k + 1].type != cq[k].type) { /* the type's last queue */
+            rs_claim_noted(r, type, max, (int)(ngot - j));
+            j = ngot;
         }
-        if (cx[k]->type == REDIS_REPLY_ARRAY) rs_claims_of(cx[k], type, (int)cap, got, &ngot);
     }
     rs_replies_free(x, nc);
     free(x);
+    free(cq);
     if (rc) {
         if (ngot) rs_claim_release(r, got, ngot);
         free(got);

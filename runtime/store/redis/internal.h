@@ -59,17 +59,25 @@ struct rs {
     int64_t retention_ms;
     int timeout_ms;
     int broken;
-    unsigned rr;           /* rotates which type rs_claim serves first */
-    int early;             /* rs_opts.early_steps */
-    int guard;             /* SIGPIPE is not ignored: block it around each exchange */
-    struct flight *fly;    /* a steps pipeline sent, its replies not read yet */
-    struct rs_cluster *cl; /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
+    unsigned rr;             /* rotates which type rs_claim serves first */
+    unsigned srr;            /* rotates the queue shards that claims visit first */
+    unsigned char qbusy[64]; /* types whose claims found more than they took (rs_claim_cmds) */
+    int early;               /* rs_opts.early_steps */
+    int guard;               /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly;      /* a steps pipeline sent, its replies not read yet */
+    struct rs_cluster *cl;   /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
     /* the layout (P layout, read at the first connect): partitions of the
      * decider queue and wake tokens, each a hash tag (ptag) */
     int want_parts; /* configured; 0 = what Redis holds */
     int parts;      /* 0 until read */
     int loading;    /* reading it */
     char (*ptag)[RC_TAG_MAX];
+    /* queue shards (rs_qshards): the text configured (NULL: what Redis
+     * holds), the default count and the types that differ */
+    char *want_qs;
+    int qshards;
+    struct rs_qover *qover;
+    size_t nqover;
     unsigned wrr;    /* rotates the partitions an idle worker waits on and polls */
     int long_ms;     /* > 0: the next exchange waits this long in Redis (BLPOP) */
     rs_epoch *epoch; /* shared; NULL = no epoch checks */
@@ -177,6 +185,31 @@ int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err)
 void rs_cat(char *dst, size_t cap, ...);
 void rs_k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX]);
 void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX]);
+/* Queue shards: a type's queue is its base queue P{q:<type>} (shard 0), which
+ * holds every member with controls (priority, limits: their counts stay
+ * exact in one slot), and, when the layout gives the type S > 1 shards,
+ * S more, P{q:<type>|<s>:<n>} (s = 1..S, the tag's slot in the (s-1)-th of
+ * S slot ranges), over which members without controls are spread by the
+ * CRC16 of "<wfid>|<taskid>". With S = 1 (a single Redis's default) there
+ * is only the base queue. */
+#define RS_QSHARDS_MAX 64
+int rs_qs_parse(rs *r, const char *text, char why[128]);
+char *rs_qs_text(const rs *r);
+void rs_qs_clear(rs *r);
+int rs_qshards(const rs *r, const char *type);
+int rs_qshard_of(const rs *r, const char *type, const char *member, int controlled);
+void rs_k_qs(const rs *r, const char *type, int shard, const char *which, char key[KEY_MAX]);
+/* The shards a member may sit in when its controls are not known: the
+ * base queue and its own; 1 or 2 of them into sh. */
+int rs_qshard_candidates(const rs *r, const char *type, const char *member, int sh[2]);
+/* The shard a claim sits in. */
+int rs_lease_shard(const rs *r, const rs_lease *cl);
+void rs_token_seed(char seed[37]);
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
+                  const char *seed, rs_cmd *c, int *sh);
+void rs_claim_noted(rs *r, const char *type, int max, int got);
+/* Every queue of type: the base queue, then its shards; how many. */
+int rs_qlist(const rs *r, const char *type, int sh[RS_QSHARDS_MAX + 1]);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);
 void rs_k_wake(const rs *r, int part, char key[KEY_MAX]);
 int rs_part(const rs *r, const char *id);
@@ -234,7 +267,7 @@ int rs_steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_ent
 
 /* queue.c */
 /* The keys every queue script takes (queue_lib.lua) and its first argument. */
-void rs_queue_keys(rs *r, const char *type, rs_cmd *c);
+void rs_queue_keys(rs *r, const char *type, int shard, rs_cmd *c);
 /* A claim script's reply {member, token, controlled, ...} of `type` into
  * out[*n...] (at most max in all). */
 void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out, size_t *n);

@@ -174,6 +174,7 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
 {
     char member[ID_MAX * 2 + 2];
     char k2[KEY_MAX];
+    int sh, sc[2], n, i;
     snprintf(member, sizeof member, "%s|%s", id, e->task ? e->task : "");
     switch (e->kind) {
     case RS_PUSH:
@@ -199,32 +200,37 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
             rs_cmd_dup(&c[1], member);
             return 2;
         }
+        sh = rs_qshard_of(r, e->type, member, 0);
         if (e->lease) {
             /* eager: leased to the saver, never ready for anyone else */
-            rs_k_queue(r, e->type, "leases", key);
+            rs_k_qs(r, e->type, sh, "leases", key);
             rs_cmd_add(&c[0], "ZADD");
             rs_cmd_dup(&c[0], key);
             rs_cmd_addf(&c[0], "%lld", (long long)e->lease_until);
             rs_cmd_dup(&c[0], member);
-            rs_k_queue(r, e->type, "lease", k2);
+            rs_k_qs(r, e->type, sh, "lease", k2);
             rs_cmd_add(&c[1], "HSET");
             rs_cmd_dup(&c[1], k2);
             rs_cmd_dup(&c[1], member);
             rs_cmd_dup(&c[1], e->lease);
             return 2;
         }
-        rs_k_queue(r, e->type, "ready", key);
+        rs_k_qs(r, e->type, sh, "ready", key);
         rs_cmd_add(&c[0], "ZADD");
         rs_cmd_dup(&c[0], key);
         rs_cmd_addf(&c[0], "%lld", (long long)e->at);
         rs_cmd_dup(&c[0], member);
         break;
     case RS_UNQUEUE:
+        /* with controls it sits in the base queue, else in its shard */
+        n = rs_qshard_candidates(r, e->type, member, sc);
         rs_k_queue(r, e->type, "ready", key);
-        rs_cmd_script(&c[0], r, S_UNQUEUE, 4);
-        rs_queue_keys(r, e->type, &c[0]);
-        rs_cmd_dup(&c[0], member);
-        break;
+        for (i = 0; i < n; i++) {
+            rs_cmd_script(&c[i], r, S_UNQUEUE, 4);
+            rs_queue_keys(r, e->type, sc[i], &c[i]);
+            rs_cmd_dup(&c[i], member);
+        }
+        return n;
     case RS_WAKE:
         /* Always LT: a save's steps are applied after its script, so an older
          * save's "look again in 30 s" may arrive after a newer "look now" and
@@ -252,10 +258,11 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
 void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
 {
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
+    int sh = rs_lease_shard(r, cl);
     rs_claim_member(cl, member, sizeof member);
     if (s == S_ACK) {
         rs_cmd_script(c, r, S_ACK, 4);
-        rs_queue_keys(r, cl->type, c);
+        rs_queue_keys(r, cl->type, sh, c);
         rs_cmd_dup(c, member);
         rs_cmd_add(c, cl->lease);
         if (expiry == -1) {
@@ -266,10 +273,10 @@ void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c)
     }
     rs_cmd_script(c, r, s, s == S_CHECK ? 1 : 2);
     if (s != S_CHECK) {
-        rs_k_queue(r, cl->type, "leases", k);
+        rs_k_qs(r, cl->type, sh, "leases", k);
         rs_cmd_dup(c, k);
     }
-    rs_k_queue(r, cl->type, "lease", k);
+    rs_k_qs(r, cl->type, sh, "lease", k);
     rs_cmd_dup(c, k);
     rs_cmd_dup(c, member);
     rs_cmd_add(c, cl->lease);
@@ -283,14 +290,14 @@ static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
 {
     static const char *const which[3] = {"leases", "lease", "reaped"};
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
-    int i, n = cl->never_reaped ? 2 : 3;
+    int i, n = cl->never_reaped ? 2 : 3, sh = rs_lease_shard(r, cl);
     if (cl->controlled) { /* its slot and controls: ack.lua, which checks the token */
         rs_lease_cmd(r, cl, S_ACK, 0, c);
         return 1;
     }
     rs_claim_member(cl, member, sizeof member);
     for (i = 0; i < n; i++) {
-        rs_k_queue(r, cl->type, which[i], k);
+        rs_k_qs(r, cl->type, sh, which[i], k);
         rs_cmd_add(&c[i], i == 0 ? "ZREM" : "HDEL");
         rs_cmd_dup(&c[i], k);
         rs_cmd_dup(&c[i], member);

@@ -15,16 +15,16 @@ int rs_check_claim(const rs_lease *c, weft_error *err)
     return 0;
 }
 
-void rs_queue_keys(rs *r, const char *type, rs_cmd *c)
+void rs_queue_keys(rs *r, const char *type, int shard, rs_cmd *c)
 {
     static const char *const which[4] = {"ready", "leases", "lease", "reaped"};
     char key[KEY_MAX];
     int i;
     for (i = 0; i < 4; i++) {
-        rs_k_queue(r, type, which[i], key);
+        rs_k_qs(r, type, shard, which[i], key);
         rs_cmd_dup(c, key);
     }
-    rs_k_queue(r, type, "", key); /* the prefix of the controls' keys */
+    rs_k_qs(r, type, shard, "", key); /* the prefix of the controls' keys */
     rs_cmd_dup(c, key);
 }
 
@@ -90,8 +90,8 @@ static int lease_call(rs *r, const rs_lease *cl, int s, int64_t expiry, int *ok,
     rs_cmd c = {0};
     redisReply *x = NULL;
     int rc;
-    if ((rc = rs_check_claim(cl, err)) != 0) return rc;
-    rs_k_queue(r, cl->type, "leases", k1);
+    if ((rc = rs_check_claim(cl, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
+    rs_k_qs(r, cl->type, rs_lease_shard(r, cl), "leases", k1);
     rs_lease_cmd(r, cl, s, expiry, &c);
     if ((rc = rs_one(r, &c, &x, k1, err)) != 0) return rc;
     if (x->type != REDIS_REPLY_INTEGER)
@@ -125,6 +125,7 @@ int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
     if (n == 0) return 0;
     for (i = 0; i < n; i++)
         if ((rc = rs_check_claim(&c[i], err)) != 0) return rc;
+    if ((rc = rs_ensure(r, err)) != 0) return rc; /* the layout names the shards */
     cmds = calloc(n, sizeof *cmds);
     x = calloc(n, sizeof *x);
     if (!cmds || !x) {
@@ -137,7 +138,7 @@ int rs_renew_many(rs *r, const rs_lease *c, size_t n, int64_t lease_ms, int *ok,
     rc = rs_pipe(r, cmds, n, x, "renew", err);
     for (i = 0; i < n && !rc; i++) {
         char k[KEY_MAX];
-        rs_k_queue(r, c[i].type, "leases", k);
+        rs_k_qs(r, c[i].type, rs_lease_shard(r, &c[i]), "leases", k);
         if (rs_is_err(x[i]))
             rc = rs_reply_err(r, x[i], k, err);
         else if (x[i]->type != REDIS_REPLY_INTEGER)
@@ -172,102 +173,154 @@ int rs_check_lease(rs *r, const rs_lease *c, weft_error *err)
     return 0;
 }
 
-/* One round trip: reap.lua (at most REAP_BATCH members per call). */
+/* The exhausted members of reap.lua's reply x (from its second element)
+ * appended to *list (*n of them, room for all); -1 when out of memory. */
+static int reap_take(const redisReply *x, char **list, size_t *n)
+{
+    size_t i;
+    for (i = 1; i < x->elements; i++) {
+        if (x->element[i]->type != REDIS_REPLY_STRING) continue;
+        if (!(list[*n] = rs_reply_dup(x->element[i]))) return -1;
+        (*n)++;
+    }
+    return 0;
+}
+
+/* reap.lua on the queue shard of type into c. */
+static void reap_cmd(rs *r, const char *type, int shard, long long now, int max_reaps, rs_cmd *c)
+{
+    rs_cmd_script(c, r, S_REAP, 4);
+    rs_queue_keys(r, type, shard, c);
+    rs_cmd_addf(c, "%lld", now);
+    rs_cmd_addf(c, "%d", max_reaps);
+    rs_cmd_addf(c, "%d", REAP_BATCH);
+}
+
+/* Well-formed replies of reap.lua: {count, member...}. */
+static int reap_ok(const redisReply *x)
+{
+    return x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER;
+}
+
+/* One round trip: reap.lua on each of the type's queues (at most
+ * REAP_BATCH members each). */
 int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *nexhausted,
             weft_error *err)
 {
     char leases[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
+    rs_cmd c[RS_QSHARDS_MAX + 1];
+    redisReply *x[RS_QSHARDS_MAX + 1];
     char **list = NULL;
-    size_t i, n = 0;
-    int rc, back;
+    size_t n = 0, room = 0;
+    int sh[RS_QSHARDS_MAX + 1], nq, q, rc, back = 0;
+    long long now = (long long)wu_now_ms();
 
     *exhausted = NULL;
     *nexhausted = 0;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
+    if ((rc = rs_ensure(r, err)) != 0) return rc;
+    nq = rs_qlist(r, type, sh);
+    memset(c, 0, sizeof c);
+    for (q = 0; q < nq; q++)
+        reap_cmd(r, type, sh[q], now, max_reaps, &c[q]);
     rs_k_queue(r, type, "leases", leases);
-    rs_cmd_script(&c, r, S_REAP, 4);
-    rs_queue_keys(r, type, &c);
-    rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
-    rs_cmd_addf(&c, "%d", max_reaps);
-    rs_cmd_addf(&c, "%d", REAP_BATCH);
-    if ((rc = rs_one(r, &c, &x, leases, err)) != 0) return rc;
-    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 ||
-        x->element[0]->type != REDIS_REPLY_INTEGER) {
-        rs_replies_free(&x, 1);
-        return rs_bad_reply(r, leases, err);
+    memset(x, 0, sizeof x);
+    rc = rs_pipe(r, c, (size_t)nq, x, leases, err);
+    rs_cmds_free(c, (size_t)nq);
+    for (q = 0; q < nq && !rc; q++) {
+        rs_k_qs(r, type, sh[q], "leases", leases);
+        if (rs_is_err(x[q]))
+            rc = rs_reply_err(r, x[q], leases, err);
+        else if (!reap_ok(x[q]))
+            rc = rs_bad_reply(r, leases, err);
+        else
+            room += x[q]->elements - 1;
     }
-    back = (int)x->element[0]->integer;
-    if (x->elements > 1) {
-        if (!(list = calloc(x->elements - 1, sizeof *list))) {
-            rs_replies_free(&x, 1);
-            return rs_oom(err);
-        }
-        for (i = 1; i < x->elements; i++) {
-            if (x->element[i]->type != REDIS_REPLY_STRING) continue;
-            if (!(list[n] = rs_reply_dup(x->element[i]))) {
-                while (n)
-                    free(list[--n]);
-                free(list);
-                rs_replies_free(&x, 1);
-                return rs_oom(err);
-            }
-            n++;
-        }
+    if (!rc && room && !(list = calloc(room, sizeof *list))) rc = rs_oom(err);
+    for (q = 0; q < nq && !rc; q++) {
+        back += (int)x[q]->element[0]->integer;
+        if (reap_take(x[q], list, &n) != 0) rc = rs_oom(err);
     }
-    rs_replies_free(&x, 1);
+    rs_replies_free(x, (size_t)nq);
+    if (rc) {
+        while (n)
+            free(list[--n]);
+        free(list);
+        return rc;
+    }
     *exhausted = list;
     *nexhausted = n;
     return back;
 }
 
-/* n queries on type's queue keys, "cmd[i] <key which[i]> [arg[i]]",
- * pipelined in one round trip; the replies in x (freed on failure). */
-static int queue_query(rs *r, const char *type, const char *const *cmd, const char *const *which,
-                       const char *const *arg, size_t n, redisReply **x, weft_error *err)
+/* n queries on the keys of each of type's queues sh[0..nq), "cmd[i] <key
+ * which[i]> [arg[i]]", pipelined in one round trip; the replies in x, the
+ * n of sh[0] first (freed on failure). */
+static int queue_query(rs *r, const char *type, const int *sh, int nq, const char *const *cmd,
+                       const char *const *which, const char *const *arg, size_t n, redisReply **x,
+                       weft_error *err)
 {
     char k[KEY_MAX], first[KEY_MAX] = "";
-    rs_cmd c[6];
-    size_t i;
-    int rc;
-    memset(c, 0, sizeof c);
-    for (i = 0; i < n; i++) {
-        rs_k_queue(r, type, which[i], k);
-        if (i == 0) memcpy(first, k, sizeof k);
-        rs_cmd_add(&c[i], cmd[i]);
-        rs_cmd_dup(&c[i], k);
-        if (arg[i]) rs_cmd_add(&c[i], arg[i]);
-    }
-    rc = rs_pipe(r, c, n, x, first, err);
-    rs_cmds_free(c, n);
-    for (i = 0; i < n && !rc; i++)
+    rs_cmd *c;
+    size_t i, all = n * (size_t)nq;
+    int rc, q;
+    if ((rc = rs_ensure(r, err)) != 0) return rc;
+    if (!(c = calloc(all, sizeof *c))) return rs_oom(err);
+    for (q = 0; q < nq; q++)
+        for (i = 0; i < n; i++) {
+            rs_cmd *ci = &c[(size_t)q * n + i];
+            rs_k_qs(r, type, sh[q], which[i], k);
+            if (!first[0]) memcpy(first, k, sizeof k);
+            rs_cmd_add(ci, cmd[i]);
+            rs_cmd_dup(ci, k);
+            if (arg[i]) rs_cmd_add(ci, arg[i]);
+        }
+    memset(x, 0, all * sizeof *x);
+    rc = rs_pipe(r, c, all, x, first, err);
+    rs_cmds_free(c, all);
+    free(c);
+    for (i = 0; i < all && !rc; i++)
         if (rs_is_err(x[i])) {
-            rs_k_queue(r, type, which[i], k);
+            rs_k_qs(r, type, sh[i / n], which[i % n], k);
             rc = rs_reply_err(r, x[i], k, err);
         }
-    if (rc) rs_replies_free(x, n);
+    if (rc) rs_replies_free(x, all);
     return rc;
 }
 
-/* One round trip: ZCARDs and the parked count, pipelined. Ready counts
- * every member not leased: visible or not, waiting on a limit or not. */
+/* queue_query on the base queue alone. */
+static int base_query(rs *r, const char *type, const char *const *cmd, const char *const *which,
+                      const char *const *arg, size_t n, redisReply **x, weft_error *err)
+{
+    static const int base[1] = {0};
+    return queue_query(r, type, base, 1, cmd, which, arg, n, x, err);
+}
+
+/* One round trip: ZCARDs and the parked count of every queue of type,
+ * pipelined. Ready counts every member not leased: visible or not, waiting
+ * on a limit or not. */
 int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
 {
     static const char *const cmd[4] = {"ZCARD", "ZCARD", "ZCARD", "HGET"};
     static const char *const which[4] = {"ready", "due", "leases", "lim"};
     static const char *const arg[4] = {NULL, NULL, NULL, "parked"};
-    redisReply *x[4];
-    int rc, i;
-    long long v[4] = {0, 0, 0, 0};
-    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
-    if ((rc = queue_query(r, type, cmd, which, arg, 4, x, err)) != 0) return rc;
-    for (i = 0; i < 3; i++)
-        v[i] = x[i]->type == REDIS_REPLY_INTEGER ? x[i]->integer : 0;
-    if (x[3]->type == REDIS_REPLY_STRING) v[3] = atoll(x[3]->str);
-    rs_replies_free(x, 4);
-    if (ready) *ready = v[0] + v[1] + (v[3] > 0 ? v[3] : 0);
+    redisReply *x[4 * (RS_QSHARDS_MAX + 1)];
+    int rc, i, sh[RS_QSHARDS_MAX + 1], nq;
+    long long v[4] = {0, 0, 0, 0}, p;
+    if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
+        (rc = rs_ensure(r, err)) != 0)
+        return rc;
+    nq = rs_qlist(r, type, sh);
+    if ((rc = queue_query(r, type, sh, nq, cmd, which, arg, 4, x, err)) != 0) return rc;
+    for (i = 0; i < 4 * nq; i++)
+        if (i % 4 < 3)
+            v[i % 4] += x[i]->type == REDIS_REPLY_INTEGER ? x[i]->integer : 0;
+        else if (x[i]->type == REDIS_REPLY_STRING && (p = atoll(x[i]->str)) > 0)
+            v[3] += p;
+    rs_replies_free(x, (size_t)(4 * nq));
+    if (ready) *ready = v[0] + v[1] + v[3];
     if (leased) *leased = v[2];
     return 0;
 }
@@ -281,35 +334,107 @@ int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *t
     static const char *const which[4] = {"ready", "leases", "due", "meta"};
     char member[ID_MAX * 2 + 2];
     const char *arg[4] = {member, member, member, member};
-    redisReply *x[4];
-    int rc, i, has = 0;
+    redisReply *x[8];
+    int rc, i, has = 0, sh[2], nq;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
         (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
-    if ((rc = queue_query(r, type, cmd, which, arg, 4, x, err)) != 0) return rc;
-    for (i = 0; i < 4; i++)
+    if ((rc = rs_ensure(r, err)) != 0) return rc;
+    nq = rs_qshard_candidates(r, type, member, sh);
+    if ((rc = queue_query(r, type, sh, nq, cmd, which, arg, 4, x, err)) != 0) return rc;
+    for (i = 0; i < 4 * nq; i++)
         if (x[i]->type == REDIS_REPLY_STRING ||
             (x[i]->type == REDIS_REPLY_INTEGER && x[i]->integer))
             has = 1;
-    rs_replies_free(x, 4);
+    rs_replies_free(x, (size_t)(4 * nq));
     return has;
 }
 
 /* ---- the REST API's calls ---- */
 
-/* One round trip: reap.lua and claim.lua, pipelined. */
+/* A claim's token seed: 24 random hex digits. */
+void rs_token_seed(char seed[37])
+{
+    size_t i, j;
+    wu_uuid(seed);
+    for (i = j = 0; seed[i]; i++)
+        if (seed[i] != '-') seed[j++] = seed[i];
+    seed[24] = 0;
+}
+
+/* The busy mark of type (rs.qbusy): its last claims found more than they
+ * could take. */
+static unsigned char *busy_of(rs *r, const char *type)
+{
+    return &r->qbusy[rc_crc16(type, strlen(type)) % sizeof r->qbusy];
+}
+
+/*
+ * The claims of up to max members of type into c (room for
+ * RS_QSHARDS_MAX + 1), one claim.lua per queue, the base queue (members with
+ * priority or limits) first, then the shards from a start that turns by one
+ * a call; the queue of each into sh; how many. With max at least the number
+ * of queues, each asks for an equal share (the base for the remainder).
+ * With fewer, each queue asks for 1, so that no queue goes unasked (more
+ * than max may come back: the caller gives the extra back and notes it,
+ * rs_claim_noted) unless the type is busy: then only max queues are asked,
+ * in turn. A domain's base queue is always asked (for nothing, when it has
+ * no share): it keeps the time of the last poll.
+ */
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
+                  const char *seed, rs_cmd *c, int *sh)
+{
+    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), n = 0, q, k;
+    int start = nq > 1 ? (int)(r->srr++ % (unsigned)nq) : 0, domain = strchr(type, ':') != NULL;
+    int few = max < nq, busy = few && *busy_of(r, type);
+    for (k = 0; k < nq; k++) {
+        int share;
+        q = k == 0 ? 0 : 1 + (k - 1 + start) % (nq - 1);
+        if (!few)
+            share = max / nq + (k == 0 ? max % nq : 0);
+        else if (!busy)
+            share = 1;
+        else /* max of the nq queues in turn, from start */
+            share = (k - start + nq) % nq < max;
+        if (share <= 0 && !(q == 0 && domain)) continue;
+        rs_cmd_script(&c[n], r, S_CLAIM, 4);
+        rs_queue_keys(r, type, all[q], &c[n]);
+        rs_cmd_addf(&c[n], "%lld", now);
+        rs_cmd_addf(&c[n], "%lld", (long long)lease_ms);
+        rs_cmd_addf(&c[n], "%d", share);
+        rs_cmd_add(&c[n], seed);
+        rs_cmd_add(&c[n], q == 0 && domain ? "1" : "0");
+        sh[n++] = all[q];
+    }
+    return n;
+}
+
+/* What the claims of type found (got, of max asked): a type that found more
+ * than it could take is busy, one that found less is not. */
+void rs_claim_noted(rs *r, const char *type, int max, int got)
+{
+    if (rs_qshards(r, type) <= 1) return;
+    if (got > max)
+        *busy_of(r, type) = 1;
+    else if (got < max)
+        *busy_of(r, type) = 0;
+}
+
+/* One round trip: reap.lua and claim.lua on each of the queue's queues,
+ * pipelined. */
 int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, rs_lease *out,
             int *reaped, char ***exhausted, size_t *nexhausted, weft_error *err)
 {
     char ready[KEY_MAX], seed[37];
-    rs_cmd c[2];
-    redisReply *x[2] = {NULL, NULL};
+    rs_cmd c[2 * (RS_QSHARDS_MAX + 1)];
+    redisReply *x[2 * (RS_QSHARDS_MAX + 1)];
     long long now = (long long)wu_now_ms();
     char **list = NULL;
-    size_t i, j, n = 0;
-    int rc, got = 0;
+    rs_lease *all = NULL;
+    size_t n = 0, room = 0, ng = 0;
+    int rc, q, nq, nc, sh[RS_QSHARDS_MAX + 1], csh[RS_QSHARDS_MAX + 1];
 
     *reaped = 0;
     *exhausted = NULL;
@@ -318,75 +443,83 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     if (max <= 0) return 0;
     if (lease_ms <= 0 || max_reaps < 0)
         return wu_err(err, WEFT_EINVAL, "poll %s: lease must be positive, max_reaps >= 0", queue);
-    wu_uuid(seed);
-    for (i = j = 0; seed[i]; i++)
-        if (seed[i] != '-') seed[j++] = seed[i];
-    seed[24] = 0;
-    rs_k_queue(r, queue, "ready", ready);
+    if ((rc = rs_ensure(r, err)) != 0) return rc;
+    rs_token_seed(seed);
     memset(c, 0, sizeof c);
-    rs_cmd_script(&c[0], r, S_REAP, 4);
-    rs_queue_keys(r, queue, &c[0]);
-    rs_cmd_addf(&c[0], "%lld", now);
-    rs_cmd_addf(&c[0], "%d", max_reaps);
-    rs_cmd_addf(&c[0], "%d", REAP_BATCH);
-    rs_cmd_script(&c[1], r, S_CLAIM, 4);
-    rs_queue_keys(r, queue, &c[1]);
-    rs_cmd_addf(&c[1], "%lld", now);
-    rs_cmd_addf(&c[1], "%lld", (long long)lease_ms);
-    rs_cmd_addf(&c[1], "%d", max);
-    rs_cmd_add(&c[1], seed);
-    rs_cmd_add(&c[1], strchr(queue, ':') ? "1" : "0");
-    rc = rs_pipe(r, c, 2, x, ready, err);
-    rs_cmds_free(c, 2);
+    nq = rs_qlist(r, queue, sh);
+    for (q = 0; q < nq; q++)
+        reap_cmd(r, queue, sh[q], now, max_reaps, &c[q]);
+    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, seed, c + nq, csh);
+    rs_k_queue(r, queue, "ready", ready);
+    memset(x, 0, sizeof x);
+    rc = rs_pipe(r, c, (size_t)nc, x, ready, err);
+    rs_cmds_free(c, (size_t)nc);
     if (rc) {
-        rs_replies_free(x, 2);
+        rs_replies_free(x, (size_t)nc);
         return rc;
     }
-    /* the claims first: once made they must reach the caller (or expire) */
-    if (rs_is_err(x[1]))
-        rc = rs_reply_err(r, x[1], ready, err);
-    else if (x[1]->type == REDIS_REPLY_ARRAY) {
-        size_t ng = 0;
-        rs_claims_of(x[1], queue, max, out, &ng);
-        got = (int)ng;
+    /* the claims first: once made they must reach the caller (or go back) */
+    for (q = nq; q < nc; q++)
+        if (!rs_is_err(x[q]) && x[q]->type == REDIS_REPLY_ARRAY) room += x[q]->elements / 3;
+    if (room && !(all = calloc(room, sizeof *all))) rc = rs_oom(err);
+    for (q = nq; q < nc; q++) {
+        if (rs_is_err(x[q])) {
+            rs_k_qs(r, queue, csh[q - nq], "ready", ready);
+            if (!rc) rc = rs_reply_err(r, x[q], ready, err);
+        } else if (x[q]->type == REDIS_REPLY_ARRAY && all)
+            rs_claims_of(x[q], queue, (int)room, all, &ng);
     }
-    if (!rs_is_err(x[0]) && x[0]->type == REDIS_REPLY_ARRAY && x[0]->elements >= 1 &&
-        x[0]->element[0]->type == REDIS_REPLY_INTEGER) {
-        *reaped = (int)x[0]->element[0]->integer;
-        if (x[0]->elements > 1 && (list = calloc(x[0]->elements - 1, sizeof *list)))
-            for (i = 1; i < x[0]->elements; i++)
-                if (x[0]->element[i]->type == REDIS_REPLY_STRING &&
-                    (list[n] = rs_reply_dup(x[0]->element[i])))
-                    n++;
-        *exhausted = list;
-        *nexhausted = n;
-    }
-    rs_replies_free(x, 2);
-    return rc ? rc : got;
+    rs_claim_noted(r, queue, max, (int)ng);
+    if (rc && ng) rs_claim_release(r, all, ng);
+    if (!rc && ng > (size_t)max) rs_claim_release(r, all + max, ng - (size_t)max);
+    if (rc || ng > (size_t)max) ng = rc ? 0 : (size_t)max;
+    if (ng) memcpy(out, all, ng * sizeof *all);
+    free(all);
+    room = 0;
+    for (q = 0; q < nq; q++)
+        if (!rs_is_err(x[q]) && reap_ok(x[q])) {
+            *reaped += (int)x[q]->element[0]->integer;
+            room += x[q]->elements - 1;
+        }
+    if (room && (list = calloc(room, sizeof *list)) != NULL)
+        for (q = 0; q < nq; q++)
+            if (!rs_is_err(x[q]) && reap_ok(x[q])) reap_take(x[q], list, &n);
+    *exhausted = list;
+    *nexhausted = n;
+    rs_replies_free(x, (size_t)nc);
+    return rc ? rc : (int)ng;
 }
 
-/* One round trip: ZADD XX. */
+/* One round trip: ZADD XX (on the base queue and the member's shard: one
+ * of them holds its lease). */
 int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const char *task_id,
                     int64_t lease_ms, weft_error *err)
 {
     char k[KEY_MAX], member[ID_MAX * 2 + 2];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    int rc;
+    rs_cmd c[2];
+    redisReply *x[2];
+    int rc, q, nq, sh[2];
     if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
-        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0 ||
+        (rc = rs_ensure(r, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
-    rs_k_queue(r, queue, "leases", k);
-    rs_cmd_add(&c, "ZADD");
-    rs_cmd_add(&c, k);
-    rs_cmd_add(&c, "XX");
-    rs_cmd_addf(&c, "%lld", (long long)(wu_now_ms() + lease_ms));
-    rs_cmd_add(&c, member);
-    if ((rc = rs_one(r, &c, &x, k, err)) != 0) return rc;
-    rs_replies_free(&x, 1);
-    return 0;
+    nq = rs_qshard_candidates(r, queue, member, sh);
+    memset(c, 0, sizeof c);
+    for (q = 0; q < nq; q++) {
+        rs_k_qs(r, queue, sh[q], "leases", k);
+        rs_cmd_add(&c[q], "ZADD");
+        rs_cmd_dup(&c[q], k);
+        rs_cmd_add(&c[q], "XX");
+        rs_cmd_addf(&c[q], "%lld", (long long)(wu_now_ms() + lease_ms));
+        rs_cmd_add(&c[q], member);
+    }
+    memset(x, 0, sizeof x);
+    rc = rs_pipe(r, c, (size_t)nq, x, k, err);
+    rs_cmds_free(c, (size_t)nq);
+    rs_replies_free(x, (size_t)nq);
+    return rc;
 }
 
 /* One round trip: GET polled (kept 10 s after a claim: 0 when older). */
@@ -397,7 +530,7 @@ int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err)
     int rc;
     *ms = 0;
     if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
-    if ((rc = queue_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
+    if ((rc = base_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
     if (x[0]->type == REDIS_REPLY_STRING) *ms = atoll(x[0]->str);
     rs_replies_free(x, 1);
     return 0;
@@ -412,16 +545,25 @@ int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const cha
     static const char *const which[4] = {"leases", "due", "ready", "meta"};
     char member[ID_MAX * 2 + 2], park[KEY_MAX], f[3][KEY_MAX];
     const char *arg[4] = {member, member, member, member};
-    redisReply *x[4];
+    redisReply *x[8];
     rs_entry e;
-    int rc;
+    int rc, i, sh[2], nq;
     memset(out, 0, sizeof *out);
     if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_check_id(workflow_id, err)) != 0 ||
         (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
         return rc;
     snprintf(member, sizeof member, "%s|%s", workflow_id, task_id);
-    if ((rc = queue_query(r, queue, cmd, which, arg, 4, x, err)) != 0) return rc;
+    if ((rc = rs_ensure(r, err)) != 0) return rc;
+    nq = rs_qshard_candidates(r, queue, member, sh);
+    if ((rc = queue_query(r, queue, sh, nq, cmd, which, arg, 4, x, err)) != 0) return rc;
+    /* in its shard or in the base queue (with controls): where it is */
+    for (i = 0; nq == 2 && i < 4; i++)
+        if (x[i]->type != REDIS_REPLY_STRING && x[4 + i]->type == REDIS_REPLY_STRING) {
+            redisReply *t = x[i];
+            x[i] = x[4 + i];
+            x[4 + i] = t;
+        }
     if (x[0]->type == REDIS_REPLY_STRING)
         out->state = ST_Q_LEASED;
     else if (x[1]->type == REDIS_REPLY_STRING)
@@ -437,7 +579,7 @@ int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const cha
         out->limit = e.limit;
     }
     free(e.buf);
-    rs_replies_free(x, 4);
+    rs_replies_free(x, (size_t)(4 * nq));
     if (!out->name[0]) return 0;
     {
         const char *cmd2[4] = {"ZSCORE", "HGET", "HGET", "HGET"};
@@ -447,7 +589,7 @@ int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const cha
         snprintf(f[0], sizeof f[0], "c:%s", out->name);
         snprintf(f[1], sizeof f[1], "ws:%s", out->name);
         snprintf(f[2], sizeof f[2], "wn:%s", out->name);
-        if ((rc = queue_query(r, queue, cmd2, which2, arg2, 4, x, err)) != 0) return rc;
+        if ((rc = base_query(r, queue, cmd2, which2, arg2, 4, x, err)) != 0) return rc;
         if (x[0]->type == REDIS_REPLY_STRING) out->state = ST_Q_WAITING;
         if (x[1]->type == REDIS_REPLY_STRING) out->held = atoi(x[1]->str);
         if (x[2]->type == REDIS_REPLY_STRING) out->window_start = atoll(x[2]->str);
@@ -468,7 +610,7 @@ int rs_queue_limits(rs *r, const char *queue, json_object **out, weft_error *err
     int rc;
     *out = NULL;
     if ((rc = st_check_name("task queue", queue, TYPE_MAX, 0, err)) != 0) return rc;
-    if ((rc = queue_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
+    if ((rc = base_query(r, queue, cmd, which, arg, 1, x, err)) != 0) return rc;
     o = json_object_new_object();
     limits = json_object_new_object();
     json_object_object_add(o, "waiting", json_object_new_int64(0));

@@ -95,6 +95,10 @@ typedef struct rs_opts {
      * kept in Redis (P layout): 0 = $WEFT_PARTITIONS, else what Redis holds. A
      * number that differs from Redis's is refused. */
     int partitions; /* 1-1024; new: 1, 8 on a cluster */
+    /* queue shards, "<n>[,<type>=<n>]..." (n 1-64): a type's queue spread
+     * over n shards (docs/operations.md); NULL or "" = $WEFT_QUEUE_SHARDS,
+     * else what Redis holds (new: "1", "6" on a cluster) */
+    const char *queue_shards;
 } rs_opts;
 
 /* Connect. WEFT_EIO with the reason ("redis://127.0.0.1:6390: Connection
