@@ -19,8 +19,13 @@ trap 'for p in $POLLERS; do kill "$p" 2>/dev/null; done; kill "$httpd_pid" 2>/de
 wait_for 10 test -s "$TMP/port" || { echo "# tests/httpd did not start"; exit 1; }
 BASE="http://127.0.0.1:$(cat "$TMP/port")"
 
+# every queue here is split in shards (the base queue holds the tasks with a
+# priority or limits), but pq's, whose test wants FIFO over all its tasks
+export WEFT_QUEUE_SHARDS="${WEFT_QUEUE_SHARDS:-4,pq=1}"
 start_redis
 start_weftd d1 --workers 2 --api 127.0.0.1:0 --set lease=2s
+[ "$(rcli HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = "$WEFT_QUEUE_SHARDS" ] &&
+    ok "queue shards: $WEFT_QUEUE_SHARDS" || not_ok "layout: $(rcli HGETALL "${WEFT_KEY_PREFIX}layout")"
 start_weftd d2 --workers 2 --api 127.0.0.1:0 --set lease=2s
 A1="http://$(api_of d1)" || exit 1
 A2="http://$(api_of d2)" || exit 1

@@ -373,6 +373,7 @@ static void test_queue_shards(void **state)
     for (got = 0, k = 0; k < 20 && got < 41; k++) {
         n = rs_claim(r, http, 1, 8, 60000, c, &err);
         assert_true(n >= 0 && n <= 8);
+        if (k == 0) assert_string_equal(c[0].task_id, "prio"); /* the base queue first */
         for (i = 0; i < n; i++) {
             if (!strcmp(c[i].task_id, "prio")) {
                 assert_int_equal(c[i].controlled, 1);

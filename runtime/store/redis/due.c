@@ -196,16 +196,18 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     got = calloc(cap + 1, sizeof *got);
     if (!got && !rc) rc = rs_oom(err);
     /* every type's claims are collected, even after an error: they must go back */
-    for (k = 0, j = 0; k < ncl && got; k++) {
+    for (k = 0, j = 0, i = 0; k < ncl && got; k++) {
         const char *type = types[cq[k].type];
         if (rs_is_err(cx[k])) {
             rs_k_qs(r, type, cq[k].shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
         } else if (cx[k]->type == REDIS_REPLY_ARRAY)
             rs_claims_of(cx[k], type, (int)cap, got, &ngot);
+        if (cq[k].shard == 0) i = ngot - j; /* from the base queue (asked first) */
         if (k + 1 == ncl || cq[k + 1].type != cq[k].type) { /* the type's last queue */
-            rs_claim_noted(r, type, max, (int)(ngot - j));
+            rs_claim_noted(r, type, max, (int)(ngot - j), (int)i);
             j = ngot;
+            i = 0;
         }
     }
     rs_replies_free(x, nc);

@@ -49,6 +49,9 @@ enum {
 #define DEFAULT_RETENTION_MS (7LL * 24 * 3600 * 1000)
 #define DEFAULT_TIMEOUT_MS 5000
 
+#define RS_QSHARDS_MAX 64 /* shards of one type's queue */
+#define RS_QSEEN 64        /* types whose claims are remembered (rs.qseen) */
+
 struct rs {
     redisContext *c;
     ru_url url; /* the seed in use (a copy of seeds[seed]); url.shown, the password masked,
@@ -61,7 +64,10 @@ struct rs {
     int broken;
     unsigned rr;             /* rotates which type rs_claim serves first */
     unsigned srr;            /* rotates the queue shards that claims visit first */
-    unsigned char qbusy[64]; /* types whose claims found more than they took (rs_claim_cmds) */
+    struct rs_qseen {     /* what the last claims of a type found (rs_claim_cmds) */
+        int base;         /* claims from its base queue */
+        int busy;         /* more than they could take */
+    } qseen[RS_QSEEN];    /* by the type's CRC16 */
     int early;               /* rs_opts.early_steps */
     int guard;               /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly;      /* a steps pipeline sent, its replies not read yet */
@@ -192,7 +198,6 @@ void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_M
  * S slot ranges), over which members without controls are spread by the
  * CRC16 of "<wfid>|<taskid>". With S = 1 (a single Redis's default) there
  * is only the base queue. */
-#define RS_QSHARDS_MAX 64
 int rs_qs_parse(rs *r, const char *text, char why[128]);
 char *rs_qs_text(const rs *r);
 void rs_qs_clear(rs *r);
@@ -207,7 +212,7 @@ int rs_lease_shard(const rs *r, const rs_lease *cl);
 void rs_token_seed(char seed[37]);
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
                   const char *seed, rs_cmd *c, int *sh);
-void rs_claim_noted(rs *r, const char *type, int max, int got);
+void rs_claim_noted(rs *r, const char *type, int max, int got, int base);
 /* Every queue of type: the base queue, then its shards; how many. */
 int rs_qlist(const rs *r, const char *type, int sh[RS_QSHARDS_MAX + 1]);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);

@@ -364,40 +364,41 @@ void rs_token_seed(char seed[37])
     seed[24] = 0;
 }
 
-/* The busy mark of type (rs.qbusy): its last claims found more than they
- * could take. */
-static unsigned char *busy_of(rs *r, const char *type)
+/* What the last claims of type found (rs.qseen; types may share one). */
+static struct rs_qseen *seen_of(rs *r, const char *type)
 {
-    return &r->qbusy[rc_crc16(type, strlen(type)) % sizeof r->qbusy];
+    return &r->qseen[rc_crc16(type, strlen(type)) % RS_QSEEN];
 }
 
 /*
  * The claims of up to max members of type into c (room for
- * RS_QSHARDS_MAX + 1), one claim.lua per queue, the base queue (members with
- * priority or limits) first, then the shards from a start that turns by one
- * a call; the queue of each into sh; how many. With max at least the number
- * of queues, each asks for an equal share (the base for the remainder).
- * With fewer, each queue asks for 1, so that no queue goes unasked (more
- * than max may come back: the caller gives the extra back and notes it,
- * rs_claim_noted) unless the type is busy: then only max queues are asked,
- * in turn. A domain's base queue is always asked (for nothing, when it has
- * no share): it keeps the time of the last poll.
+ * RS_QSHARDS_MAX + 1), one claim.lua per queue; the queue of each into sh;
+ * how many. The base queue (members with a priority or limits) is asked
+ * first, for max: its claims are handed out first. The shards, from a start
+ * that turns by one a call, share what the base queue left of max at the
+ * last claim: equal shares when there are enough; else one each, so that
+ * none goes unasked; else, while the type keeps finding more than it can
+ * take (busy), one each for as many as there are, in turn. What comes back
+ * over max goes back (the caller, who notes what came: rs_claim_noted). A
+ * domain's base queue keeps the time of the last poll.
  */
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
                   const char *seed, rs_cmd *c, int *sh)
 {
-    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), n = 0, q, k;
-    int start = nq > 1 ? (int)(r->srr++ % (unsigned)nq) : 0, domain = strchr(type, ':') != NULL;
-    int few = max < nq, busy = few && *busy_of(r, type);
+    const struct rs_qseen *w = seen_of(r, type);
+    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k;
+    int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
+    int rest = max - (w->base < max ? w->base : max);
     for (k = 0; k < nq; k++) {
-        int share;
-        q = k == 0 ? 0 : 1 + (k - 1 + start) % (nq - 1);
-        if (!few)
-            share = max / nq + (k == 0 ? max % nq : 0);
-        else if (!busy)
-            share = 1;
-        else /* max of the nq queues in turn, from start */
-            share = (k - start + nq) % nq < max;
+        int q = k == 0 ? 0 : 1 + (k - 1 + start) % ns, share;
+        if (k == 0)
+            share = max;
+        else if (rest >= ns)
+            share = rest / ns + (k - 1 < rest % ns);
+        else if (!w->busy)
+            share = rest > 0;
+        else
+            share = k - 1 < rest;
         if (share <= 0 && !(q == 0 && domain)) continue;
         rs_cmd_script(&c[n], r, S_CLAIM, 4);
         rs_queue_keys(r, type, all[q], &c[n]);
@@ -411,15 +412,18 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
     return n;
 }
 
-/* What the claims of type found (got, of max asked): a type that found more
- * than it could take is busy, one that found less is not. */
-void rs_claim_noted(rs *r, const char *type, int max, int got)
+/* What the claims of type found: got in all, base of them from its base
+ * queue (of max asked). */
+void rs_claim_noted(rs *r, const char *type, int max, int got, int base)
 {
+    struct rs_qseen *w;
     if (rs_qshards(r, type) <= 1) return;
+    w = seen_of(r, type);
+    w->base = base < max ? base : max;
     if (got > max)
-        *busy_of(r, type) = 1;
+        w->busy = 1;
     else if (got < max)
-        *busy_of(r, type) = 0;
+        w->busy = 0;
 }
 
 /* One round trip: reap.lua and claim.lua on each of the queue's queues,
@@ -433,7 +437,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     long long now = (long long)wu_now_ms();
     char **list = NULL;
     rs_lease *all = NULL;
-    size_t n = 0, room = 0, ng = 0;
+    size_t n = 0, room = 0, ng = 0, base = 0;
     int rc, q, nq, nc, sh[RS_QSHARDS_MAX + 1], csh[RS_QSHARDS_MAX + 1];
 
     *reaped = 0;
@@ -468,8 +472,9 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
             if (!rc) rc = rs_reply_err(r, x[q], ready, err);
         } else if (x[q]->type == REDIS_REPLY_ARRAY && all)
             rs_claims_of(x[q], queue, (int)room, all, &ng);
+        if (csh[q - nq] == 0) base = ng;
     }
-    rs_claim_noted(r, queue, max, (int)ng);
+    rs_claim_noted(r, queue, max, (int)ng, (int)base);
     if (rc && ng) rs_claim_release(r, all, ng);
     if (!rc && ng > (size_t)max) rs_claim_release(r, all + max, ng - (size_t)max);
     if (rc || ng > (size_t)max) ng = rc ? 0 : (size_t)max;
