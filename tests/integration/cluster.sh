@@ -73,6 +73,45 @@ else
     not_ok "weftd with partitions=16 kept running"
 fi
 
+# queue shards: a cluster's default is 6, fixed like the partitions; one hot
+# type's tasks spread over every primary, and all of them are claimed
+[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = 6 ] &&
+    ok "a new prefix on a cluster gets 6 queue shards" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
+WEFT_QUEUE_SHARDS=6,LAMBDA=2 run_weft status nosuch
+expect_rc "WEFT_QUEUE_SHARDS=6,LAMBDA=2 against a prefix of 6" 2
+expect_err "names both" "was first used with queue_shards=6 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with queue_shards=6,LAMBDA=2"
+ids=
+for i in $(seq 1 60); do
+    run_weft start "$TMP/c1.lua" --input "{\"n\":$i}"
+    ids="$ids $last"
+done
+n=0
+total=0
+for p in $(redis-cli -p "$1" cluster nodes | grep master | sed 's/.*:\([0-9]*\)@.*/\1/'); do
+    k=0
+    for key in $(redis-cli -p "$p" --scan --pattern "${WEFT_KEY_PREFIX}{q:LAMBDA|*}:ready"); do
+        k=$((k + $(redis-cli -p "$p" ZCARD "$key")))
+    done
+    [ "$k" -gt 0 ] && n=$((n + 1))
+    total=$((total + k))
+done
+base=$(redis-cli -c -p "$1" ZCARD "${WEFT_KEY_PREFIX}{q:LAMBDA}:ready")
+[ "$n" = 3 ] && [ "$total" = 60 ] && [ "$base" = 0 ] &&
+    ok "60 queued LAMBDA tasks sit in shards on all 3 primaries, none in the base queue" ||
+    not_ok "LAMBDA shards: $total tasks on $n primaries, $base in the base queue"
+"$BUILD/runtime/weftd" --no-api --workers 2 --id c2 >"$TMP/c2.log" 2>&1 &
+wpid=$!
+bad=0
+i=0
+for id in $ids; do
+    i=$((i + 1))
+    run_weft wait "$id" --timeout 20
+    "$JSONEQ" "$last" "{\"result\":{\"n\":$((i * 2))}}" || { bad=$((bad + 1)); echo "# $id: $last $errout"; }
+done
+[ "$bad" = 0 ] && ok "weftd claimed them from every shard: 60 right outputs" || not_ok "$bad of 60 workflows wrong"
+kill "$wpid"
+wait "$wpid"
+
 # the suites against weftd, on this cluster (each under its own key prefix)
 for s in daemon api api_input operator events secrets workers tree_ops queue_controls payload_refs \
     http busy_sweep depth; do

@@ -24,8 +24,9 @@ BASE="http://127.0.0.1:$(cat "$TMP/port")"
 export WEFT_QUEUE_SHARDS="${WEFT_QUEUE_SHARDS:-4,pq=1}"
 start_redis
 start_weftd d1 --workers 2 --api 127.0.0.1:0 --set lease=2s
-[ "$(rcli HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = "$WEFT_QUEUE_SHARDS" ] &&
-    ok "queue shards: $WEFT_QUEUE_SHARDS" || not_ok "layout: $(rcli HGETALL "${WEFT_KEY_PREFIX}layout")"
+shards_are() { [ "$(rcli HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = "$1" ]; }
+wait_for 10 shards_are "$WEFT_QUEUE_SHARDS" && ok "queue shards: $WEFT_QUEUE_SHARDS" ||
+    not_ok "layout: $(rcli HGETALL "${WEFT_KEY_PREFIX}layout" | tr '\n' ' ')"
 start_weftd d2 --workers 2 --api 127.0.0.1:0 --set lease=2s
 A1="http://$(api_of d1)" || exit 1
 A2="http://$(api_of d2)" || exit 1
