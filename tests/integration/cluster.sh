@@ -73,13 +73,13 @@ else
     not_ok "weftd with partitions=16 kept running"
 fi
 
-# queue shards: a cluster's default is 6, fixed like the partitions; one hot
+# queue shards: a cluster's default is a shard per primary, fixed like the partitions; one hot
 # type's tasks spread over every primary, and all of them are claimed
-[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = 6 ] &&
-    ok "a new prefix on a cluster gets 6 queue shards" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
-WEFT_QUEUE_SHARDS=6,LAMBDA=2 run_weft status nosuch
-expect_rc "WEFT_QUEUE_SHARDS=6,LAMBDA=2 against a prefix of 6" 2
-expect_err "names both" "was first used with queue_shards=6 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with queue_shards=6,LAMBDA=2"
+[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" queue_shards)" = 3 ] &&
+    ok "a new prefix on a 3-primary cluster gets 3 queue shards" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
+WEFT_QUEUE_SHARDS=3,LAMBDA=2 run_weft status nosuch
+expect_rc "WEFT_QUEUE_SHARDS=3,LAMBDA=2 against a prefix of 3" 2
+expect_err "names both" "was first used with queue_shards=3 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with queue_shards=3,LAMBDA=2"
 ids=
 for i in $(seq 1 60); do
     run_weft start "$TMP/c1.lua" --input "{\"n\":$i}"

@@ -102,6 +102,21 @@ RSF_FN uint64_t save(const char *id, uint64_t fence, const rs_step *steps, size_
     return nf;
 }
 
+/* A handle on prefix with this layout (0, NULL: what Redis holds); rs_open's
+ * return in *rc. */
+RSF_FN rs *open_layout(const char *prefix, int parts, const char *shards, int *rc,
+                       weft_error *err)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    o.url = srv.url;
+    o.prefix = prefix;
+    o.partitions = parts;
+    o.queue_shards = shards;
+    *rc = rs_open(&o, &x, err);
+    return x;
+}
+
 /* A handle on a port nobody listens on (url: its URL): opened, not connected. */
 RSF_FN rs *open_unreachable(char url[64], weft_error *err)
 {

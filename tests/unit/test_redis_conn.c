@@ -304,13 +304,7 @@ static void test_command(void **state)
 
 static rs *open_parts(const char *prefix, int parts, int *rc, weft_error *err)
 {
-    rs_opts o = {0};
-    rs *x = NULL;
-    o.url = srv.url;
-    o.prefix = prefix;
-    o.partitions = parts;
-    *rc = rs_open(&o, &x, err);
-    return x;
+    return open_layout(prefix, parts, NULL, rc, err);
 }
 
 static void test_layout(void **state)

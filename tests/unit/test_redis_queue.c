@@ -295,13 +295,7 @@ static void test_wake(void **state)
 
 static rs *open_shards(const char *prefix, const char *shards, int *rc, weft_error *err)
 {
-    rs_opts o = {0};
-    rs *x = NULL;
-    o.url = srv.url;
-    o.prefix = prefix;
-    o.queue_shards = shards;
-    *rc = rs_open(&o, &x, err);
-    return x;
+    return open_layout(prefix, 0, shards, rc, err);
 }
 
 /* The key of shard s (1..n) of type under prefix "sh:". */

@@ -616,3 +616,19 @@ void rs_cl_free(rs *r)
     free(r->cl);
     r->cl = NULL;
 }
+
+int rs_cl_primaries(const rs *r)
+{
+    unsigned char *seen;
+    int n = 0, s;
+    if (!r->cl || !r->cl->map.nnodes || !(seen = calloc(r->cl->map.nnodes, 1))) return 1;
+    for (s = 0; s < RC_SLOTS; s++) {
+        int i = r->cl->map.slot[s];
+        if (i >= 0 && (size_t)i < r->cl->map.nnodes && !seen[i]) {
+            seen[i] = 1;
+            n++;
+        }
+    }
+    free(seen);
+    return n > 0 ? n : 1;
+}

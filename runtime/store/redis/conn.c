@@ -511,7 +511,12 @@ static int layout_load(rs *r, weft_error *err)
     static const char *const field[2] = {"partitions", "queue_shards"};
     char k[KEY_MAX], num[24], why[128], *stored = NULL, *theirs;
     int want = r->want_parts ? r->want_parts : r->cl ? 8 : 1, got = -1, i, rc;
-    const char *want_qs = r->want_qs ? r->want_qs : r->cl ? "6" : "1";
+    char cl_qs[24];
+    int np = rs_cl_primaries(r);
+    /* a new cluster's default: a shard per primary (up to 64) */
+    const char *want_qs = r->want_qs ? r->want_qs
+                          : r->cl    ? rs_digits(cl_qs, (unsigned long long)(np < 64 ? np : 64), 0)
+                                     : "1";
     rs_cmd c[4];
     redisReply *x[4];
     memset(c, 0, sizeof c);

@@ -233,6 +233,8 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err);
 void rs_cl_drop(rs *r);
 void rs_cl_revive(rs *r);
 void rs_cl_free(rs *r);
+/* The primaries that serve slots in the map (1 when none, or not a cluster). */
+int rs_cl_primaries(const rs *r);
 
 /* due.c */
 /* The partition for a wake token about workflow id: one an idle worker of

@@ -97,7 +97,7 @@ typedef struct rs_opts {
     int partitions; /* 1-1024; new: 1, 8 on a cluster */
     /* queue shards, "<n>[,<type>=<n>]..." (n 1-64): a type's queue spread
      * over n shards (docs/operations.md); NULL or "" = $WEFT_QUEUE_SHARDS,
-     * else what Redis holds (new: "1", "6" on a cluster) */
+     * else what Redis holds (new: "1", or a cluster's primaries) */
     const char *queue_shards;
 } rs_opts;
 
