@@ -61,25 +61,27 @@ every_node_ok() {
 cluster_ok() {
     set -- $CLUSTER_PORTS
     i=0
-    until every_node_ok && [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = 3 ] &&
+    until every_node_ok &&
+        [ "$(redis-cli -p "$1" cluster nodes | grep -v fail | grep -c slave)" = $((3 * ${CLUSTER_REPLICAS:-1})) ] &&
         replicas_synced; do
         i=$((i + 1)); [ $i -gt 600 ] && { echo "the cluster did not come up"; return 1; }
         sleep 0.05
     done
 }
 
-# start_cluster: 6 nodes, 1 replica per primary; exports WEFT_REDIS_URL as
-# the three primaries' seeds
+# start_cluster: 6 nodes, 1 replica per primary (CLUSTER_REPLICAS=0: the 3
+# primaries alone); exports WEFT_REDIS_URL as the three primaries' seeds
 start_cluster() {
+    local replicas=${CLUSTER_REPLICAS:-1}
     mkdir -p "$CLUSTER_DIR"
-    for i in 1 2 3 4 5 6; do
+    for i in $(seq 1 $((3 * (1 + replicas)))); do
         p=$(cluster_port)
         CLUSTER_PORTS="$CLUSTER_PORTS $p"
     done
     for p in $CLUSTER_PORTS; do cluster_node "$p"; done
     # shellcheck disable=SC2086
     redis-cli --cluster create $(for p in $CLUSTER_PORTS; do printf '127.0.0.1:%s ' "$p"; done) \
-        --cluster-replicas 1 --cluster-yes >"$CLUSTER_DIR/create.log" 2>&1 ||
+        --cluster-replicas "$replicas" --cluster-yes >"$CLUSTER_DIR/create.log" 2>&1 ||
         { echo "redis-cli --cluster create failed"; cat "$CLUSTER_DIR/create.log"; exit 1; }
     cluster_ok || exit 1
     set -- $CLUSTER_PORTS

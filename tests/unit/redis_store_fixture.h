@@ -104,8 +104,7 @@ RSF_FN uint64_t save(const char *id, uint64_t fence, const rs_step *steps, size_
 
 /* A handle on prefix with this layout (0, NULL: what Redis holds); rs_open's
  * return in *rc. */
-RSF_FN rs *open_layout(const char *prefix, int parts, const char *shards, int *rc,
-                       weft_error *err)
+RSF_FN rs *open_layout(const char *prefix, int parts, const char *shards, int *rc, weft_error *err)
 {
     rs_opts o = {0};
     rs *x = NULL;

@@ -331,13 +331,16 @@ static void test_queue_shards(void **state)
     r = open_shards("sh:", "4,SOLO=1", &rc, &err);
     assert_int_equal(rc, 0);
     assert_string_equal(qstr(buf, sizeof buf, "HGET sh:layout queue_shards"), "4,SOLO=1");
-    create("wf1", LATE);
-    /* members without controls spread over the 4 shards; the base queue
-     * keeps the ones with controls; SOLO has one queue, the base */
+    /* members without controls spread over the 4 shards by workflow; the
+     * base queue keeps the ones with controls; SOLO has one queue, the base */
     for (i = 0; i < 40; i++) {
+        char wid[16];
+        snprintf(wid, sizeof wid, "wf%d", i + 100);
         snprintf(tid, sizeof tid, "t%d", i);
-        push("wf1", "HTTP", tid, 0);
+        create(wid, LATE);
+        push(wid, "HTTP", tid, 0);
     }
+    create("wf1", LATE);
     assert_int_equal(qint("EXISTS sh:{q:HTTP}:ready"), 0);
     for (k = 1; k <= 4; k++) {
         n = (int)shard_card("HTTP", k, 4, "ready");
@@ -382,10 +385,12 @@ static void test_queue_shards(void **state)
             assert_int_equal(rs_renew(r, &c[i], 90000, &err), 0);
             if (got == 0 && i == 0) {
                 /* where it is, and a lease the API extends */
-                assert_int_equal(rs_queue_has(r, "HTTP", "wf1", c[i].task_id, &err), 1);
-                assert_int_equal(rs_queue_member(r, "HTTP", "wf1", c[i].task_id, &m, &err), 0);
+                assert_int_equal(rs_queue_has(r, "HTTP", c[i].workflow_id, c[i].task_id, &err), 1);
+                assert_int_equal(
+                    rs_queue_member(r, "HTTP", c[i].workflow_id, c[i].task_id, &m, &err), 0);
                 assert_int_equal(m.state, ST_Q_LEASED);
-                assert_int_equal(rs_lease_extend(r, "HTTP", "wf1", c[i].task_id, 500000, &err), 0);
+                assert_int_equal(
+                    rs_lease_extend(r, "HTTP", c[i].workflow_id, c[i].task_id, 500000, &err), 0);
             }
             assert_int_equal(rs_ack(r, &c[i], &err), 0);
             assert_int_equal(rs_ack(r, &c[i], &err), WEFT_ESTATE);
@@ -403,12 +408,29 @@ static void test_queue_shards(void **state)
     assert_int_equal(rs_claim(r, solo, 1, 1, 60000, c, &err), 1);
     assert_int_equal(rs_ack(r, &c[0], &err), 0);
 
+    /* a workflow's tasks share one shard: the one whose slot range holds
+     * the workflow's own slot */
+    for (i = 0; i < 5; i++) {
+        snprintf(tid, sizeof tid, "w%d", i);
+        push("wf1", "HTTP", tid, 0);
+    }
+    k = 1 + (int)((long)(rc_crc16("wf1", 3) & (RC_SLOTS - 1)) * 4 / RC_SLOTS);
+    assert_int_equal(shard_card("HTTP", k, 4, "ready"), 5);
+    /* a claim of 8 asks each of the 4 shards for 2; the next one asks the
+     * shards that came back short for 1 and the one that had more for 5 */
+    assert_int_equal(rs_claim(r, http, 1, 8, 60000, c, &err), 2);
+    assert_int_equal(rs_claim(r, http, 1, 8, 60000, c + 2, &err), 3);
+    for (i = 0; i < 5; i++)
+        assert_int_equal(rs_ack(r, &c[i], &err), 0);
+
     /* claims of 1 while every shard has work: one each, the extra ones
      * back at once (not left leased), none lost or taken twice */
     memset(seen, 0, sizeof seen);
     for (i = 0; i < 12; i++) {
+        char wid[16];
+        snprintf(wid, sizeof wid, "wf%d", i + 100);
         snprintf(tid, sizeof tid, "t%d", i);
-        push("wf1", "HTTP", tid, 0);
+        push(wid, "HTTP", tid, 0);
     }
     /* (a busy type's claim asks one queue in turn: it may find that one
      * empty, and the next asks them all again) */

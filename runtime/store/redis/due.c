@@ -78,10 +78,12 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc, ncl = 0;
     long long now = (long long)wu_now_ms();
     int rc, start, per, sh[RS_QSHARDS_MAX + 1];
-    /* the type (its index in types) and queue shard of each claim command */
+    /* each claim command: its type's index in types, what it asks and got */
     struct {
-        int type, shard;
+        int type;
+        rs_qclaim q;
     } *cq = NULL;
+    rs_qclaim qc[RS_QSHARDS_MAX + 1];
 
     if (ndue) *ndue = 0;
     if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
@@ -128,10 +130,10 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0, ncl = 0; k < ntypes; k++) {
         int t = (int)((first + k) % ntypes), m, q;
-        m = rs_claim_cmds(r, types[t], now, lease_ms, max, seed, &c[nw + nd + ncl], sh);
+        m = rs_claim_cmds(r, types[t], now, lease_ms, max, seed, &c[nw + nd + ncl], qc);
         for (q = 0; q < m; q++) {
             cq[ncl + (size_t)q].type = t;
-            cq[ncl + (size_t)q].shard = sh[q];
+            cq[ncl + (size_t)q].q = qc[q];
         }
         ncl += (size_t)m;
     }
@@ -196,18 +198,19 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     got = calloc(cap + 1, sizeof *got);
     if (!got && !rc) rc = rs_oom(err);
     /* every type's claims are collected, even after an error: they must go back */
-    for (k = 0, j = 0, i = 0; k < ncl && got; k++) {
+    for (k = 0, j = 0; k < ncl && got; k++) {
         const char *type = types[cq[k].type];
+        size_t was = ngot;
         if (rs_is_err(cx[k])) {
-            rs_k_qs(r, type, cq[k].shard, "ready", ready);
+            rs_k_qs(r, type, cq[k].q.shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
         } else if (cx[k]->type == REDIS_REPLY_ARRAY)
             rs_claims_of(cx[k], type, (int)cap, got, &ngot);
-        if (cq[k].shard == 0) i = ngot - j; /* from the base queue (asked first) */
+        qc[k - j] = cq[k].q;
+        qc[k - j].got = (int)(ngot - was);
         if (k + 1 == ncl || cq[k + 1].type != cq[k].type) { /* the type's last queue */
-            rs_claim_noted(r, type, max, (int)(ngot - j), (int)i);
-            j = ngot;
-            i = 0;
+            rs_claim_noted(r, type, max, qc, (int)(k + 1 - j));
+            j = k + 1;
         }
     }
     rs_replies_free(x, nc);

@@ -50,7 +50,7 @@ enum {
 #define DEFAULT_TIMEOUT_MS 5000
 
 #define RS_QSHARDS_MAX 64 /* shards of one type's queue */
-#define RS_QSEEN 64        /* types whose claims are remembered (rs.qseen) */
+#define RS_QSEEN 64       /* types whose claims are remembered (rs.qseen) */
 
 struct rs {
     redisContext *c;
@@ -62,16 +62,17 @@ struct rs {
     int64_t retention_ms;
     int timeout_ms;
     int broken;
-    unsigned rr;             /* rotates which type rs_claim serves first */
-    unsigned srr;            /* rotates the queue shards that claims visit first */
-    struct rs_qseen {     /* what the last claims of a type found (rs_claim_cmds) */
-        int base;         /* claims from its base queue */
-        int busy;         /* more than they could take */
-    } qseen[RS_QSEEN];    /* by the type's CRC16 */
-    int early;               /* rs_opts.early_steps */
-    int guard;               /* SIGPIPE is not ignored: block it around each exchange */
-    struct flight *fly;      /* a steps pipeline sent, its replies not read yet */
-    struct rs_cluster *cl;   /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
+    unsigned rr;           /* rotates which type rs_claim serves first */
+    unsigned srr;          /* rotates the queue shards that claims visit first */
+    struct rs_qseen {      /* what the last claims of a type found (rs_claim_cmds) */
+        int base;          /* claims from its base queue */
+        int busy;          /* more than they could take */
+        uint64_t shorts;   /* bit s-1: shard s had fewer than it was asked for */
+    } qseen[RS_QSEEN];     /* by the type's CRC16 */
+    int early;             /* rs_opts.early_steps */
+    int guard;             /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly;    /* a steps pipeline sent, its replies not read yet */
+    struct rs_cluster *cl; /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
     /* the layout (P layout, read at the first connect): partitions of the
      * decider queue and wake tokens, each a hash tag (ptag) */
     int want_parts; /* configured; 0 = what Redis holds */
@@ -195,9 +196,9 @@ void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_M
  * holds every member with controls (priority, limits: their counts stay
  * exact in one slot), and, when the layout gives the type S > 1 shards,
  * S more, P{q:<type>|<s>:<n>} (s = 1..S, the tag's slot in the (s-1)-th of
- * S slot ranges), over which members without controls are spread by the
- * CRC16 of "<wfid>|<taskid>". With S = 1 (a single Redis's default) there
- * is only the base queue. */
+ * S slot ranges), over which members without controls are spread by their
+ * workflow's slot (rs_qshard_of). With S = 1 (a single Redis's default)
+ * there is only the base queue. */
 int rs_qs_parse(rs *r, const char *text, char why[128]);
 char *rs_qs_text(const rs *r);
 void rs_qs_clear(rs *r);
@@ -210,9 +211,14 @@ int rs_qshard_candidates(const rs *r, const char *type, const char *member, int 
 /* The shard a claim sits in. */
 int rs_lease_shard(const rs *r, const rs_lease *cl);
 void rs_token_seed(char seed[37]);
+/* One claim.lua of rs_claim_cmds: the queue it asks, for how many, and how
+ * many it got (the caller's). */
+typedef struct rs_qclaim {
+    int shard, asked, got;
+} rs_qclaim;
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
-                  const char *seed, rs_cmd *c, int *sh);
-void rs_claim_noted(rs *r, const char *type, int max, int got, int base);
+                  const char *seed, rs_cmd *c, rs_qclaim *q);
+void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* Every queue of type: the base queue, then its shards; how many. */
 int rs_qlist(const rs *r, const char *type, int sh[RS_QSHARDS_MAX + 1]);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);

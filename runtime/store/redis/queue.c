@@ -372,54 +372,74 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
 
 /*
  * The claims of up to max members of type into c (room for
- * RS_QSHARDS_MAX + 1), one claim.lua per queue; the queue of each into sh;
- * how many. The base queue (members with a priority or limits) is asked
- * first, for max: its claims are handed out first. The shards, from a start
- * that turns by one a call, share what the base queue left of max at the
- * last claim: equal shares when there are enough; else one each, so that
- * none goes unasked; else, while the type keeps finding more than it can
- * take (busy), one each for as many as there are, in turn. What comes back
- * over max goes back (the caller, who notes what came: rs_claim_noted). A
- * domain's base queue keeps the time of the last poll.
+ * RS_QSHARDS_MAX + 1), one claim.lua per queue; which queue each asks and
+ * for how many into q; how many. The base queue (members with a priority or
+ * limits) is asked first, for max: its claims are handed out first. The
+ * shards, from a start that turns by one a call, share what the base queue
+ * left of max at the last claim: when there is enough for all, a shard
+ * that came back short at its last claim is asked for 1 and the others
+ * share the rest (all share alike when none or all came back short); when
+ * there is not, each is asked for 1, so that none goes unasked, unless the
+ * type is busy (its claims found more than they could take): then as many
+ * as there is room for, in turn. What comes back over max goes back (the
+ * caller, who notes what came: rs_claim_noted). A domain's base queue keeps
+ * the time of the last poll.
  */
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
-                  const char *seed, rs_cmd *c, int *sh)
+                  const char *seed, rs_cmd *c, rs_qclaim *q)
 {
     const struct rs_qseen *w = seen_of(r, type);
-    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k;
+    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0;
     int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
-    int rest = max - (w->base < max ? w->base : max);
+    int rest = max - (w->base < max ? w->base : max), longs = 0, split;
+    for (k = 1; k <= ns; k++)
+        nshort += (int)(w->shorts >> (k - 1) & 1);
+    if (nshort == ns) nshort = 0; /* none known to have more: alike */
+    split = rest - nshort;
     for (k = 0; k < nq; k++) {
-        int q = k == 0 ? 0 : 1 + (k - 1 + start) % ns, share;
+        int s = k == 0 ? 0 : 1 + (k - 1 + start) % ns, share;
         if (k == 0)
             share = max;
-        else if (rest >= ns)
-            share = rest / ns + (k - 1 < rest % ns);
-        else if (!w->busy)
+        else if (rest >= ns && nshort && (w->shorts >> (s - 1) & 1))
+            share = 1;
+        else if (rest >= ns) {
+            share = split / (ns - nshort) + (longs < split % (ns - nshort));
+            longs++;
+        } else if (!w->busy)
             share = rest > 0;
         else
             share = k - 1 < rest;
-        if (share <= 0 && !(q == 0 && domain)) continue;
+        if (share <= 0 && !(s == 0 && domain)) continue;
         rs_cmd_script(&c[n], r, S_CLAIM, 4);
-        rs_queue_keys(r, type, all[q], &c[n]);
+        rs_queue_keys(r, type, all[s], &c[n]);
         rs_cmd_addf(&c[n], "%lld", now);
         rs_cmd_addf(&c[n], "%lld", (long long)lease_ms);
         rs_cmd_addf(&c[n], "%d", share);
         rs_cmd_add(&c[n], seed);
-        rs_cmd_add(&c[n], q == 0 && domain ? "1" : "0");
-        sh[n++] = all[q];
+        rs_cmd_add(&c[n], s == 0 && domain ? "1" : "0");
+        q[n].shard = all[s];
+        q[n].asked = share;
+        q[n++].got = 0;
     }
     return n;
 }
 
-/* What the claims of type found: got in all, base of them from its base
- * queue (of max asked). */
-void rs_claim_noted(rs *r, const char *type, int max, int got, int base)
+/* What the n claims of type in q found (their got set), of max asked. */
+void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n)
 {
     struct rs_qseen *w;
+    int k, got = 0;
     if (rs_qshards(r, type) <= 1) return;
     w = seen_of(r, type);
-    w->base = base < max ? base : max;
+    for (k = 0; k < n; k++) {
+        got += q[k].got;
+        if (q[k].shard == 0)
+            w->base = q[k].got < max ? q[k].got : max;
+        else if (q[k].got < q[k].asked)
+            w->shorts |= 1ULL << (q[k].shard - 1);
+        else
+            w->shorts &= ~(1ULL << (q[k].shard - 1));
+    }
     if (got > max)
         w->busy = 1;
     else if (got < max)
@@ -437,8 +457,9 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     long long now = (long long)wu_now_ms();
     char **list = NULL;
     rs_lease *all = NULL;
-    size_t n = 0, room = 0, ng = 0, base = 0;
-    int rc, q, nq, nc, sh[RS_QSHARDS_MAX + 1], csh[RS_QSHARDS_MAX + 1];
+    size_t n = 0, room = 0, ng = 0;
+    int rc, q, nq, nc, sh[RS_QSHARDS_MAX + 1];
+    rs_qclaim qc[RS_QSHARDS_MAX + 1];
 
     *reaped = 0;
     *exhausted = NULL;
@@ -453,7 +474,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     nq = rs_qlist(r, queue, sh);
     for (q = 0; q < nq; q++)
         reap_cmd(r, queue, sh[q], now, max_reaps, &c[q]);
-    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, seed, c + nq, csh);
+    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, seed, c + nq, qc);
     rs_k_queue(r, queue, "ready", ready);
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nc, x, ready, err);
@@ -467,14 +488,15 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
         if (!rs_is_err(x[q]) && x[q]->type == REDIS_REPLY_ARRAY) room += x[q]->elements / 3;
     if (room && !(all = calloc(room, sizeof *all))) rc = rs_oom(err);
     for (q = nq; q < nc; q++) {
+        size_t was = ng;
         if (rs_is_err(x[q])) {
-            rs_k_qs(r, queue, csh[q - nq], "ready", ready);
+            rs_k_qs(r, queue, qc[q - nq].shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, x[q], ready, err);
         } else if (x[q]->type == REDIS_REPLY_ARRAY && all)
             rs_claims_of(x[q], queue, (int)room, all, &ng);
-        if (csh[q - nq] == 0) base = ng;
+        qc[q - nq].got = (int)(ng - was);
     }
-    rs_claim_noted(r, queue, max, (int)ng, (int)base);
+    rs_claim_noted(r, queue, max, qc, nc - nq);
     if (rc && ng) rs_claim_release(r, all, ng);
     if (!rc && ng > (size_t)max) rs_claim_release(r, all + max, ng - (size_t)max);
     if (rc || ng > (size_t)max) ng = rc ? 0 : (size_t)max;

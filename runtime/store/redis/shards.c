@@ -141,11 +141,20 @@ int rs_qshards(const rs *r, const char *type)
     return r->qshards > 0 ? r->qshards : 1;
 }
 
+/*
+ * A member's shard follows its workflow, not the task: a workflow's tasks
+ * share a shard (a claim takes a fork's tasks together, and their results
+ * are saved together), and it is the shard whose slot range holds the
+ * workflow's own slot (P{<wfid>}), so that where the ranges match the
+ * primaries a save and the tasks it queues go to one node.
+ */
 int rs_qshard_of(const rs *r, const char *type, const char *member, int controlled)
 {
-    int n;
+    const char *bar = strchr(member, '|');
+    int n, slot;
     if (controlled || (n = rs_qshards(r, type)) <= 1) return 0;
-    return 1 + (int)(rc_crc16(member, strlen(member)) % (unsigned)n);
+    slot = rc_crc16(member, bar ? (size_t)(bar - member) : strlen(member)) & (RC_SLOTS - 1);
+    return 1 + (int)((long)slot * n / RC_SLOTS);
 }
 
 int rs_qshard_candidates(const rs *r, const char *type, const char *member, int sh[2])
