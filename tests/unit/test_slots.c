@@ -79,13 +79,52 @@ static void test_partitions(void **state)
         assert_true(count[i] > 800 && count[i] < 1200);
 }
 
+/* MOVED/ASK texts, as a cluster (or something posing as one) sends them */
+static void test_redirects(void **state)
+{
+    static const char *const bad[] = {NULL,
+                                      "",
+                                      "MOVED",
+                                      "MOVED ",
+                                      "MOVED x 1.2.3.4:1",
+                                      "MOVED -1 1.2.3.4:1",
+                                      "MOVED 16384 1.2.3.4:1",
+                                      "MOVED 99999999999999999999 h:1",
+                                      "MOVED 12 1.2.3.4",
+                                      "MOVED 12 :6379",
+                                      "MOVED 12 h:",
+                                      "MOVED 12 h:0",
+                                      "MOVED 12 h:65536",
+                                      "MOVED 12 h:-5",
+                                      "MOVED 12 h:80 extra",
+                                      "MOVED 12 h:80x",
+                                      "MOVED 12  h:80x",
+                                      "MOVED 12\th:80",
+                                      "ASK 12 h:+80"};
+    const char *host;
+    size_t hlen, i;
+    int slot, port;
+    (void)state;
+    assert_int_equal(rc_redirect_parse("MOVED 3999 127.0.0.1:6381", &slot, &host, &hlen, &port), 0);
+    assert_int_equal(slot, 3999);
+    assert_int_equal(hlen, 9);
+    assert_memory_equal(host, "127.0.0.1", 9);
+    assert_int_equal(port, 6381);
+    assert_int_equal(rc_redirect_parse("ASK 16383 ::1:7000", &slot, &host, &hlen, &port), 0);
+    assert_int_equal(slot, 16383);
+    assert_int_equal(hlen, 3);
+    assert_int_equal(port, 7000);
+    for (i = 0; i < sizeof bad / sizeof *bad; i++)
+        if (rc_redirect_parse(bad[i], &slot, &host, &hlen, &port) != -1)
+            fail_msg("taken: \"%s\"", bad[i] ? bad[i] : "(null)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc16),
-        cmocka_unit_test(test_key_slots),
-        cmocka_unit_test(test_map_bad_replies),
-        cmocka_unit_test(test_partitions),
+        cmocka_unit_test(test_crc16),           cmocka_unit_test(test_key_slots),
+        cmocka_unit_test(test_map_bad_replies), cmocka_unit_test(test_partitions),
+        cmocka_unit_test(test_redirects),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -90,21 +90,12 @@ static redisContext *node_conn(rs *r, size_t i, weft_error *err)
  * map when new), or -1. */
 static int redirect_node(struct rs_cluster *cl, const redisReply *x, int *slot)
 {
-    const char *p = strchr(x->str, ' '), *at, *colon;
-    char *end;
-    long s, port;
-    int i;
-    if (!p) return -1;
-    s = strtol(p + 1, &end, 10);
-    if (end == p + 1 || *end != ' ' || s < 0 || s >= RC_SLOTS) return -1;
-    at = end + 1;
-    colon = strrchr(at, ':');
-    if (!colon || colon == at) return -1;
-    port = strtol(colon + 1, &end, 10);
-    if (*end || port <= 0 || port > 65535) return -1;
-    if ((i = rc_map_node_at(&cl->map, at, (size_t)(colon - at), (int)port)) < 0) return -1;
+    const char *host;
+    size_t hlen;
+    int i, port;
+    if (rc_redirect_parse(x->str, slot, &host, &hlen, &port) != 0) return -1;
+    if ((i = rc_map_node_at(&cl->map, host, hlen, port)) < 0) return -1;
     if (ctx_fit(cl)) return -1;
-    *slot = (int)s;
     return i;
 }
 

@@ -216,7 +216,7 @@ void rs_token_seed(char seed[37]);
 typedef struct rs_qclaim {
     int shard, asked, got;
 } rs_qclaim;
-int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int cover,
                   const char *seed, rs_cmd *c, rs_qclaim *q);
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* Every queue of type: the base queue, then its shards; how many. */

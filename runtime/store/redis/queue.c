@@ -375,50 +375,59 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
  * RS_QSHARDS_MAX + 1), one claim.lua per queue; which queue each asks and
  * for how many into q; how many. The base queue (members with a priority or
  * limits) is asked first, for max: its claims are handed out first. The
- * shards, from a start that turns by one a call, share what the base queue
- * left of max at the last claim: when there is enough for all, a shard
- * that came back short at its last claim is asked for 1 and the others
- * share the rest (all share alike when none or all came back short); when
- * there is not, each is asked for 1, so that none goes unasked, unless the
- * type is busy (its claims found more than they could take): then as many
- * as there is room for, in turn. What comes back over max goes back (the
- * caller, who notes what came: rs_claim_noted). A domain's base queue keeps
- * the time of the last poll.
+ * shards, taken in a turn that moves by one a call, those that came back
+ * short at their last claim last, share what the base queue left of max at
+ * the last claim: when there is enough for all, a short one is asked for 1
+ * and the others share the rest (all alike when none or all came back
+ * short); when there is not, the first ones are asked for 1 each, as many
+ * as there is room for, or, with cover (a REST poll, which would rather
+ * not miss a task), every shard is, unless the type is busy (its claims
+ * found more than they could take). What comes back over max goes back
+ * (the caller, who notes what came: rs_claim_noted). A domain's base queue
+ * keeps the time of the last poll.
  */
-int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max,
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int cover,
                   const char *seed, rs_cmd *c, rs_qclaim *q)
 {
     const struct rs_qseen *w = seen_of(r, type);
-    int all[RS_QSHARDS_MAX + 1], nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0;
+    int all[RS_QSHARDS_MAX + 1], share[RS_QSHARDS_MAX + 1], order[RS_QSHARDS_MAX];
+    int nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0, nlong = 0;
     int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
-    int rest = max - (w->base < max ? w->base : max), longs = 0, split;
-    for (k = 1; k <= ns; k++)
-        nshort += (int)(w->shorts >> (k - 1) & 1);
-    if (nshort == ns) nshort = 0; /* none known to have more: alike */
-    split = rest - nshort;
-    for (k = 0; k < nq; k++) {
-        int s = k == 0 ? 0 : 1 + (k - 1 + start) % ns, share;
-        if (k == 0)
-            share = max;
-        else if (rest >= ns && nshort && (w->shorts >> (s - 1) & 1))
-            share = 1;
-        else if (rest >= ns) {
-            share = split / (ns - nshort) + (longs < split % (ns - nshort));
-            longs++;
-        } else if (!w->busy)
-            share = rest > 0;
+    int rest = max - (w->base < max ? w->base : max);
+    /* the shards in turn from start, those not known to be short first */
+    for (k = 0; k < ns; k++) {
+        int s = 1 + (k + start) % ns;
+        if (!(w->shorts >> (s - 1) & 1)) order[nlong++] = s;
+    }
+    for (k = 0; k < ns; k++) {
+        int s = 1 + (k + start) % ns;
+        if (w->shorts >> (s - 1) & 1) order[nlong + nshort++] = s;
+    }
+    memset(share, 0, sizeof share);
+    share[0] = max;
+    for (k = 0; k < ns; k++) {
+        int s = order[k];
+        if (rest >= ns && nshort && nlong) /* 1 for the short, the rest for the others */
+            share[s] = k < nlong ? (rest - nshort) / nlong + (k < (rest - nshort) % nlong) : 1;
+        else if (rest >= ns)
+            share[s] = rest / ns + (k < rest % ns);
+        else if (cover && !w->busy)
+            share[s] = rest > 0;
         else
-            share = k - 1 < rest;
-        if (share <= 0 && !(s == 0 && domain)) continue;
+            share[s] = k < rest;
+    }
+    for (k = 0; k < nq; k++) {
+        int s = k == 0 ? 0 : order[k - 1];
+        if (share[s] <= 0 && !(s == 0 && domain)) continue;
         rs_cmd_script(&c[n], r, S_CLAIM, 4);
         rs_queue_keys(r, type, all[s], &c[n]);
         rs_cmd_addf(&c[n], "%lld", now);
         rs_cmd_addf(&c[n], "%lld", (long long)lease_ms);
-        rs_cmd_addf(&c[n], "%d", share);
+        rs_cmd_addf(&c[n], "%d", share[s]);
         rs_cmd_add(&c[n], seed);
         rs_cmd_add(&c[n], s == 0 && domain ? "1" : "0");
         q[n].shard = all[s];
-        q[n].asked = share;
+        q[n].asked = share[s];
         q[n++].got = 0;
     }
     return n;
@@ -474,7 +483,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     nq = rs_qlist(r, queue, sh);
     for (q = 0; q < nq; q++)
         reap_cmd(r, queue, sh[q], now, max_reaps, &c[q]);
-    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, seed, c + nq, qc);
+    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, 1, seed, c + nq, qc);
     rs_k_queue(r, queue, "ready", ready);
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nc, x, ready, err);
