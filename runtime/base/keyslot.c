@@ -34,7 +34,11 @@ int rc_key_slot(const char *key, size_t len)
 
 int rc_part_of(const char *id, int parts)
 {
-    return parts > 1 ? (int)(rc_crc16(id, strlen(id)) % (unsigned)parts) : 0;
+    /* by the slot range of P{<id>}: partition i's tag is in the i-th range
+     * (rc_part_tag), so where the ranges match the primaries a workflow's
+     * decider queue entry is on its own node */
+    long slot = rc_crc16(id, strlen(id)) & (RC_SLOTS - 1);
+    return parts > 1 ? (int)(slot * parts / RC_SLOTS) : 0;
 }
 
 void rc_range_tag(char *tag, size_t cap, const char *base, int label, int range, int parts)

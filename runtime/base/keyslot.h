@@ -19,7 +19,8 @@ uint16_t rc_crc16(const char *buf, size_t len);
 int rc_key_slot(const char *key, size_t len);
 
 /* Keys every workflow touches are spread over parts partitions, each a
- * hash tag of its own: the partition of a workflow id (0 when parts <= 1). */
+ * hash tag of its own: the partition of a workflow id (0 when parts <= 1),
+ * the one whose slot range holds the id's own slot. */
 int rc_part_of(const char *id, int parts);
 
 #define RC_TAG_MAX 48

@@ -478,43 +478,109 @@ out:
     return rc;
 }
 
-/* A pipeline: wave by wave (rs_cmd.wave), each wave's commands sent to their
- * nodes side by side. */
+/* Whether command j must come before command i (rs_cmd.wave, .group). */
+static int before(const rs_cmd *j, const rs_cmd *i)
+{
+    return j->wave < i->wave && (!j->group || !i->group || j->group == i->group);
+}
+
+/* A command the cluster never took (sent as often as it could be). */
+static int not_taken(const redisReply *x)
+{
+    return is_reply(x, "MOVED") || is_reply(x, "ASK") || is_reply(x, "TRYAGAIN") ||
+           is_reply(x, "CLUSTERDOWN");
+}
+
+/*
+ * A pipeline in exchanges: each sends, side by side to their nodes, every
+ * command whose predecessors (before()) have been answered or go to its own
+ * node ahead of it in the same exchange, where that node runs them in order
+ * (a save's steps and trim, where they share its node, go together).
+ */
 int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, weft_error *err)
 {
+    struct rs_cluster *cl = r->cl;
     rs_cmd *sub;
     redisReply **subrep;
-    size_t *idx, i, m;
-    int w, top = 0, rc = 0;
-    for (i = 0; i < n; i++)
+    size_t *idx, *by, *at, i, j, k, m, left = n, ngroups = 1;
+    int *to, top = 0, rc = 0;
+    unsigned char *st; /* 0: to send, 1: in this exchange, 2: answered */
+    for (i = 0; i < n; i++) {
         if (cmds[i].wave > top) top = cmds[i].wave;
+        if (cmds[i].group >= 0 && (size_t)cmds[i].group >= ngroups)
+            ngroups = (size_t)cmds[i].group + 1;
+    }
     if (!top) return pipe_once(r, cmds, n, rep, key, err);
+    if (cl->stale && (rc = map_refresh(r, err)) != 0) return rc; /* routes to decide by */
     sub = malloc(n * sizeof *sub);
     subrep = calloc(n, sizeof *subrep);
     idx = malloc(n * sizeof *idx);
-    if (!sub || !subrep || !idx) rc = rs_oom(err);
-    for (w = 0; w <= top && !rc; w++) {
-        for (i = m = 0; i < n; i++)
-            if (cmds[i].wave == w) {
-                sub[m] = cmds[i]; /* borrowed: pipe_once neither frees nor changes it */
-                idx[m++] = i;
+    to = malloc(n * sizeof *to);
+    st = calloc(n, 1);
+    by = malloc(n * sizeof *by);          /* the commands by group, in order */
+    at = calloc(ngroups + 1, sizeof *at); /* where each group starts in by */
+    if (!sub || !subrep || !idx || !to || !st || !by || !at) rc = rs_oom(err);
+    for (i = 0; i < n && !rc; i++) {
+        to[i] = route(cl, &cmds[i]);
+        at[(cmds[i].group > 0 ? (size_t)cmds[i].group : 0) + 1]++;
+    }
+    for (k = 1; k <= ngroups && !rc; k++)
+        at[k] += at[k - 1];
+    for (i = 0; i < n && !rc; i++) {
+        size_t g = cmds[i].group > 0 ? (size_t)cmds[i].group : 0;
+        by[at[g]++] = i;
+    }
+    for (k = ngroups; k > 0 && !rc; k--) /* back to the starts */
+        at[k] = at[k - 1];
+    if (!rc) at[0] = 0;
+    while (left && !rc) {
+        for (i = m = 0; i < n; i++) {
+            size_t g = cmds[i].group > 0 ? (size_t)cmds[i].group : 0, pass;
+            int ok = st[i] == 0;
+            /* its predecessors: of its group and of group 0; of every group
+             * for a command of group 0 */
+            for (pass = 0; pass < 2 && ok; pass++) {
+                size_t from = g && pass ? at[0] : at[pass ? 0 : g], end;
+                if (!g)
+                    from = 0, end = n, pass = 1;
+                else
+                    end = pass ? at[1] : at[g + 1];
+                for (k = from; k < end && ok; k++) {
+                    j = g ? by[k] : k;
+                    if (st[j] != 2 && before(&cmds[j], &cmds[i]))
+                        ok = st[j] == 1 && j < i && to[j] == to[i] && to[i] >= 0;
+                }
             }
-        if (!m) continue;
+            if (!ok) continue;
+            st[i] = 1;
+            sub[m] = cmds[i]; /* borrowed: pipe_once neither frees nor changes it */
+            idx[m++] = i;
+        }
+        if (!m) { /* (cannot be: the lowest wave left always goes) */
+            rc = wu_err(err, WEFT_EIO, "%s: %s: pipeline order", r->url.shown, key);
+            break;
+        }
         memset(subrep, 0, m * sizeof *subrep);
         rc = pipe_once(r, sub, m, subrep, key, err);
         for (i = 0; i < m; i++) {
             rep[idx[i]] = subrep[i];
-            /* a command of this wave the cluster never took: the next waves
-             * depend on it, so they are not sent */
-            if (!rc && w < top &&
-                (is_reply(subrep[i], "MOVED") || is_reply(subrep[i], "ASK") ||
-                 is_reply(subrep[i], "TRYAGAIN") || is_reply(subrep[i], "CLUSTERDOWN")))
-                rc = wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, subrep[i]->str);
+            st[idx[i]] = 2;
         }
+        left -= m;
+        /* a command the cluster never took: those after it are not sent */
+        for (i = 0; i < m && !rc; i++)
+            if (not_taken(subrep[i]))
+                for (j = 0; j < n && !rc; j++)
+                    if (st[j] == 0 && before(&cmds[idx[i]], &cmds[j]))
+                        rc = wu_err(err, WEFT_EIO, "%s: %s: %s", r->url.shown, key, subrep[i]->str);
     }
     free(sub);
     free(subrep);
     free(idx);
+    free(to);
+    free(st);
+    free(by);
+    free(at);
     return rc;
 }
 

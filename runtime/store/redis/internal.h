@@ -95,13 +95,15 @@ struct rs {
 
 /*
  * One command's arguments; strings are borrowed unless copied by
- * rs_cmd_addf/rs_cmd_dup. wave orders a pipeline on a Redis Cluster, where
- * the commands of different nodes run side by side: no command is sent
- * before every command of a lower wave has been answered (a single Redis
- * runs a pipeline in order anyway).
+ * rs_cmd_addf/rs_cmd_dup. wave and group order a pipeline on a Redis
+ * Cluster, where the commands of different nodes run side by side: a
+ * command is not sent before the commands of a lower wave in its group (or
+ * in group 0, which every group shares) have been answered, unless they go
+ * to its node ahead of it in the same exchange (one node runs its commands
+ * in order). A single Redis runs a pipeline in order anyway.
  */
 typedef struct rs_cmd {
-    int argc, cap, oom, wave;
+    int argc, cap, oom, wave, group;
     const char **argv;
     size_t *len;
     char **own;

@@ -399,31 +399,38 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
     }
     for (i = 0; i < nhead; i++)
         cmds[k++] = head[i];
+    /* on a Redis Cluster (waves and groups, internal.h): each set's steps
+     * after the head that recorded them (head i is set i's when there is one
+     * per set), its trim after the steps it removes, the wake token after
+     * every step */
+    for (i = 0; i < nhead; i++)
+        cmds[i].group = nhead == nsets ? (int)i + 1 : 0;
     for (i = 0; i < nsets; i++) {
         step_set *s = &sets[i];
+        size_t from = k;
         for (j = 0; j < s->n; j++) {
             size_t m = (size_t)step_cmd(r, s->id, &s->e[j], &cmds[k], key);
             first[k] = 1 + m;
             k += m;
         }
-        /* the trim: ZREM of the applied entries (a ZREM of none is skipped) */
+        for (j = 0, s->nackcmds = 0; j < s->nacks; j++)
+            s->nackcmds += drop_cmds(r, &s->acks[j], &cmds[k + s->nackcmds]);
+        k += s->nackcmds;
+        s->acks = NULL; /* not needed after: a flight outlives the caller's acks */
+        /* the trim, last: ZREM of the applied entries (a ZREM of none is skipped) */
         s->ntrim = s->trim->argc > 2 || s->trim->oom;
         if (s->ntrim) {
             cmds[k] = *s->trim;
             cmds[k++].wave = 2;
         } else
             rs_cmd_free(s->trim);
-        for (j = 0, s->nackcmds = 0; j < s->nacks; j++)
-            s->nackcmds += drop_cmds(r, &s->acks[j], &cmds[k + s->nackcmds]);
-        k += s->nackcmds;
-        s->acks = NULL; /* not needed after: a flight outlives the caller's acks */
+        for (j = from; j < k; j++) {
+            if (!cmds[j].wave) cmds[j].wave = 1;
+            cmds[j].group = (int)i + 1;
+        }
     }
-    /* on a Redis Cluster (waves, internal.h): the steps after the heads that
-     * recorded them, the trims after the steps they remove */
-    for (i = nhead; i < k; i++)
-        if (!cmds[i].wave) cmds[i].wave = 1;
     if (wake) {
-        cmds[k].wave = cmds[k + 1].wave = 1;
+        cmds[k].wave = cmds[k + 1].wave = 2;
         rs_k_wake(r, rs_wake_part(r, sets[0].id), wake_key);
         rs_cmd_add(&cmds[k], "LPUSH");
         rs_cmd_dup(&cmds[k], wake_key);
@@ -465,8 +472,9 @@ static int steps_take(rs *r, redisReply **rep, size_t k, const size_t *first, si
             rep[pick] = NULL;
             i += m;
         }
+        i += s->nackcmds; /* the acks */
         if (!rc && s->ntrim && rs_is_err(rep[i])) rc = rs_reply_err(r, rep[i], s->id, err);
-        i += s->ntrim + s->nackcmds; /* the trim, the acks */
+        i += s->ntrim; /* the trim */
     }
     rs_replies_free(rep, k);
     return rc;
