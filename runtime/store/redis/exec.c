@@ -49,55 +49,42 @@ static char *doc_status(const char *doc)
 }
 
 /* A create's decider queue entry goes in with its steps, after create.lua.
- * On a Redis Cluster those are other nodes: should create.lua run and its
- * steps not (a node lost between), nothing would look at the execution
+ * On a Redis Cluster those may be other nodes: should create.lua run and
+ * its steps not (a node lost between), nothing would look at the execution
  * again. So there each execution gets an entry first, for in
  * CREATE_GUARD_MS, which its steps can only bring earlier (ZADD LT): the
- * sweep finds it and applies its outbox. One more round trip per batch. */
+ * sweep finds it and applies its outbox. The guard goes ahead of
+ * create.lua (wave -1 of the create's group): in the same exchange when its
+ * partition is on the execution's node (a replica that has create.lua's
+ * write has the guard's too), else in an exchange before it. */
 #define CREATE_GUARD_MS 10000
-static int create_guard(rs *r, const rs_create *cr, const size_t *at, size_t m, weft_error *err)
+
+static void guard_cmd(rs *r, const char *id, long long when, rs_cmd *c)
 {
-    rs_cmd *c = calloc(m, sizeof *c);
-    redisReply **x = calloc(m, sizeof *x);
     char dq[KEY_MAX];
-    long long when = (long long)wu_now_ms() + CREATE_GUARD_MS;
-    size_t i;
-    int rc = rs_ensure(r, err); /* the layout names the key */
-    if (rc || !c || !x) {
-        free(c);
-        free(x);
-        return rc ? rc : rs_oom(err);
-    }
-    for (i = 0; i < m; i++) {
-        rs_k_dq(r, rs_part(r, cr[at[i]].id), dq);
-        rs_cmd_add(&c[i], "ZADD");
-        rs_cmd_dup(&c[i], dq);
-        rs_cmd_add(&c[i], "LT");
-        rs_cmd_addf(&c[i], "%lld", when);
-        rs_cmd_add(&c[i], cr[at[i]].id);
-    }
-    rc = rs_pipe(r, c, m, x, "create", err);
-    for (i = 0; i < m && !rc; i++)
-        if (rs_is_err(x[i])) rc = rs_reply_err(r, x[i], cr[at[i]].id, err);
-    rs_replies_free(x, m);
-    rs_cmds_free(c, m);
-    free(c);
-    free(x);
-    return rc;
+    rs_k_dq(r, rs_part(r, id), dq);
+    rs_cmd_add(c, "ZADD");
+    rs_cmd_dup(c, dq);
+    rs_cmd_add(c, "LT");
+    rs_cmd_addf(c, "%lld", when);
+    rs_cmd_add(c, id);
+    c->wave = -1;
 }
 
-/* One round trip for all n (two on a cluster): create.lua, ZADD the decider
- * queue and trim the outbox for each, pipelined. */
+/* One round trip for all n (more on a cluster when their keys are on other
+ * nodes): create.lua, ZADD the decider queue and trim the outbox for each,
+ * pipelined. */
 int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
 {
-    rs_cmd *head = calloc(n + 1, sizeof *head), *trim = calloc(n + 1, sizeof *trim);
-    redisReply **hrep = calloc(n + 1, sizeof *hrep);
+    rs_cmd *head = calloc(2 * n + 1, sizeof *head), *trim = calloc(n + 1, sizeof *trim);
+    redisReply **hrep = calloc(2 * n + 1, sizeof *hrep), **crep;
     rs_entry **es = calloc(n + 1, sizeof *es);
     step_set *sets = calloc(n + 1, sizeof *sets);
     size_t *at = calloc(n + 1, sizeof *at);
-    size_t i, j, m = 0;
+    size_t i, j, m = 0, ng = 0;
     int rc = 0;
 
+    if ((rc = rs_ensure(r, err)) != 0) goto out; /* the layout names the keys */
     if (!head || !trim || !hrep || !es || !sets || !at) {
         rc = rs_oom(err);
         goto out;
@@ -168,13 +155,19 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         at[m++] = i;
     }
     if (m == 0) goto out;
-    if (r->cl && (rc = create_guard(r, cr, at, m, err)) != 0) {
-        rs_cmds_free(head, m);
-        rs_cmds_free(trim, m);
-        goto failed;
+    if (r->cl) {
+        /* the guards first, each in its create's group */
+        long long when = (long long)wu_now_ms() + CREATE_GUARD_MS;
+        memmove(head + m, head, m * sizeof *head);
+        memset(head, 0, m * sizeof *head);
+        for (i = 0; i < m; i++) {
+            guard_cmd(r, cr[at[i]].id, when, &head[i]);
+            head[i].group = head[m + i].group = (int)i + 1;
+        }
+        ng = m;
     }
-    rc = rs_steps_apply(r, head, m, hrep, sets, m, err);
-failed:
+    rc = rs_steps_apply(r, head, ng + m, hrep, sets, m, err);
+    crep = hrep + ng; /* create.lua's */
     for (i = 0; i < m; i++) {
         rs_create *c = &cr[at[i]];
         weft_error e2 = {0};
@@ -182,17 +175,17 @@ failed:
         rs_k_exec(r, c->id, "", h);
         if (rc)
             c->rc = rc, snprintf(c->why, sizeof c->why, "%s", err->msg);
-        else if (rs_is_err(hrep[i]))
-            c->rc = rs_reply_err(r, hrep[i], h, &e2);
-        else if (!hrep[i] || hrep[i]->type != REDIS_REPLY_INTEGER)
+        else if (rs_is_err(crep[i]))
+            c->rc = rs_reply_err(r, crep[i], h, &e2);
+        else if (!crep[i] || crep[i]->type != REDIS_REPLY_INTEGER)
             c->rc = rs_bad_reply(r, h, &e2);
-        else if (hrep[i]->integer == 0)
+        else if (crep[i]->integer == 0)
             c->rc = wu_err(&e2, WEFT_EEXIST, "workflow %s already exists", c->id);
         else /* a refused step waits in the outbox */
             rs_steps_check(r, c->id, sets[i].e, sets[i].n, sets[i].rep, &e2);
         if (c->rc && !rc) snprintf(c->why, sizeof c->why, "%s", e2.msg);
     }
-    rs_replies_free(hrep, m);
+    rs_replies_free(hrep, ng + m);
 out:
     for (i = 0; i < m; i++) {
         if (sets[i].rep) rs_replies_free(sets[i].rep, sets[i].n);

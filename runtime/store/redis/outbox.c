@@ -404,7 +404,7 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
      * per set), its trim after the steps it removes, the wake token after
      * every step */
     for (i = 0; i < nhead; i++)
-        cmds[i].group = nhead == nsets ? (int)i + 1 : 0;
+        if (!cmds[i].group) cmds[i].group = nhead == nsets ? (int)i + 1 : 0;
     for (i = 0; i < nsets; i++) {
         step_set *s = &sets[i];
         size_t from = k;
