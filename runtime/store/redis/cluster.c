@@ -481,7 +481,8 @@ out:
 /* Whether command j must come before command i (rs_cmd.wave, .group). */
 static int before(const rs_cmd *j, const rs_cmd *i)
 {
-    return j->wave < i->wave && (!j->group || !i->group || j->group == i->group);
+    return j->wave < i->wave && j->group >= 0 && i->group >= 0 &&
+           (!j->group || !i->group || j->group == i->group);
 }
 
 /* A command the cluster never took (sent as often as it could be). */
@@ -507,7 +508,7 @@ int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
     unsigned char *st; /* 0: to send, 1: in this exchange, 2: answered */
     for (i = 0; i < n; i++) {
         if (cmds[i].wave > top) top = cmds[i].wave;
-        if (cmds[i].group >= 0 && (size_t)cmds[i].group >= ngroups)
+        if (cmds[i].group > 0 && (size_t)cmds[i].group >= ngroups)
             ngroups = (size_t)cmds[i].group + 1;
     }
     if (!top) return pipe_once(r, cmds, n, rep, key, err);

@@ -100,7 +100,8 @@ struct rs {
  * command is not sent before the commands of a lower wave in its group (or
  * in group 0, which every group shares) have been answered, unless they go
  * to its node ahead of it in the same exchange (one node runs its commands
- * in order). A single Redis runs a pipeline in order anyway.
+ * in order); a command of a group below 0 has no order. A single Redis runs
+ * a pipeline in order anyway.
  */
 typedef struct rs_cmd {
     int argc, cap, oom, wave, group;

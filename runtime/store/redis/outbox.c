@@ -401,8 +401,7 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
         cmds[k++] = head[i];
     /* on a Redis Cluster (waves and groups, internal.h): each set's steps
      * after the head that recorded them (head i is set i's when there is one
-     * per set), its trim after the steps it removes, the wake token after
-     * every step */
+     * per set), its trim after the steps it removes */
     for (i = 0; i < nhead; i++)
         if (!cmds[i].group) cmds[i].group = nhead == nsets ? (int)i + 1 : 0;
     for (i = 0; i < nsets; i++) {
@@ -430,7 +429,11 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
         }
     }
     if (wake) {
-        cmds[k].wave = cmds[k + 1].wave = 2;
+        /* in the first exchange, on a cluster: a worker it wakes polls the
+         * steps' nodes after those have the steps in hand (written to them
+         * first); at worst it finds nothing yet and looks again after
+         * poll_interval */
+        cmds[k].group = cmds[k + 1].group = -1;
         rs_k_wake(r, rs_wake_part(r, sets[0].id), wake_key);
         rs_cmd_add(&cmds[k], "LPUSH");
         rs_cmd_dup(&cmds[k], wake_key);
