@@ -60,6 +60,7 @@ static const weft_host *H;
 typedef struct node {
     char host[256];
     int port;
+    unsigned gen; /* bumped when the entry is given to another server */
     redisContext *idle[POOL_MAX];
     size_t nidle;
 } node;
@@ -80,7 +81,8 @@ typedef struct redis_lock {
 typedef struct conn {
     redisContext *c;
     int node;
-    int reused; /* came from the pool: may have gone stale */
+    unsigned gen; /* the node's when taken: pooled again only if still so */
+    int reused;   /* came from the pool: may have gone stale */
 } conn;
 
 static int64_t mono_ms(void)
@@ -244,6 +246,7 @@ static int conn_get(redis_lock *l, int n, conn *out, weft_error *err)
     if (v->nidle) c = v->idle[--v->nidle];
     snprintf(host, sizeof host, "%s", v->host);
     port = v->port;
+    out->gen = v->gen;
     seed = l->seed;
     pthread_mutex_unlock(&l->mu);
     if (seed) u = &l->more[seed - 1];
@@ -320,7 +323,7 @@ static void conn_put(redis_lock *l, conn *cn)
     if (!c->err) {
         node *v = &l->nodes[cn->node];
         pthread_mutex_lock(&l->mu);
-        if (v->nidle < POOL_MAX) {
+        if (v->nidle < POOL_MAX && v->gen == cn->gen) {
             v->idle[v->nidle++] = c;
             c = NULL;
         }
@@ -376,34 +379,43 @@ static redisReply *run(redis_lock *l, conn *cn, int argc, const char **argv, wef
 }
 
 /* "MOVED <slot> <host>:<port>" or "ASK ...": the node it names (added when
- * new), or -1. */
+ * new, in the place of one no slot names when the table is full), or -1. */
 static int redirect(redis_lock *l, const redisReply *r, int *slot)
 {
-    const char *p = strchr(r->str, ' '), *at, *colon;
-    char *end;
-    long s, port;
-    size_t i, hl;
-    int n = -1;
-    if (!p) return -1;
-    s = strtol(p + 1, &end, 10);
-    if (end == p + 1 || *end != ' ' || s < 0 || s >= RC_SLOTS) return -1;
-    at = end + 1;
-    if (!(colon = strrchr(at, ':')) || colon == at || (hl = (size_t)(colon - at)) >= 256) return -1;
-    port = strtol(colon + 1, &end, 10);
-    if (*end || port <= 0 || port > 65535) return -1;
+    redisContext *drop[POOL_MAX];
+    const char *at;
+    size_t i, hl, ndrop = 0;
+    int n = -1, port, s;
+    if (rc_redirect_parse(r->str, &s, &at, &hl, &port) != 0 || hl >= 256) return -1;
     pthread_mutex_lock(&l->mu);
     for (i = 1; i < l->nnodes && n < 0; i++)
         if (l->nodes[i].port == port && strlen(l->nodes[i].host) == hl &&
             !memcmp(l->nodes[i].host, at, hl))
             n = (int)i;
-    if (n < 0 && l->nnodes < NODES_MAX) {
-        n = (int)l->nnodes++;
+    if (n < 0 && l->nnodes < NODES_MAX) n = (int)l->nnodes++;
+    if (n < 0) {
+        /* full (servers replaced over failovers): reuse one no slot names */
+        unsigned char named[NODES_MAX] = {0};
+        for (i = 0; i < RC_SLOTS; i++)
+            if (l->slot[i] > 0 && l->slot[i] < NODES_MAX) named[l->slot[i]] = 1;
+        for (i = 1; i < l->nnodes && n < 0; i++)
+            if (!named[i] && (int)i != l->slot[s]) n = (int)i;
+        if (n > 0) {
+            ndrop = l->nodes[n].nidle;
+            memcpy(drop, l->nodes[n].idle, ndrop * sizeof drop[0]);
+            l->nodes[n].nidle = 0;
+            l->nodes[n].gen++; /* its connections in use are not pooled again */
+        }
+    }
+    if (n > 0) {
         memcpy(l->nodes[n].host, at, hl);
         l->nodes[n].host[hl] = 0;
-        l->nodes[n].port = (int)port;
+        l->nodes[n].port = port;
     }
     pthread_mutex_unlock(&l->mu);
-    *slot = (int)s;
+    for (i = 0; i < ndrop; i++)
+        redisFree(drop[i]);
+    *slot = s;
     return n;
 }
 

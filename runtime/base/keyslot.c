@@ -2,6 +2,7 @@
 #include "base/keyslot.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 uint16_t rc_crc16(const char *buf, size_t len)
@@ -64,4 +65,24 @@ void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX])
     }
     snprintf(b, sizeof b, "%s:", base);
     rc_range_tag(tag, RC_TAG_MAX, b, i, i, parts);
+}
+
+int rc_redirect_parse(const char *text, int *slot, const char **host, size_t *hlen, int *port)
+{
+    const char *p = text ? strchr(text, ' ') : NULL, *at, *colon;
+    char *end;
+    long s, n;
+    if (!p || p[1] < '0' || p[1] > '9') return -1;
+    s = strtol(p + 1, &end, 10);
+    if (*end != ' ' || s < 0 || s >= RC_SLOTS) return -1;
+    at = end + 1;
+    colon = strrchr(at, ':');
+    if (!colon || colon == at || colon[1] < '0' || colon[1] > '9') return -1;
+    n = strtol(colon + 1, &end, 10);
+    if (*end || n <= 0 || n > 65535) return -1;
+    *slot = (int)s;
+    *host = at;
+    *hlen = (size_t)(colon - at);
+    *port = (int)n;
+    return 0;
 }

@@ -34,4 +34,9 @@ void rc_part_tag(const char *base, int i, int parts, char tag[RC_TAG_MAX]);
  * room for the digits: a tag cut short is returned as it is). */
 void rc_range_tag(char *tag, size_t cap, const char *base, int label, int range, int parts);
 
+/* A redirection's text, "MOVED <slot> <host>:<port>" (or ASK): its slot, the
+ * host (hlen bytes, in text) and port. 0, or -1 when it is not one (a slot
+ * past 16383, no host, a port that is not 1-65535, anything after it). */
+int rc_redirect_parse(const char *text, int *slot, const char **host, size_t *hlen, int *port);
+
 #endif

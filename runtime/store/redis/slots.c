@@ -77,23 +77,3 @@ const rc_node *rc_map_node(const rc_map *m, int slot)
     if (slot < 0 || slot >= RC_SLOTS || m->slot[slot] < 0) return NULL;
     return &m->nodes[m->slot[slot]];
 }
-
-int rc_redirect_parse(const char *text, int *slot, const char **host, size_t *hlen, int *port)
-{
-    const char *p = text ? strchr(text, ' ') : NULL, *at, *colon;
-    char *end;
-    long s, n;
-    if (!p || p[1] < '0' || p[1] > '9') return -1;
-    s = strtol(p + 1, &end, 10);
-    if (*end != ' ' || s < 0 || s >= RC_SLOTS) return -1;
-    at = end + 1;
-    colon = strrchr(at, ':');
-    if (!colon || colon == at || colon[1] < '0' || colon[1] > '9') return -1;
-    n = strtol(colon + 1, &end, 10);
-    if (*end || n <= 0 || n > 65535) return -1;
-    *slot = (int)s;
-    *host = at;
-    *hlen = (size_t)(colon - at);
-    *port = (int)n;
-    return 0;
-}

@@ -36,9 +36,5 @@ int rc_map_node_at(rc_map *m, const char *host, size_t hlen, int port);
 /* The node serving slot, or NULL. */
 const rc_node *rc_map_node(const rc_map *m, int slot);
 void rc_map_free(rc_map *m);
-/* A redirection's text, "MOVED <slot> <host>:<port>" (or ASK): its slot, the
- * host (hlen bytes, in text) and port. 0, or -1 when it is not one (a slot
- * past 16383, no host, a port that is not 1-65535, anything after it). */
-int rc_redirect_parse(const char *text, int *slot, const char **host, size_t *hlen, int *port);
 
 #endif
