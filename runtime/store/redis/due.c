@@ -130,7 +130,8 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0, ncl = 0; k < ntypes; k++) {
         int t = (int)((first + k) % ntypes), m, q;
-        m = rs_claim_cmds(r, types[t], now, lease_ms, max, 0, seed, &c[nw + nd + ncl], qc);
+        m = rs_claim_cmds(r, types[t], now, lease_ms, max, nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY, seed,
+                          &c[nw + nd + ncl], qc);
         for (q = 0; q < m; q++) {
             cq[ncl + (size_t)q].type = t;
             cq[ncl + (size_t)q].q = qc[q];

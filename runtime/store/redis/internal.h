@@ -64,10 +64,12 @@ struct rs {
     int broken;
     unsigned rr;           /* rotates which type rs_claim serves first */
     unsigned srr;          /* rotates the queue shards that claims visit first */
+    unsigned erot;         /* rotates the empty queues a busy worker asks */
     struct rs_qseen {      /* what the last claims of a type found (rs_claim_cmds) */
         int base;          /* claims from its base queue */
-        int busy;          /* more than they could take */
         uint64_t shorts;   /* bit s-1: shard s had fewer than it was asked for */
+        uint64_t empty;    /* bit s-1: shard s had none */
+        int base_empty;    /* the base queue had none */
     } qseen[RS_QSEEN];     /* by the type's CRC16 */
     int early;             /* rs_opts.early_steps */
     int guard;             /* SIGPIPE is not ignored: block it around each exchange */
@@ -219,7 +221,11 @@ void rs_token_seed(char seed[37]);
 typedef struct rs_qclaim {
     int shard, asked, got;
 } rs_qclaim;
-int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int cover,
+/* How a claim asks: a busy worker's (the queues found empty take turns), an
+ * idle worker's (every queue), a REST poll's (every queue, also with a
+ * batch smaller than the queues) */
+enum { RS_CLAIM_BUSY, RS_CLAIM_IDLE, RS_CLAIM_COVER };
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
                   const char *seed, rs_cmd *c, rs_qclaim *q);
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* Every queue of type: the base queue, then its shards; how many. */

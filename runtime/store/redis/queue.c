@@ -380,13 +380,14 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
  * the last claim: when there is enough for all, a short one is asked for 1
  * and the others share the rest (all alike when none or all came back
  * short); when there is not, the first ones are asked for 1 each, as many
- * as there is room for, or, with cover (a REST poll, which would rather
- * not miss a task), every shard is, unless the type is busy (its claims
- * found more than they could take). What comes back over max goes back
- * (the caller, who notes what came: rs_claim_noted). A domain's base queue
- * keeps the time of the last poll.
+ * as there is room for, or, for a REST poll (how: RS_CLAIM_COVER, which
+ * must not miss a task), every shard is. A busy worker
+ * (RS_CLAIM_BUSY: it holds work, and polls again soon) asks only one of the
+ * queues found empty at their last claim, in turn. What comes back over
+ * max goes back (the caller, who notes what came: rs_claim_noted). A
+ * domain's base queue keeps the time of the last poll.
  */
-int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int cover,
+int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
                   const char *seed, rs_cmd *c, rs_qclaim *q)
 {
     const struct rs_qseen *w = seen_of(r, type);
@@ -411,10 +412,21 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
             share[s] = k < nlong ? (rest - nshort) / nlong + (k < (rest - nshort) % nlong) : 1;
         else if (rest >= ns)
             share[s] = rest / ns + (k < rest % ns);
-        else if (cover && !w->busy)
+        else if (how == RS_CLAIM_COVER)
             share[s] = rest > 0;
         else
             share[s] = k < rest;
+    }
+    if (how == RS_CLAIM_BUSY) {
+        /* a busy worker asks one of the queues found empty last, in turn */
+        int e[RS_QSHARDS_MAX + 1], ne = 0, pick;
+        if (w->base_empty) e[ne++] = 0;
+        for (k = 0; k < ns; k++)
+            if (w->empty >> (order[k] - 1) & 1) e[ne++] = order[k];
+        pick = ne > 1 ? e[r->erot++ % (unsigned)ne] : -1;
+        for (k = 0; k < ne && pick >= 0; k++)
+            if (e[k] != pick) share[e[k]] = 0;
+        if (pick >= 0 && share[pick] <= 0) share[pick] = 1;
     }
     for (k = 0; k < nq; k++) {
         int s = k == 0 ? 0 : order[k - 1];
@@ -433,26 +445,23 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
     return n;
 }
 
-/* What the n claims of type in q found (their got set), of max asked. */
+/* What the n claims of type in q found (their got set). */
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n)
 {
     struct rs_qseen *w;
-    int k, got = 0;
+    int k;
     if (rs_qshards(r, type) <= 1) return;
     w = seen_of(r, type);
     for (k = 0; k < n; k++) {
-        got += q[k].got;
-        if (q[k].shard == 0)
+        uint64_t bit = q[k].shard ? 1ULL << (q[k].shard - 1) : 0;
+        if (q[k].shard == 0) {
             w->base = q[k].got < max ? q[k].got : max;
-        else if (q[k].got < q[k].asked)
-            w->shorts |= 1ULL << (q[k].shard - 1);
-        else
-            w->shorts &= ~(1ULL << (q[k].shard - 1));
+            if (q[k].asked) w->base_empty = !q[k].got;
+            continue;
+        }
+        w->shorts = q[k].got < q[k].asked ? w->shorts | bit : w->shorts & ~bit;
+        w->empty = !q[k].got ? w->empty | bit : w->empty & ~bit;
     }
-    if (got > max)
-        w->busy = 1;
-    else if (got < max)
-        w->busy = 0;
 }
 
 /* One round trip: reap.lua and claim.lua on each of the queue's queues,
@@ -483,7 +492,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     nq = rs_qlist(r, queue, sh);
     for (q = 0; q < nq; q++)
         reap_cmd(r, queue, sh[q], now, max_reaps, &c[q]);
-    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, 1, seed, c + nq, qc);
+    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, RS_CLAIM_COVER, seed, c + nq, qc);
     rs_k_queue(r, queue, "ready", ready);
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nc, x, ready, err);
