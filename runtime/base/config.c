@@ -83,7 +83,7 @@ static const cf_field fields[] = {
      "fixed when the key prefix is first used (0: the stored number; for a new prefix 1, or 8 "
      "on a Redis Cluster)"},
     {"queue_shards", CF_STRING, F(queue_shards), 0, NULL, 0, NULL, "WEFT_QUEUE_SHARDS",
-     "queue shards per task type, \"<n>[,<type>=<n>]...\" (n 1-64): a type's tasks without "
+     "queue shards per task queue, \"<n>[,<queue>=<n>]...\" (n 1-64): a queue's tasks without "
      "priority or limits spread over n shards; fixed when the key prefix is first used (unset: "
      "the stored text; for a new prefix \"1\", or the number of primaries on a Redis Cluster)"},
     {"max_reaps", CF_INT, F(max_reaps), 0, "3", 0, NULL, NULL,

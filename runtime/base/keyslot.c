@@ -42,6 +42,11 @@ int rc_part_of(const char *id, int parts)
     return parts > 1 ? (int)(slot * parts / RC_SLOTS) : 0;
 }
 
+int rc_part_of_crc(const char *id, int parts)
+{
+    return parts > 1 ? (int)(rc_crc16(id, strlen(id)) % (unsigned)parts) : 0;
+}
+
 void rc_range_tag(char *tag, size_t cap, const char *base, int label, int range, int parts)
 {
     unsigned n;

@@ -136,6 +136,7 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
                 copy_str(got[ng].type, sizeof got[ng].type, st.type);
                 got[ng].never_reaped = 1;
                 got[ng].controlled = 0;
+                got[ng].qshard = 0;
                 got[ng].x = x;
                 got[ng].t = a->task;
                 st.lease = got[ng].lease;

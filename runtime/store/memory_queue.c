@@ -506,6 +506,7 @@ static int lease_to(mq *w, mq_member *p, int64_t now, int64_t lease_ms, st_lease
     copy_cut(c->type, sizeof c->type, q->type);
     c->never_reaped = 0;
     c->controlled = p->ctl;
+    c->qshard = 0;
     c->x = p->xslot ? *p->xslot : NULL;
     c->t = member_task(p);
     return 0;
@@ -597,6 +598,7 @@ static int queue_claim(mq *w, mq_queue *q, int64_t now, int64_t lease_ms, int ma
         copy_cut(c->type, sizeof c->type, q->type);
         c->never_reaped = 0;
         c->controlled = 0;
+        c->qshard = 0;
         c->x = p->xslot ? *p->xslot : NULL;
         c->t = member_task(p);
     }

@@ -80,6 +80,8 @@ typedef struct st_lease {
     char type[128];
     int never_reaped; /* a lease the saver took at once (eager): no reap count to clear */
     int controlled;   /* its member has queue controls (priority, limits): its ack frees them */
+    int qshard;       /* redis: 1 + the queue shard it was claimed from; 0: not known (an
+                       * eager lease), worked out from its workflow and controls */
     /* the objects themselves when the backend keeps them (memory): borrowed,
      * valid while the execution is stored; NULL from redis */
     xc_exec *x;

@@ -360,6 +360,29 @@ static void test_layout(void **state)
     assert_int_equal(rc, WEFT_EINVAL);
     assert_has(err.msg, "partitions must be 1 to 1024");
     rs_free(b);
+    /* a layout from before queue shards and partitions by slot range keeps
+     * what its keys were made with: one queue each, partitions by CRC16 */
+    freeReplyObject(qc("HSET old:layout partitions 4"));
+    b = open_parts("old:", 0, &rc, &err);
+    assert_int_equal(rc, 0);
+    {
+        char tag[RC_TAG_MAX], buf[64];
+        assert_string_equal(qstr(buf, sizeof buf, "HGET old:layout queue_shards"), "1");
+        assert_int_equal(qint("HEXISTS old:layout parts_by"), 0);
+        for (i = 0; i < 8; i++) {
+            snprintf(ids[i], sizeof ids[i], "old-%d", i);
+            assert_int_equal(rs_wake(b, ids[i], 1, 0, &err), 0);
+            rc_part_tag("dq", rc_part_of_crc(ids[i], 4), 4, tag);
+            assert_true(qint("ZSCORE old:{%s}:due %s", tag, ids[i]) == 1);
+        }
+    }
+    rs_free(b);
+    b = open_layout("old:", 0, "4", &rc, &err);
+    assert_int_equal(rc, WEFT_EINVAL);
+    assert_has(err.msg, "first used with queue_shards=1 (kept in old:layout)");
+    rs_free(b);
+    /* a new one says it is by slot range */
+    assert_int_equal(qint("HEXISTS four:layout parts_by"), 1);
     /* a layout that is not a number is named */
     freeReplyObject(qc("HSET six:layout partitions lots"));
     b = open_parts("six:", 0, &rc, &err);

@@ -551,6 +551,106 @@ static void test_queue_shards(void **state)
     rs_free(b);
 }
 
+/* What the review of the queue shards found, each a case. */
+static void test_queue_shards_review(void **state)
+{
+    weft_error err = {0};
+    const char *http[] = {"HTTP"};
+    rs_lease c[8], one;
+    rs_step st;
+    rs *keep = r;
+    long long ready, leased;
+    char **ex = NULL, key[256], tid[16];
+    size_t nex = 0;
+    int i, k, n, rc, reaped = 0, got;
+    (void)state;
+    r = open_layout("sh:", 0, "4,ext=1", &rc, &err);
+    assert_int_equal(rc, 0);
+
+    /* a member without controls in the base queue (pushed before the queue
+     * was sharded) is claimed, renewed and acked there, where it is */
+    create("wfold", LATE);
+    freeReplyObject(qc("ZADD sh:{q:HTTP}:ready 0 wfold|t0"));
+    for (got = 0, k = 0; k < 4 && !got; k++)
+        got = rs_claim(r, http, 1, 8, 60000, c, &err);
+    assert_int_equal(got, 1);
+    assert_string_equal(c[0].task_id, "t0");
+    assert_int_equal(c[0].controlled, 0);
+    assert_int_equal(rs_renew(r, &c[0], 90000, &err), 0);
+    assert_int_equal(rs_ack(r, &c[0], &err), 0);
+    assert_int_equal(qint("ZCARD sh:{q:HTTP}:leases"), 0);
+
+    /* a REST poll of 1 asks the shards also when the base queue filled the
+     * last one: three tasks with a priority, one without */
+    create("wfp", LATE);
+    memset(&st, 0, sizeof st);
+    st.kind = RS_PUSH;
+    st.type = "HTTP";
+    st.priority = 5;
+    for (i = 0; i < 3; i++) {
+        rs_exec e;
+        snprintf(tid, sizeof tid, "q%d", i);
+        st.task_id = tid;
+        assert_int_equal(rs_exec_load(r, "wfp", 0, &e, &err), 0);
+        save("wfp", e.fence, &st, 1);
+        rs_exec_clear(&e);
+    }
+    create("wfq", LATE);
+    push("wfq", "HTTP", "plain", 0);
+    for (k = 0; k < 4; k++) {
+        assert_int_equal(rs_poll(r, "HTTP", 1, 60000, 3, &one, &reaped, &ex, &nex, &err), 1);
+        free(ex);
+        ex = NULL;
+        assert_int_equal(rs_ack(r, &one, &err), 0);
+    }
+    assert_int_equal(rs_queue_sizes(r, "HTTP", &ready, &leased, &err), 0);
+    assert_int_equal(ready + leased, 0);
+
+    /* a claim given back unused (over a poll's count) keeps its place, first
+     * in line, and its count of expired leases */
+    for (i = 0, n = 0; n < 2 && i < 100; i++) {
+        char w[16];
+        int s;
+        snprintf(w, sizeof w, "wr%d", i);
+        s = 1 + (int)((long)(rc_crc16(w, strlen(w)) & (RC_SLOTS - 1)) * 4 / RC_SLOTS);
+        if (n == 1 && s == k) continue;
+        k = s;
+        create(w, LATE);
+        push(w, "HTTP", "r", 0);
+        shard_key("HTTP", s, 4, "reaped", key, sizeof key);
+        freeReplyObject(qc("HSET %s %s|r 2", key, w));
+        n++;
+    }
+    assert_int_equal(rs_poll(r, "HTTP", 1, 60000, 3, &one, &reaped, &ex, &nex, &err), 1);
+    free(ex);
+    ex = NULL;
+    for (n = 0, k = 1; k <= 4; k++) {
+        char m[64];
+        shard_key("HTTP", k, 4, "ready", key, sizeof key);
+        if (qint("ZCARD %s", key) != 1) continue;
+        n++;
+        {
+            redisReply *x = qc("ZRANGE %s 0 0 WITHSCORES", key);
+            assert_int_equal(x->elements, 2);
+            snprintf(m, sizeof m, "%s", x->element[0]->str);
+            assert_string_equal(x->element[1]->str, "0");
+            freeReplyObject(x);
+        }
+        shard_key("HTTP", k, 4, "reaped", key, sizeof key);
+        assert_int_equal(qint("HGET %s %s", key, m), 2);
+    }
+    assert_int_equal(n, 1); /* the one given back */
+    assert_int_equal(rs_ack(r, &one, &err), 0);
+
+    /* a domain's queue "<domain>:<queue>" takes its queue's count: ext has
+     * one queue, so blue:ext's tasks are in its base queue */
+    create("wfd", LATE);
+    push("wfd", "blue:ext", "d", 0);
+    assert_int_equal(qint("ZCARD sh:{q:blue:ext}:ready"), 1);
+    rs_free(r);
+    r = keep;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -561,6 +661,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_due_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_shards, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_shards_review, setup, teardown),
     };
     int rc = rsf_start();
     if (rc != 0) return rc;

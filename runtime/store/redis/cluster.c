@@ -504,15 +504,15 @@ int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
     rs_cmd *sub;
     redisReply **subrep;
     size_t *idx, *by, *at, i, j, k, m, left = n, ngroups = 1;
-    int *to, top = 0, rc = 0;
+    int *to, top = 0, low = 0, rc = 0;
     unsigned char *st; /* 0: to send, 1: in this exchange, 2: answered */
     for (i = 0; i < n; i++) {
         if (cmds[i].wave > top) top = cmds[i].wave;
+        if (cmds[i].wave < low) low = cmds[i].wave;
         if (cmds[i].group > 0 && (size_t)cmds[i].group >= ngroups)
             ngroups = (size_t)cmds[i].group + 1;
     }
-    if (!top) return pipe_once(r, cmds, n, rep, key, err);
-    if (cl->stale && (rc = map_refresh(r, err)) != 0) return rc; /* routes to decide by */
+    if (low == top) return pipe_once(r, cmds, n, rep, key, err);
     sub = malloc(n * sizeof *sub);
     subrep = calloc(n, sizeof *subrep);
     idx = malloc(n * sizeof *idx);
@@ -521,10 +521,8 @@ int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
     by = malloc(n * sizeof *by);          /* the commands by group, in order */
     at = calloc(ngroups + 1, sizeof *at); /* where each group starts in by */
     if (!sub || !subrep || !idx || !to || !st || !by || !at) rc = rs_oom(err);
-    for (i = 0; i < n && !rc; i++) {
-        to[i] = route(cl, &cmds[i]);
+    for (i = 0; i < n && !rc; i++)
         at[(cmds[i].group > 0 ? (size_t)cmds[i].group : 0) + 1]++;
-    }
     for (k = 1; k <= ngroups && !rc; k++)
         at[k] += at[k - 1];
     for (i = 0; i < n && !rc; i++) {
@@ -535,6 +533,14 @@ int rs_cl_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key,
         at[k] = at[k - 1];
     if (!rc) at[0] = 0;
     while (left && !rc) {
+        /* where each goes, by the map as it is now (an exchange's MOVED may
+         * have changed it) */
+        if (cl->stale) {
+            weft_error later = {0}; /* pipe_once tries again, and says why */
+            map_refresh(r, &later);
+        }
+        for (i = 0; i < n; i++)
+            if (st[i] == 0) to[i] = route(cl, &cmds[i]);
         for (i = m = 0; i < n; i++) {
             size_t g = cmds[i].group > 0 ? (size_t)cmds[i].group : 0, pass;
             int ok = st[i] == 0;

@@ -508,7 +508,16 @@ static int layout_num(const redisReply *x)
  */
 static int layout_load(rs *r, weft_error *err)
 {
-    static const char *const field[2] = {"partitions", "queue_shards"};
+    /* a new layout gets every field; one from before queue shards and
+     * partitions by slot range keeps what its keys were made with: a queue
+     * each, partitions by CRC16 */
+    static const char script[] =
+        "if redis.call('HSETNX', KEYS[1], 'partitions', ARGV[1]) == 1 then\n"
+        "  redis.call('HSET', KEYS[1], 'queue_shards', ARGV[2], 'parts_by', 'slot')\n"
+        "else\n"
+        "  redis.call('HSETNX', KEYS[1], 'queue_shards', '1')\n"
+        "end\n"
+        "return redis.call('HMGET', KEYS[1], 'partitions', 'queue_shards', 'parts_by')\n";
     char k[KEY_MAX], num[24], why[128], *stored = NULL, *theirs;
     int want = r->want_parts ? r->want_parts : r->cl ? 8 : 1, got = -1, i, rc;
     char cl_qs[24];
@@ -517,31 +526,29 @@ static int layout_load(rs *r, weft_error *err)
     const char *want_qs = r->want_qs ? r->want_qs
                           : r->cl    ? rs_digits(cl_qs, (unsigned long long)(np < 64 ? np : 64), 0)
                                      : "1";
-    rs_cmd c[4];
-    redisReply *x[4];
-    memset(c, 0, sizeof c);
+    rs_cmd c = {0};
+    redisReply *x = NULL, *f[3] = {NULL, NULL, NULL};
     rs_k_name(r, "layout", "", k);
-    for (i = 0; i < 2; i++) {
-        rs_cmd_add(&c[i], "HSETNX");
-        rs_cmd_add(&c[i], k);
-        rs_cmd_add(&c[i], field[i]);
-        rs_cmd_add(&c[2 + i], "HGET");
-        rs_cmd_add(&c[2 + i], k);
-        rs_cmd_add(&c[2 + i], field[i]);
-    }
-    rs_cmd_add(&c[0], rs_digits(num, (unsigned long long)want, 0));
-    rs_cmd_add(&c[1], want_qs);
-    rc = rs_pipe(r, c, 4, x, k, err);
-    rs_cmds_free(c, 4);
-    for (i = 2; i < 4 && !rc; i++)
-        if (rs_is_err(x[i])) rc = rs_reply_err(r, x[i], k, err);
-    if (!rc && (got = layout_num(x[2])) < 0)
+    rs_cmd_add(&c, "EVAL");
+    rs_cmd_add(&c, script);
+    rs_cmd_add(&c, "1");
+    rs_cmd_add(&c, k);
+    rs_cmd_add(&c, rs_digits(num, (unsigned long long)want, 0));
+    rs_cmd_add(&c, want_qs);
+    rc = rs_pipe(r, &c, 1, &x, k, err);
+    rs_cmd_free(&c);
+    if (!rc && rs_is_err(x)) rc = rs_reply_err(r, x, k, err);
+    if (!rc && (x->type != REDIS_REPLY_ARRAY || x->elements != 3)) rc = rs_bad_reply(r, k, err);
+    for (i = 0; i < 3 && !rc; i++)
+        f[i] = x->element[i];
+    if (!rc && (got = layout_num(f[0])) < 0)
         rc = wu_err(err, WEFT_EINVAL, "%s: %s: field partitions is not a number from 1 to 1024",
                     r->url.shown, k);
-    if (!rc && !rs_is_str(x[3]))
+    if (!rc && !rs_is_str(f[1]))
         rc = wu_err(err, WEFT_EINVAL, "%s: %s: field queue_shards is missing", r->url.shown, k);
-    if (!rc && !(stored = rs_reply_dup(x[3]))) rc = rs_oom(err);
-    rs_replies_free(x, 4);
+    if (!rc && !(stored = rs_reply_dup(f[1]))) rc = rs_oom(err);
+    r->parts_crc = !rc && !(rs_is_str(f[2]) && !strcmp(f[2]->str, "slot"));
+    rs_replies_free(&x, 1);
     if (!rc && rs_qs_parse(r, stored, why) != 0)
         rc = wu_err(err, WEFT_EINVAL, "%s: %s: field queue_shards \"%.80s\": %s", r->url.shown, k,
                     stored, why);
@@ -893,7 +900,7 @@ void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_M
 /* The partition of workflow id: its decider queue entry's and wake tokens'. */
 int rs_part(const rs *r, const char *id)
 {
-    return rc_part_of(id, r->parts);
+    return r->parts_crc ? rc_part_of_crc(id, r->parts) : rc_part_of(id, r->parts);
 }
 
 /* Partition part of the decider queue: P{dq}:due with one partition. */

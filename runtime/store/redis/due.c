@@ -166,7 +166,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
             for (k = 0; k < ncl; k++) {
                 redisReply *y = x[nw + nd + k];
                 if (y && y->type == REDIS_REPLY_ARRAY)
-                    rs_claims_of(y, types[cq[k].type], (int)room, back, &nb);
+                    rs_claims_of(y, types[cq[k].type], cq[k].q.shard, (int)room, back, &nb);
             }
             if (nb) rs_claim_release(r, back, nb);
             free(back);
@@ -206,7 +206,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
             rs_k_qs(r, type, cq[k].q.shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, cx[k], ready, err);
         } else if (cx[k]->type == REDIS_REPLY_ARRAY)
-            rs_claims_of(cx[k], type, (int)cap, got, &ngot);
+            rs_claims_of(cx[k], type, cq[k].q.shard, (int)cap, got, &ngot);
         qc[k - j] = cq[k].q;
         qc[k - j].got = (int)(ngot - was);
         if (k + 1 == ncl || cq[k + 1].type != cq[k].type) { /* the type's last queue */

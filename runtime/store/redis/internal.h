@@ -50,7 +50,7 @@ enum {
 #define DEFAULT_TIMEOUT_MS 5000
 
 #define RS_QSHARDS_MAX 64 /* shards of one type's queue */
-#define RS_QSEEN 64       /* types whose claims are remembered (rs.qseen) */
+#define RS_QSEEN 32       /* types whose claims are remembered (rs.qseen) */
 
 struct rs {
     redisContext *c;
@@ -62,24 +62,27 @@ struct rs {
     int64_t retention_ms;
     int timeout_ms;
     int broken;
-    unsigned rr;           /* rotates which type rs_claim serves first */
-    unsigned srr;          /* rotates the queue shards that claims visit first */
-    unsigned erot;         /* rotates the empty queues a busy worker asks */
-    struct rs_qseen {      /* what the last claims of a type found (rs_claim_cmds) */
-        int base;          /* claims from its base queue */
-        uint64_t shorts;   /* bit s-1: shard s had fewer than it was asked for */
-        uint64_t empty;    /* bit s-1: shard s had none */
-        int base_empty;    /* the base queue had none */
-    } qseen[RS_QSEEN];     /* by the type's CRC16 */
-    int early;             /* rs_opts.early_steps */
-    int guard;             /* SIGPIPE is not ignored: block it around each exchange */
-    struct flight *fly;    /* a steps pipeline sent, its replies not read yet */
-    struct rs_cluster *cl; /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
+    unsigned rr;             /* rotates which type rs_claim serves first */
+    unsigned srr;            /* rotates the queue shards that claims visit first */
+    unsigned erot;           /* rotates the empty queues a busy worker asks */
+    struct rs_qseen {        /* what the last claims of a type found (rs_claim_cmds) */
+        char type[TYPE_MAX]; /* "": a free place */
+        int base;            /* claims from its base queue */
+        int base_empty;      /* the base queue had none */
+        uint64_t shorts;     /* bit s-1: shard s had fewer than it was asked for */
+        uint64_t empty;      /* bit s-1: shard s had none */
+    } qseen[RS_QSEEN];       /* a few types at a time */
+    unsigned qseen_next;     /* the place a type not among them takes */
+    int early;               /* rs_opts.early_steps */
+    int guard;               /* SIGPIPE is not ignored: block it around each exchange */
+    struct flight *fly;      /* a steps pipeline sent, its replies not read yet */
+    struct rs_cluster *cl;   /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
     /* the layout (P layout, read at the first connect): partitions of the
      * decider queue and wake tokens, each a hash tag (ptag) */
     int want_parts; /* configured; 0 = what Redis holds */
     int parts;      /* 0 until read */
     int loading;    /* reading it */
+    int parts_crc;  /* a layout from before partitions by slot range: by CRC16 */
     char (*ptag)[RC_TAG_MAX];
     /* queue shards (rs_qshards): the text configured (NULL: what Redis
      * holds), the default count and the types that differ */
@@ -292,7 +295,8 @@ int rs_steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_ent
 void rs_queue_keys(rs *r, const char *type, int shard, rs_cmd *c);
 /* A claim script's reply {member, token, controlled, ...} of `type` into
  * out[*n...] (at most max in all). */
-void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out, size_t *n);
+void rs_claims_of(const redisReply *x, const char *type, int shard, int max, rs_lease *out,
+                  size_t *n);
 int rs_check_claim(const rs_lease *c, weft_error *err);
 void rs_claim_release(rs *r, const rs_lease *cl, size_t n);
 

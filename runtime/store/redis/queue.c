@@ -28,7 +28,8 @@ void rs_queue_keys(rs *r, const char *type, int shard, rs_cmd *c)
     rs_cmd_dup(c, key);
 }
 
-void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out, size_t *n)
+void rs_claims_of(const redisReply *x, const char *type, int shard, int max, rs_lease *out,
+                  size_t *n)
 {
     size_t i;
     for (i = 0; i + 2 < x->elements && *n < (size_t)max; i += 3) {
@@ -50,6 +51,7 @@ void rs_claims_of(const redisReply *x, const char *type, int max, rs_lease *out,
         rs_copy_str(cl->lease, sizeof cl->lease, t);
         snprintf(cl->type, sizeof cl->type, "%s", type);
         cl->controlled = f->type == REDIS_REPLY_INTEGER && f->integer == 1;
+        cl->qshard = shard + 1;
         (*n)++;
     }
 }
@@ -199,7 +201,7 @@ static void reap_cmd(rs *r, const char *type, int shard, long long now, int max_
 /* Well-formed replies of reap.lua: {count, member...}. */
 static int reap_ok(const redisReply *x)
 {
-    return x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+    return x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
            x->element[0]->type == REDIS_REPLY_INTEGER;
 }
 
@@ -213,7 +215,7 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     redisReply *x[RS_QSHARDS_MAX + 1];
     char **list = NULL;
     size_t n = 0, room = 0;
-    int sh[RS_QSHARDS_MAX + 1], nq, q, rc, back = 0;
+    int sh[RS_QSHARDS_MAX + 1], nq, q, rc, back = 0, good = 0, bad = 0;
     long long now = (long long)wu_now_ms();
 
     *exhausted = NULL;
@@ -229,17 +231,23 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nq, x, leases, err);
     rs_cmds_free(c, (size_t)nq);
+    /* what the shards that answered reaped is the caller's (their members
+     * left their leases), whatever another one said: its error is said
+     * only when none answered */
     for (q = 0; q < nq && !rc; q++) {
-        rs_k_qs(r, type, sh[q], "leases", leases);
-        if (rs_is_err(x[q]))
-            rc = rs_reply_err(r, x[q], leases, err);
-        else if (!reap_ok(x[q]))
-            rc = rs_bad_reply(r, leases, err);
-        else
+        if (reap_ok(x[q])) {
             room += x[q]->elements - 1;
+            good++;
+            continue;
+        }
+        rs_k_qs(r, type, sh[q], "leases", leases);
+        if (bad) continue;
+        bad = rs_is_err(x[q]) ? rs_reply_err(r, x[q], leases, err) : rs_bad_reply(r, leases, err);
     }
+    if (!rc && !good) rc = bad;
     if (!rc && room && !(list = calloc(room, sizeof *list))) rc = rs_oom(err);
     for (q = 0; q < nq && !rc; q++) {
+        if (!reap_ok(x[q])) continue;
         back += (int)x[q]->element[0]->integer;
         if (reap_take(x[q], list, &n) != 0) rc = rs_oom(err);
     }
@@ -364,10 +372,19 @@ void rs_token_seed(char seed[37])
     seed[24] = 0;
 }
 
-/* What the last claims of type found (rs.qseen; types may share one). */
+/* What the last claims of type found (rs.qseen, a few types at a time: a
+ * type not among them starts afresh, in the place of the one after the last
+ * taken). */
 static struct rs_qseen *seen_of(rs *r, const char *type)
 {
-    return &r->qseen[rc_crc16(type, strlen(type)) % RS_QSEEN];
+    struct rs_qseen *w;
+    size_t i;
+    for (i = 0; i < RS_QSEEN; i++)
+        if (!strcmp(r->qseen[i].type, type)) return &r->qseen[i];
+    w = &r->qseen[r->qseen_next++ % RS_QSEEN];
+    memset(w, 0, sizeof *w);
+    snprintf(w->type, sizeof w->type, "%s", type);
+    return w;
 }
 
 /*
@@ -375,47 +392,44 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
  * RS_QSHARDS_MAX + 1), one claim.lua per queue; which queue each asks and
  * for how many into q; how many. The base queue (members with a priority or
  * limits) is asked first, for max: its claims are handed out first. The
- * shards, taken in a turn that moves by one a call, those that came back
- * short at their last claim last, share what the base queue left of max at
- * the last claim: when there is enough for all, a short one is asked for 1
- * and the others share the rest (all alike when none or all came back
- * short); when there is not, the first ones are asked for 1 each, as many
- * as there is room for, or, for a REST poll (how: RS_CLAIM_COVER, which
- * must not miss a task), every shard is. A busy worker
- * (RS_CLAIM_BUSY: it holds work, and polls again soon) asks only one of the
- * queues found empty at their last claim, in turn. What comes back over
- * max goes back (the caller, who notes what came: rs_claim_noted). A
- * domain's base queue keeps the time of the last poll.
+ * shards, taken in a turn that moves by one a call, share what the base
+ * queue left of max at its last claim, at least 1: when that is enough for
+ * all, a shard that came back short at its last claim is asked for 1 and
+ * the others share the rest (all alike when none or all came back short);
+ * when it is not, a REST poll (how: RS_CLAIM_COVER, which must not miss a
+ * task) asks every shard for 1, and a worker the first ones in turn, as many
+ * as it has room for. A busy worker (RS_CLAIM_BUSY: it holds work, and
+ * polls again soon) asks only one of the queues found empty at their last
+ * claim, in turn. What comes back over max goes back (the caller, who notes
+ * what came: rs_claim_noted). A domain's base queue keeps the time of the
+ * last poll.
  */
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
                   const char *seed, rs_cmd *c, rs_qclaim *q)
 {
-    const struct rs_qseen *w = seen_of(r, type);
+    static const struct rs_qseen none;
     int all[RS_QSHARDS_MAX + 1], share[RS_QSHARDS_MAX + 1], order[RS_QSHARDS_MAX];
-    int nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0, nlong = 0;
+    int nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0;
+    const struct rs_qseen *w = nq > 1 ? seen_of(r, type) : &none; /* one queue: nothing to weigh */
     int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
-    int rest = max - (w->base < max ? w->base : max);
-    /* the shards in turn from start, those not known to be short first */
+    int rest = max - (w->base < max ? w->base : max), longs = 0;
+    if (rest < 1) rest = 1; /* the shards are never left unasked */
     for (k = 0; k < ns; k++) {
-        int s = 1 + (k + start) % ns;
-        if (!(w->shorts >> (s - 1) & 1)) order[nlong++] = s;
+        order[k] = 1 + (k + start) % ns;
+        nshort += (int)(w->shorts >> (order[k] - 1) & 1);
     }
-    for (k = 0; k < ns; k++) {
-        int s = 1 + (k + start) % ns;
-        if (w->shorts >> (s - 1) & 1) order[nlong + nshort++] = s;
-    }
+    if (nshort == ns) nshort = 0; /* none known to have more: alike */
     memset(share, 0, sizeof share);
     share[0] = max;
     for (k = 0; k < ns; k++) {
-        int s = order[k];
-        if (rest >= ns && nshort && nlong) /* 1 for the short, the rest for the others */
-            share[s] = k < nlong ? (rest - nshort) / nlong + (k < (rest - nshort) % nlong) : 1;
-        else if (rest >= ns)
-            share[s] = rest / ns + (k < rest % ns);
-        else if (how == RS_CLAIM_COVER)
-            share[s] = rest > 0;
-        else
-            share[s] = k < rest;
+        int s = order[k], is_short = nshort && (w->shorts >> (s - 1) & 1);
+        if (rest >= ns && is_short) /* 1 for the short, the rest for the others */
+            share[s] = 1;
+        else if (rest >= ns) {
+            share[s] = (rest - nshort) / (ns - nshort) + (longs < (rest - nshort) % (ns - nshort));
+            longs++;
+        } else
+            share[s] = how == RS_CLAIM_COVER || k < rest;
     }
     if (how == RS_CLAIM_BUSY) {
         /* a busy worker asks one of the queues found empty last, in turn */
@@ -511,7 +525,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
             rs_k_qs(r, queue, qc[q - nq].shard, "ready", ready);
             if (!rc) rc = rs_reply_err(r, x[q], ready, err);
         } else if (x[q]->type == REDIS_REPLY_ARRAY && all)
-            rs_claims_of(x[q], queue, (int)room, all, &ng);
+            rs_claims_of(x[q], queue, qc[q - nq].shard, (int)room, all, &ng);
         qc[q - nq].got = (int)(ng - was);
     }
     rs_claim_noted(r, queue, max, qc, nc - nq);

@@ -128,15 +128,15 @@ static const struct rs_qover *find(const rs *r, const char *type, size_t len)
     return NULL;
 }
 
-/* A queue's count: its own, else its type's (a domain's queue, "<type>:<domain>"),
- * else the default. */
+/* A queue's count: its own, else that of the queue a domain's queue
+ * ("<domain>:<queue>") is of, else the default. */
 int rs_qshards(const rs *r, const char *type)
 {
     const struct rs_qover *o;
     const char *colon;
     if (!r->nqover) return r->qshards > 0 ? r->qshards : 1;
     if ((o = find(r, type, strlen(type))) != NULL) return o->n;
-    if ((colon = strchr(type, ':')) != NULL && (o = find(r, type, (size_t)(colon - type))) != NULL)
+    if ((colon = strchr(type, ':')) != NULL && (o = find(r, colon + 1, strlen(colon + 1))) != NULL)
         return o->n;
     return r->qshards > 0 ? r->qshards : 1;
 }
@@ -179,6 +179,7 @@ void rs_k_qs(const rs *r, const char *type, int shard, const char *which, char k
 int rs_lease_shard(const rs *r, const rs_lease *cl)
 {
     char member[ID_MAX * 2 + 2];
+    if (cl->qshard > 0) return cl->qshard - 1; /* where the claim found it */
     rs_claim_member(cl, member, sizeof member);
     return rs_qshard_of(r, cl->type, member, cl->controlled);
 }
