@@ -64,6 +64,20 @@ else
     ok "no weftd left running"
 fi
 
+# on a Redis Cluster (3 primaries, no replica): the run's commands and keys
+# per primary, summed, and none left behind
+. "$SRC/tests/integration/cluster_lib.sh"
+trap 'stop_cluster; cleanup_procs; rm -rf "$TMP"' EXIT
+CLUSTER_REPLICAS=0 start_cluster
+bench "cluster chain5 burst" "$COMMON $REDIS_ONLY primaries max_cmds_share max_keys_share" \
+    --workload chain5 --n $N --redis "$WEFT_REDIS_URL" --baseline-n 0 --workers 2
+case $last in
+    *'"primaries":[{'*'},{'*'},{'*'}]'*) ok "three primaries reported" ;;
+    *) not_ok "primaries: $last" ;;
+esac
+left=$(for p in $CLUSTER_PORTS; do redis-cli -p "$p" --scan --pattern 'wbench*'; done | head -5)
+if [ -z "$left" ]; then ok "no keys left behind on the cluster"; else not_ok "keys left behind: $left"; fi
+
 # usage errors
 bench_usage() {
     "$BENCH" "$@" >"$TMP/out" 2>"$TMP/err"

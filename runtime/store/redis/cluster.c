@@ -448,6 +448,9 @@ static int pipe_once(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char
                 cl->map.slot[slot] = (int16_t)j;
                 cl->stale = 1;
                 t.ask[i] = 0;
+                /* moved again after the map was read: the node it was read
+                 * from had not heard yet (a reshard under way); give it time */
+                if (k > 0) wait = 1;
             } else if (is_reply(x, "ASK") && (j = redirect_node(cl, x, &slot)) >= 0) {
                 t.to[i] = j;
                 t.ask[i] = 1;
