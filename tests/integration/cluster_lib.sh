@@ -32,6 +32,7 @@ cluster_node() {
         --cluster-replica-validity-factor 0 --repl-diskless-sync-delay 0 \
         --save '' --appendonly no --dir "$CLUSTER_DIR/$1" --daemonize no \
         --pidfile "$CLUSTER_DIR/$1/pid" --logfile "$CLUSTER_DIR/$1/redis.log" &
+    CLUSTER_JOBS="${CLUSTER_JOBS:-} $!"
     i=0
     until redis-cli -p "$1" ping >/dev/null 2>&1; do
         i=$((i + 1))
@@ -112,7 +113,9 @@ restart_cluster() {
 
 stop_cluster() {
     kill_cluster TERM
-    wait 2>/dev/null
+    # shellcheck disable=SC2086
+    [ -z "${CLUSTER_JOBS:-}" ] || wait $CLUSTER_JOBS 2>/dev/null # its nodes only: a runner's other jobs go on
+    CLUSTER_JOBS=
 }
 
 # ccli KEY ARGS...: redis-cli on the node serving KEY's slot (-c follows MOVED)
