@@ -394,8 +394,9 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
  * limits) is asked first, for max: its claims are handed out first. The
  * shards, taken in a turn that moves by one a call, share what the base
  * queue left of max at its last claim, at least 1: when that is enough for
- * all, a shard that came back short at its last claim is asked for 1 and
- * the others share the rest (all alike when none or all came back short);
+ * all, each is asked for 1 but the first in turn of those that did not come
+ * back short at their last claim (of all, when none or all did), which is
+ * asked for the rest;
  * when it is not, a REST poll (how: RS_CLAIM_COVER, which must not miss a
  * task) asks every shard for 1, and a worker the first ones in turn, as many
  * as it has room for. A busy worker (RS_CLAIM_BUSY: it holds work, and
@@ -423,11 +424,12 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
     share[0] = max;
     for (k = 0; k < ns; k++) {
         int s = order[k], is_short = nshort && (w->shorts >> (s - 1) & 1);
-        if (rest >= ns && is_short) /* 1 for the short, the rest for the others */
+        if (rest >= ns && is_short) /* 1 for the short */
             share[s] = 1;
         else if (rest >= ns) {
-            share[s] = (rest - nshort) / (ns - nshort) + (longs < (rest - nshort) % (ns - nshort));
-            longs++;
+            /* the first long one in turn takes the rest: a workflow's tasks,
+             * which share a shard, go out together (a fork's to one worker) */
+            share[s] = longs++ == 0 ? rest - (ns - 1) : 1;
         } else
             share[s] = how == RS_CLAIM_COVER || k < rest;
     }
