@@ -33,13 +33,18 @@ int rc_key_slot(const char *key, size_t len)
     return rc_crc16(key, len) & (RC_SLOTS - 1);
 }
 
+int rc_range_of(const char *id, size_t len, int parts)
+{
+    long slot = rc_crc16(id, len) & (RC_SLOTS - 1);
+    return parts > 1 ? (int)(slot * parts / RC_SLOTS) : 0;
+}
+
 int rc_part_of(const char *id, int parts)
 {
     /* by the slot range of P{<id>}: partition i's tag is in the i-th range
      * (rc_part_tag), so where the ranges match the primaries a workflow's
      * decider queue entry is on its own node */
-    long slot = rc_crc16(id, strlen(id)) & (RC_SLOTS - 1);
-    return parts > 1 ? (int)(slot * parts / RC_SLOTS) : 0;
+    return rc_range_of(id, strlen(id), parts);
 }
 
 int rc_part_of_crc(const char *id, int parts)

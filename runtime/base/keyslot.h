@@ -22,6 +22,9 @@ int rc_key_slot(const char *key, size_t len);
  * hash tag of its own: the partition of a workflow id (0 when parts <= 1),
  * the one whose slot range holds the id's own slot. */
 int rc_part_of(const char *id, int parts);
+/* Which of parts equal slot ranges holds the slot of id (len bytes, no
+ * hash tag): 0 when parts <= 1. */
+int rc_range_of(const char *id, size_t len, int parts);
 /* The partition of a layout from before (its "parts_by" is not "slot"): the
  * CRC16 of the id, modulo parts. */
 int rc_part_of_crc(const char *id, int parts);

@@ -414,7 +414,7 @@ static void test_queue_shards(void **state)
         snprintf(tid, sizeof tid, "w%d", i);
         push("wf1", "HTTP", tid, 0);
     }
-    k = 1 + (int)((long)(rc_crc16("wf1", 3) & (RC_SLOTS - 1)) * 4 / RC_SLOTS);
+    k = 1 + rc_range_of("wf1", 3, 4);
     assert_int_equal(shard_card("HTTP", k, 4, "ready"), 5);
     /* a busy worker's claims of 8 (rs_claim) ask the shards found empty one
      * at a time, and the one that had more for more: all 5 in a few calls */
@@ -437,8 +437,7 @@ static void test_queue_shards(void **state)
             snprintf(w, sizeof w, "wf%d", i);
             if (!wa[0])
                 memcpy(wa, w, sizeof w);
-            else if (1 + (rc_crc16(w, strlen(w)) & (RC_SLOTS - 1)) * 4 / RC_SLOTS !=
-                     1 + (rc_crc16(wa, strlen(wa)) & (RC_SLOTS - 1)) * 4 / RC_SLOTS)
+            else if (rc_range_of(w, strlen(w), 4) != rc_range_of(wa, strlen(wa), 4))
                 memcpy(wb, w, sizeof w);
         }
         create(wa, LATE);
@@ -612,7 +611,7 @@ static void test_queue_shards_review(void **state)
         char w[16];
         int s;
         snprintf(w, sizeof w, "wr%d", i);
-        s = 1 + (int)((long)(rc_crc16(w, strlen(w)) & (RC_SLOTS - 1)) * 4 / RC_SLOTS);
+        s = 1 + rc_range_of(w, strlen(w), 4);
         if (n == 1 && s == k) continue;
         k = s;
         create(w, LATE);

@@ -77,7 +77,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_lease *got = NULL;
     size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc, ncl = 0;
     long long now = (long long)wu_now_ms();
-    int rc, start, per, sh[RS_QSHARDS_MAX + 1];
+    int rc, start, per;
     /* each claim command: its type's index in types, what it asks and got */
     struct {
         int type;
@@ -104,7 +104,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_token_seed(seed);
 
     for (k = 0; k < ntypes; k++)
-        ncl += (size_t)rs_qlist(r, types[k], sh);
+        ncl += (size_t)rs_nqueues(r, types[k]);
     nc = nw + nd + ncl;
     c = calloc(nc, sizeof *c);
     x = calloc(nc, sizeof *x);

@@ -231,8 +231,8 @@ enum { RS_CLAIM_BUSY, RS_CLAIM_IDLE, RS_CLAIM_COVER };
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
                   const char *seed, rs_cmd *c, rs_qclaim *q);
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
-/* Every queue of type: the base queue, then its shards; how many. */
-int rs_qlist(const rs *r, const char *type, int sh[RS_QSHARDS_MAX + 1]);
+/* How many queues type has: the base queue (0), then its shards (1..). */
+int rs_nqueues(const rs *r, const char *type);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);
 void rs_k_wake(const rs *r, int part, char key[KEY_MAX]);
 int rs_part(const rs *r, const char *id);

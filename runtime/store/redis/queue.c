@@ -188,6 +188,32 @@ static int reap_take(const redisReply *x, char **list, size_t *n)
     return 0;
 }
 
+/* Well-formed replies of reap.lua: {count, member...}. */
+static int reap_ok(const redisReply *x)
+{
+    return x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+           x->element[0]->type == REDIS_REPLY_INTEGER;
+}
+
+/* What the well-formed replies among reap.lua's x[0..nq) reaped: their
+ * counts added into *back, their exhausted members into *list (*n of
+ * them). How many replies were well-formed, or -1 out of memory (what was
+ * taken is still in *list). */
+static int reaps_take(redisReply **x, int nq, int *back, char ***list, size_t *n)
+{
+    size_t room = 0;
+    int q, good = 0;
+    for (q = 0; q < nq; q++)
+        if (reap_ok(x[q])) room += x[q]->elements - 1, good++;
+    if (room && !(*list = calloc(room, sizeof **list))) return -1;
+    for (q = 0; q < nq; q++) {
+        if (!reap_ok(x[q])) continue;
+        *back += (int)x[q]->element[0]->integer;
+        if (reap_take(x[q], *list, n) != 0) return -1;
+    }
+    return good;
+}
+
 /* reap.lua on the queue shard of type into c. */
 static void reap_cmd(rs *r, const char *type, int shard, long long now, int max_reaps, rs_cmd *c)
 {
@@ -196,13 +222,6 @@ static void reap_cmd(rs *r, const char *type, int shard, long long now, int max_
     rs_cmd_addf(c, "%lld", now);
     rs_cmd_addf(c, "%d", max_reaps);
     rs_cmd_addf(c, "%d", REAP_BATCH);
-}
-
-/* Well-formed replies of reap.lua: {count, member...}. */
-static int reap_ok(const redisReply *x)
-{
-    return x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
-           x->element[0]->type == REDIS_REPLY_INTEGER;
 }
 
 /* One round trip: reap.lua on each of the type's queues (at most
@@ -214,8 +233,8 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     rs_cmd c[RS_QSHARDS_MAX + 1];
     redisReply *x[RS_QSHARDS_MAX + 1];
     char **list = NULL;
-    size_t n = 0, room = 0;
-    int sh[RS_QSHARDS_MAX + 1], nq, q, rc, back = 0, good = 0, bad = 0;
+    size_t n = 0;
+    int nq, q, rc, back = 0, good = 0;
     long long now = (long long)wu_now_ms();
 
     *exhausted = NULL;
@@ -223,10 +242,10 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0) return rc;
     if (max_reaps < 0) return wu_err(err, WEFT_EINVAL, "reap %s: max_reaps must be >= 0", type);
     if ((rc = rs_ensure(r, err)) != 0) return rc;
-    nq = rs_qlist(r, type, sh);
+    nq = rs_nqueues(r, type);
     memset(c, 0, sizeof c);
     for (q = 0; q < nq; q++)
-        reap_cmd(r, type, sh[q], now, max_reaps, &c[q]);
+        reap_cmd(r, type, q, now, max_reaps, &c[q]);
     rs_k_queue(r, type, "leases", leases);
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nq, x, leases, err);
@@ -234,23 +253,13 @@ int rs_reap(rs *r, const char *type, int max_reaps, char ***exhausted, size_t *n
     /* what the shards that answered reaped is the caller's (their members
      * left their leases), whatever another one said: its error is said
      * only when none answered */
-    for (q = 0; q < nq && !rc; q++) {
-        if (reap_ok(x[q])) {
-            room += x[q]->elements - 1;
-            good++;
-            continue;
+    if (!rc && (good = reaps_take(x, nq, &back, &list, &n)) < 0) rc = rs_oom(err);
+    for (q = 0; q < nq && !rc && !good; q++) /* none answered: the first one's error */
+        if (!reap_ok(x[q])) {
+            rs_k_qs(r, type, q, "leases", leases);
+            rc =
+                rs_is_err(x[q]) ? rs_reply_err(r, x[q], leases, err) : rs_bad_reply(r, leases, err);
         }
-        rs_k_qs(r, type, sh[q], "leases", leases);
-        if (bad) continue;
-        bad = rs_is_err(x[q]) ? rs_reply_err(r, x[q], leases, err) : rs_bad_reply(r, leases, err);
-    }
-    if (!rc && !good) rc = bad;
-    if (!rc && room && !(list = calloc(room, sizeof *list))) rc = rs_oom(err);
-    for (q = 0; q < nq && !rc; q++) {
-        if (!reap_ok(x[q])) continue;
-        back += (int)x[q]->element[0]->integer;
-        if (reap_take(x[q], list, &n) != 0) rc = rs_oom(err);
-    }
     rs_replies_free(x, (size_t)nq);
     if (rc) {
         while (n)
@@ -315,12 +324,14 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
     static const char *const which[4] = {"ready", "due", "leases", "lim"};
     static const char *const arg[4] = {NULL, NULL, NULL, "parked"};
     redisReply *x[4 * (RS_QSHARDS_MAX + 1)];
-    int rc, i, sh[RS_QSHARDS_MAX + 1], nq;
+    int rc, i, sh[RS_QSHARDS_MAX + 1] = {0}, nq; /* every queue: 0..nq */
     long long v[4] = {0, 0, 0, 0}, p;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_ensure(r, err)) != 0)
         return rc;
-    nq = rs_qlist(r, type, sh);
+    nq = rs_nqueues(r, type);
+    for (i = 0; i < nq; i++)
+        sh[i] = i;
     if ((rc = queue_query(r, type, sh, nq, cmd, which, arg, 4, x, err)) != 0) return rc;
     for (i = 0; i < 4 * nq; i++)
         if (i % 4 < 3)
@@ -409,8 +420,8 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
                   const char *seed, rs_cmd *c, rs_qclaim *q)
 {
     static const struct rs_qseen none;
-    int all[RS_QSHARDS_MAX + 1], share[RS_QSHARDS_MAX + 1], order[RS_QSHARDS_MAX];
-    int nq = rs_qlist(r, type, all), ns = nq - 1, n = 0, k, nshort = 0;
+    int share[RS_QSHARDS_MAX + 1], order[RS_QSHARDS_MAX];
+    int nq = rs_nqueues(r, type), ns = nq - 1, n = 0, k, nshort = 0;
     const struct rs_qseen *w = nq > 1 ? seen_of(r, type) : &none; /* one queue: nothing to weigh */
     int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
     int rest = max - (w->base < max ? w->base : max), longs = 0;
@@ -448,13 +459,13 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
         int s = k == 0 ? 0 : order[k - 1];
         if (share[s] <= 0 && !(s == 0 && domain)) continue;
         rs_cmd_script(&c[n], r, S_CLAIM, 4);
-        rs_queue_keys(r, type, all[s], &c[n]);
+        rs_queue_keys(r, type, s, &c[n]);
         rs_cmd_addf(&c[n], "%lld", now);
         rs_cmd_addf(&c[n], "%lld", (long long)lease_ms);
         rs_cmd_addf(&c[n], "%d", share[s]);
         rs_cmd_add(&c[n], seed);
         rs_cmd_add(&c[n], s == 0 && domain ? "1" : "0");
-        q[n].shard = all[s];
+        q[n].shard = s;
         q[n].asked = share[s];
         q[n++].got = 0;
     }
@@ -492,7 +503,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     char **list = NULL;
     rs_lease *all = NULL;
     size_t n = 0, room = 0, ng = 0;
-    int rc, q, nq, nc, sh[RS_QSHARDS_MAX + 1];
+    int rc, q, nq, nc;
     rs_qclaim qc[RS_QSHARDS_MAX + 1];
 
     *reaped = 0;
@@ -505,9 +516,9 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     if ((rc = rs_ensure(r, err)) != 0) return rc;
     rs_token_seed(seed);
     memset(c, 0, sizeof c);
-    nq = rs_qlist(r, queue, sh);
+    nq = rs_nqueues(r, queue);
     for (q = 0; q < nq; q++)
-        reap_cmd(r, queue, sh[q], now, max_reaps, &c[q]);
+        reap_cmd(r, queue, q, now, max_reaps, &c[q]);
     nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, RS_CLAIM_COVER, seed, c + nq, qc);
     rs_k_queue(r, queue, "ready", ready);
     memset(x, 0, sizeof x);
@@ -536,15 +547,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     if (rc || ng > (size_t)max) ng = rc ? 0 : (size_t)max;
     if (ng) memcpy(out, all, ng * sizeof *all);
     free(all);
-    room = 0;
-    for (q = 0; q < nq; q++)
-        if (!rs_is_err(x[q]) && reap_ok(x[q])) {
-            *reaped += (int)x[q]->element[0]->integer;
-            room += x[q]->elements - 1;
-        }
-    if (room && (list = calloc(room, sizeof *list)) != NULL)
-        for (q = 0; q < nq; q++)
-            if (!rs_is_err(x[q]) && reap_ok(x[q])) reap_take(x[q], list, &n);
+    reaps_take(x, nq, reaped, &list, &n); /* out of memory: those taken */
     *exhausted = list;
     *nexhausted = n;
     rs_replies_free(x, (size_t)nc);

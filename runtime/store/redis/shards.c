@@ -151,10 +151,9 @@ int rs_qshards(const rs *r, const char *type)
 int rs_qshard_of(const rs *r, const char *type, const char *member, int controlled)
 {
     const char *bar = strchr(member, '|');
-    int n, slot;
+    int n;
     if (controlled || (n = rs_qshards(r, type)) <= 1) return 0;
-    slot = rc_crc16(member, bar ? (size_t)(bar - member) : strlen(member)) & (RC_SLOTS - 1);
-    return 1 + (int)((long)slot * n / RC_SLOTS);
+    return 1 + rc_range_of(member, bar ? (size_t)(bar - member) : strlen(member), n);
 }
 
 int rs_qshard_candidates(const rs *r, const char *type, const char *member, int sh[2])
@@ -184,12 +183,8 @@ int rs_lease_shard(const rs *r, const rs_lease *cl)
     return rs_qshard_of(r, cl->type, member, cl->controlled);
 }
 
-int rs_qlist(const rs *r, const char *type, int sh[RS_QSHARDS_MAX + 1])
+int rs_nqueues(const rs *r, const char *type)
 {
-    int n = rs_qshards(r, type), i;
-    sh[0] = 0;
-    if (n <= 1) return 1;
-    for (i = 1; i <= n; i++)
-        sh[i] = i;
-    return n + 1;
+    int n = rs_qshards(r, type);
+    return n <= 1 ? 1 : n + 1;
 }
