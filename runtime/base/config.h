@@ -42,7 +42,7 @@ typedef struct cf_config {
     int64_t sweep_ms;        /* sweep_interval: "30s" (longest a running workflow goes unchecked) */
     int64_t grace_ms;        /* grace: "10s" (SIGTERM: time for in-flight tasks) */
     int64_t poll_ms;         /* poll_interval: "50ms" (longest idle wait between polls) */
-    int partitions;          /* partitions: 0 (what Redis holds; new: 1, 8 on a cluster) */
+    int partitions;          /* partitions: 0 (stored; new: 1, or k * primaries >= 8) */
     char *queue_shards;      /* queue_shards: NULL (stored; new: "1", or a cluster's primaries) */
     int max_reaps;           /* max_reaps: 3 (lease expiries before a task fails) */
     char *log_level;         /* log_level: "info" (error|warn|info|debug) */

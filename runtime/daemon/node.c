@@ -75,6 +75,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     o.rs.prefix = n->cfg->key_prefix;
     o.rs.retention_ms = n->cfg->retention_ms;
     o.rs.early_steps = idx >= 0; /* workers: steps go out while the next tasks run */
+    o.rs.home_rounds = idx >= 0; /* and a cluster's nodes take turns in their rounds */
     o.rs.epoch = n->epoch;
     o.rs.partitions = n->cfg->partitions;
     o.rs.queue_shards = n->cfg->queue_shards;

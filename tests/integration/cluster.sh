@@ -17,6 +17,18 @@ out=$("$BUILD/tests/slotcheck" 127.0.0.1 "$1" 300 2>&1) && [ "$out" = "ok 300 ke
     ok "slots.c's map sends each of 300 keys to the primary that takes it, CLUSTER KEYSLOT agrees" ||
     not_ok "slotcheck: $out"
 
+# a worker's rounds keep to one primary, in turn; steps go out in flight
+# (homecheck.c says what it checks), on a key prefix of its own
+"$BUILD/tests/homecheck" "$WEFT_REDIS_URL" "h$$:" >"$TMP/homecheck.out" 2>&1
+hrc=$?
+while read -r line; do
+    case "$line" in
+    "ok - "*) ok "homecheck: ${line#ok - }" ;;
+    "not ok - "*) not_ok "homecheck: ${line#not ok - }" ;;
+    esac
+done <"$TMP/homecheck.out"
+[ "$hrc" = 0 ] || not_ok "homecheck exits $hrc: $(grep -v '^ok' "$TMP/homecheck.out" | head -n 5)"
+
 # one seed is enough: the others are found in the slot map
 cat >"$TMP/c1.lua" <<'LUA'
 local w = require "weft"
@@ -54,13 +66,14 @@ run_weft status nosuch --redis "redis://127.0.0.1:$1/2"
 expect_rc "a /db on a cluster" 2
 expect_err "says why" "SELECT is not allowed in cluster mode"
 
-# the layout is fixed at first use: this prefix has 8 partitions (a cluster's
-# default), and a process configured otherwise is refused, naming both
-[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" partitions)" = 8 ] &&
-    ok "a new prefix on a cluster gets 8 partitions" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
+# the layout is fixed at first use: this prefix has 9 partitions (a cluster's
+# default: at least 8, a multiple of the 3 primaries), and a process
+# configured otherwise is refused, naming both
+[ "$(redis-cli -c -p "$1" HGET "${WEFT_KEY_PREFIX}layout" partitions)" = 9 ] &&
+    ok "a new prefix on 3 primaries gets 9 partitions" || not_ok "layout: $(redis-cli -c -p "$1" HGETALL "${WEFT_KEY_PREFIX}layout")"
 WEFT_PARTITIONS=4 run_weft status nosuch
-expect_rc "WEFT_PARTITIONS=4 against a prefix of 8" 2
-expect_err "names both" "was first used with partitions=8 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with partitions=4"
+expect_rc "WEFT_PARTITIONS=4 against a prefix of 9" 2
+expect_err "names both" "was first used with partitions=9 (kept in ${WEFT_KEY_PREFIX}layout), and this process is configured with partitions=4"
 "$BUILD/runtime/weftd" --no-api --workers 1 --set partitions=16 >"$TMP/p16.log" 2>&1 &
 ppid=$!
 if wait_for 10 sh -c "! kill -0 $ppid"; then

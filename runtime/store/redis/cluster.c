@@ -33,8 +33,14 @@
 struct rs_cluster {
     rc_map map;         /* slot -> node; nodes only grow while a pipeline runs */
     redisContext **ctx; /* per map node, NULL until a command goes to it */
+    unsigned *serial;   /* per map node: its connection's, one of its own each */
+    unsigned opened;    /* connections opened */
     size_t nctx;
-    int stale; /* read the map again before the next command */
+    int stale;    /* read the map again before the next command */
+    int *serving; /* the nodes that serve slots (rs_cl_home), in map order */
+    size_t nserving;
+    int serving_ok; /* serving is that of the map as it is */
+    unsigned turn;  /* rs_cl_home's */
 };
 
 static const rs_cmd asking = {.argc = 1, .argv = (const char *[]){"ASKING"}, .len = (size_t[]){6}};
@@ -50,7 +56,10 @@ static void node_shown(const rc_node *v, char *buf, size_t n)
 static int ctx_fit(struct rs_cluster *cl)
 {
     redisContext **c;
+    unsigned *s;
     if (cl->nctx >= cl->map.nnodes) return 0;
+    if (!(s = realloc(cl->serial, cl->map.nnodes * sizeof *s))) return -1;
+    cl->serial = s;
     if (!(c = realloc(cl->ctx, cl->map.nnodes * sizeof *c))) return -1;
     memset(c + cl->nctx, 0, (cl->map.nnodes - cl->nctx) * sizeof *c);
     cl->ctx = c;
@@ -83,6 +92,7 @@ static redisContext *node_conn(rs *r, size_t i, weft_error *err)
         redisFree(c);
         return NULL;
     }
+    cl->serial[i] = ++cl->opened;
     return cl->ctx[i] = c;
 }
 
@@ -110,6 +120,7 @@ static int map_from(rs *r, redisContext *c, const char *shown, weft_error *err)
     redisReply *x = NULL;
     rc_map m = {0};
     redisContext **ctx = NULL;
+    unsigned *serial = NULL;
     size_t i, j;
     int rc;
     rs_cmd_add(&cmd, "CLUSTER");
@@ -128,7 +139,9 @@ static int map_from(rs *r, redisContext *c, const char *shown, weft_error *err)
         rc = rc_map_read(&m, x, err);
     freeReplyObject(x);
     if (rc) return rc;
-    if (m.nnodes && !(ctx = calloc(m.nnodes, sizeof *ctx))) {
+    if (m.nnodes &&
+        (!(ctx = calloc(m.nnodes, sizeof *ctx)) || !(serial = calloc(m.nnodes, sizeof *serial)))) {
+        free(ctx);
         rc_map_free(&m);
         return rs_oom(err);
     }
@@ -137,16 +150,20 @@ static int map_from(rs *r, redisContext *c, const char *shown, weft_error *err)
         for (i = 0; i < m.nnodes && cl->ctx[j]; i++)
             if (!ctx[i] && m.nodes[i].port == o->port && !strcmp(m.nodes[i].host, o->host)) {
                 ctx[i] = cl->ctx[j];
+                serial[i] = cl->serial[j];
                 cl->ctx[j] = NULL;
             }
         node_close(cl, j);
     }
     free(cl->ctx);
+    free(cl->serial);
     rc_map_free(&cl->map);
     cl->map = m;
     cl->ctx = ctx;
+    cl->serial = serial;
     cl->nctx = m.nnodes;
     cl->stale = 0;
+    cl->serving_ok = 0;
     return 0;
 }
 
@@ -158,6 +175,7 @@ static int map_refresh(rs *r, weft_error *err)
     char shown[RC_HOST_MAX + 16];
     size_t i, k, n = cl->map.nnodes;
     int rc = WEFT_EIO, pass;
+    if (r->fly) rs_flight_read(r, r->fly); /* its replies come first on its nodes */
     wu_err(err, WEFT_EIO, "%s: no node of the cluster answers", r->url.shown);
     for (pass = 0; pass < 2; pass++)
         for (i = 0; i < n; i++) {
@@ -179,6 +197,8 @@ static int map_refresh(rs *r, weft_error *err)
     return rc;
 }
 
+static unsigned handles; /* rs_cl_start's, counted */
+
 /* Enter cluster mode on seed, the connection conn.c just greeted (taken). */
 int rs_cl_start(rs *r, redisContext *seed, weft_error *err)
 {
@@ -187,7 +207,8 @@ int rs_cl_start(rs *r, redisContext *seed, weft_error *err)
         redisFree(seed);
         return rs_oom(err);
     }
-    r->early = 0; /* steps go out in their own round trip: no flights across nodes */
+    /* handles start their turns at different nodes */
+    r->cl->turn = __atomic_fetch_add(&handles, 1, __ATOMIC_RELAXED);
     rc = map_from(r, seed, r->url.shown, err);
     redisFree(seed);
     if (rc) {
@@ -326,6 +347,8 @@ static int try_send(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, try_state *
     rs_sigpipe_block(r, &g);
     for (j = 0; j < cl->nctx; j++)
         if (cl->ctx[j] && !rs_write_out(cl->ctx[j])) lost = 1;
+    /* steps in flight: their replies come first on their nodes */
+    if (r->fly) rs_flight_read(r, r->fly);
     /* read every node's replies, also after one failed: the others stay in step */
     for (j = 0; j < cl->map.nnodes; j++) {
         redisContext *c = j < cl->nctx ? cl->ctx[j] : NULL;
@@ -446,6 +469,7 @@ static int pipe_once(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char
             }
             if (is_reply(x, "MOVED") && (j = redirect_node(cl, x, &slot)) >= 0) {
                 cl->map.slot[slot] = (int16_t)j;
+                cl->serving_ok = 0;
                 cl->stale = 1;
                 t.ask[i] = 0;
                 /* moved again after the map was read: the node it was read
@@ -617,6 +641,7 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err)
     char *cmd = NULL;
     int len = redisvFormatCommand(&cmd, fmt, ap), k, node = route(cl, &asking), ask = 0, rc;
     if (len < 0) return rs_oom(err);
+    if (r->fly) rs_flight_read(r, r->fly); /* its replies come first on its nodes */
     rc = wu_err(err, WEFT_EIO, "%s: command: redirected %d times", r->url.shown, CL_TRIES);
     for (k = 0; k < CL_TRIES && node >= 0; k++) {
         redisContext *c = node_conn(r, (size_t)node, err);
@@ -643,6 +668,97 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err)
     }
     free(cmd);
     return rc;
+}
+
+/* ---- steps in flight (rs_opts.early_steps) ---- */
+
+int rs_cl_one_exchange(rs *r, const rs_cmd *cmds, size_t n)
+{
+    struct rs_cluster *cl = r->cl;
+    int *at, top = 0, ok = !cl->stale;
+    size_t i;
+    for (i = 0; i < n && ok; i++) {
+        ok = !cmds[i].oom && (cmds[i].group != 0 || cmds[i].wave == cmds[0].wave);
+        if (cmds[i].group > top) top = cmds[i].group;
+    }
+    if (!ok || !(at = malloc(((size_t)top + 1) * sizeof *at))) return 0;
+    for (i = 0; i <= (size_t)top; i++)
+        at[i] = -1;
+    for (i = 0; i < n && ok; i++) {
+        int node = route(cl, &cmds[i]), g = cmds[i].group;
+        ok = node >= 0 && (size_t)node < cl->nctx && cl->ctx[node];
+        if (ok && g > 0) {
+            if (at[g] < 0) at[g] = node;
+            ok = at[g] == node;
+        }
+    }
+    free(at);
+    return ok;
+}
+
+int rs_cl_fly(rs *r, const rs_cmd *cmds, size_t n, rs_fly_at *at)
+{
+    struct rs_cluster *cl = r->cl;
+    sigpipe_guard g;
+    size_t i, j;
+    int ok = 1;
+    for (i = 0; i < n; i++) {
+        at[i].node = route(cl, &cmds[i]);
+        at[i].serial = at[i].node >= 0 ? cl->serial[at[i].node] : 0;
+    }
+    /* in order per node: a set's steps before its trim */
+    for (i = 0; i < n && ok; i++)
+        ok = rs_append_cmds(r, cl->ctx[at[i].node], &cmds[i], 1) == REDIS_OK;
+    rs_sigpipe_block(r, &g);
+    for (j = 0; j < cl->nctx && ok; j++)
+        if (cl->ctx[j]) ok = rs_write_out(cl->ctx[j]);
+    rs_sigpipe_restore(&g);
+    if (!ok) rs_cl_drop(r);
+    return ok ? 0 : -1;
+}
+
+void rs_cl_land(rs *r, const rs_fly_at *at, size_t n, redisReply **rep)
+{
+    struct rs_cluster *cl = r->cl;
+    sigpipe_guard g;
+    size_t i;
+    rs_sigpipe_block(r, &g);
+    for (i = 0; i < n; i++) {
+        int k = at[i].node;
+        void *x = NULL;
+        rep[i] = NULL;
+        /* a connection closed or opened again since: its replies are gone */
+        if (k < 0 || (size_t)k >= cl->nctx || !cl->ctx[k] || cl->serial[k] != at[i].serial)
+            continue;
+        if (redisGetReply(cl->ctx[k], &x) != REDIS_OK) {
+            node_close(cl, (size_t)k);
+            cl->stale = 1;
+            continue;
+        }
+        rep[i] = x;
+        if (is_reply(x, "MOVED") || is_reply(x, "ASK")) cl->stale = 1;
+    }
+    rs_sigpipe_restore(&g);
+}
+
+void rs_cl_scripts_load(rs *r)
+{
+    struct rs_cluster *cl = r->cl;
+    rs_cmd c[S_COUNT];
+    redisReply *x[S_COUNT];
+    size_t j, n;
+    memset(c, 0, sizeof c);
+    n = load_cmds(r, (1u << S_COUNT) - 1, c);
+    for (j = 0; j < cl->nctx; j++) {
+        if (!cl->ctx[j]) continue;
+        memset(x, 0, sizeof x);
+        if (!rs_ctx_exchange(r, cl->ctx[j], c, n, x)) {
+            node_close(cl, j);
+            cl->stale = 1;
+        }
+        rs_replies_free(x, n);
+    }
+    rs_cmds_free(c, n);
 }
 
 /* ---- connections ---- */
@@ -678,10 +794,51 @@ void rs_cl_free(rs *r)
 {
     if (!r->cl) return;
     rs_cl_drop(r);
+    free(r->cl->serving);
+    free(r->cl->serial);
     free(r->cl->ctx);
     rc_map_free(&r->cl->map);
     free(r->cl);
     r->cl = NULL;
+}
+
+/* cl->serving for the map as it is: 0, or -1 when out of memory. */
+static int serving_fit(struct rs_cluster *cl)
+{
+    unsigned char *seen;
+    size_t s;
+    if (cl->serving_ok) return 0;
+    free(cl->serving);
+    cl->serving = NULL;
+    cl->nserving = 0;
+    if (!cl->map.nnodes) return -1;
+    seen = calloc(cl->map.nnodes, 1);
+    cl->serving = calloc(cl->map.nnodes, sizeof *cl->serving);
+    if (!seen || !cl->serving) {
+        free(seen);
+        return -1;
+    }
+    for (s = 0; s < RC_SLOTS; s++) {
+        int i = cl->map.slot[s];
+        if (i >= 0 && (size_t)i < cl->map.nnodes) seen[i] = 1;
+    }
+    for (s = 0; s < cl->map.nnodes; s++)
+        if (seen[s]) cl->serving[cl->nserving++] = (int)s;
+    free(seen);
+    cl->serving_ok = 1;
+    return 0;
+}
+
+int rs_cl_home(rs *r)
+{
+    struct rs_cluster *cl = r->cl;
+    if (!cl || cl->stale || serving_fit(cl) || cl->nserving < 2) return -1;
+    return cl->serving[cl->turn++ % cl->nserving];
+}
+
+int rs_cl_node_of(const rs *r, const char *key)
+{
+    return r->cl ? r->cl->map.slot[rc_key_slot(key, strlen(key))] : -1;
 }
 
 int rs_cl_primaries(const rs *r)

@@ -519,9 +519,11 @@ static int layout_load(rs *r, weft_error *err)
         "end\n"
         "return redis.call('HMGET', KEYS[1], 'partitions', 'queue_shards', 'parts_by')\n";
     char k[KEY_MAX], num[24], why[128], *stored = NULL, *theirs;
-    int want = r->want_parts ? r->want_parts : r->cl ? 8 : 1, got = -1, i, rc;
+    int np = rs_cl_primaries(r), got = -1, i, rc;
+    /* a new cluster's default: at least 8, a multiple of the primaries, so
+     * that each primary's slots hold whole partitions (as the shards) */
+    int want = r->want_parts ? r->want_parts : r->cl ? (8 + np - 1) / np * np : 1;
     char cl_qs[24];
-    int np = rs_cl_primaries(r);
     /* a new cluster's default: a shard per primary (up to 64) */
     const char *want_qs = r->want_qs ? r->want_qs
                           : r->cl    ? rs_digits(cl_qs, (unsigned long long)(np < 64 ? np : 64), 0)
@@ -634,6 +636,16 @@ int rs_is_noscript(const redisReply *x)
     return rs_is_err(x) && !strncmp(x->str, "NOSCRIPT", 8);
 }
 
+/* On a cluster, after an exchange that read the replies of the steps in
+ * flight: what they say (the refused ones go back to their outboxes). */
+static void rs_cl_landed(rs *r)
+{
+    flight *f = r->fly;
+    if (!f || !rs_flight_is_read(f)) return;
+    r->fly = NULL;
+    rs_flight_finish(r, f);
+}
+
 /*
  * Run cmds as one pipeline (one round trip). Replies go to rep[] (the caller
  * frees them with rs_replies_free, also on failure). Commands answered NOSCRIPT
@@ -649,7 +661,11 @@ int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, we
 
     memset(rep, 0, n * sizeof *rep);
     if ((rc = rs_ensure(r, err)) != 0) return rc;
-    if (r->cl) return rs_cl_pipe(r, cmds, n, rep, key, err);
+    if (r->cl) {
+        rc = rs_cl_pipe(r, cmds, n, rep, key, err);
+        rs_cl_landed(r);
+        return rc;
+    }
     if ((rc = exchange(r, cmds, n, rep, key, err)) != 0) return rc;
     for (i = 0; i < n; i++)
         if (rs_is_noscript(rep[i]) && (s = rs_script_of(r, &cmds[i])) >= 0 && !need[s]++) nload++;
@@ -783,6 +799,7 @@ int rs_open(const rs_opts *opts, rs **out, weft_error *err)
     r->retention_ms = opts->retention_ms ? opts->retention_ms : DEFAULT_RETENTION_MS;
     r->timeout_ms = opts->timeout_ms ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
     r->early = opts->early_steps;
+    r->homes = opts->home_rounds;
     r->epoch = opts->epoch;
     r->want_parts = opts->partitions ? opts->partitions : env_int("WEFT_PARTITIONS");
     if (r->want_parts < 0 || r->want_parts > 1024) {
@@ -854,7 +871,7 @@ const char *rs_url(const rs *r)
 void rs_revive(rs *r)
 {
     struct pollfd p;
-    if (r && r->cl) rs_cl_revive(r);
+    if (r && r->cl && !r->fly) rs_cl_revive(r);
     if (!r || !r->c || r->fly) return;
     p.fd = r->c->fd;
     p.events = POLLIN;
@@ -973,6 +990,7 @@ int rs_command(rs *r, weft_error *err, const char *fmt, ...)
         va_start(ap, fmt);
         rc = rs_cl_command(r, fmt, ap, err);
         va_end(ap);
+        rs_cl_landed(r);
         return rc;
     }
     if (r->fly) {

@@ -77,7 +77,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_lease *got = NULL;
     size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc, ncl = 0;
     long long now = (long long)wu_now_ms();
-    int rc, start, per;
+    int rc, start, per, home = -1, part[DUE_WINDOW];
     /* each claim command: its type's index in types, what it asks and got */
     struct {
         int type;
@@ -89,15 +89,33 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if ((rc = st_check_due_claim(due_max, hold_ms, types, &ntypes, max, lease_ms, err)) != 0)
         return rc;
     if ((rc = rs_ensure(r, err)) != 0) return rc; /* the layout */
+    /* A worker's round on a cluster (rs.homes) keeps to one node when its
+     * poll does not wait: the partitions and queue shards there, whose
+     * workflows live there too, so that the round's loads and saves go to
+     * that node alone; the nodes take turns. A poll that would wait right
+     * after such a round looks at every node first, without waiting: work
+     * on the others may have no wake token left for it. */
+    if (r->homes && r->cl && nw && r->homed)
+        nw = 0;
+    else if (r->homes && r->cl && !nw)
+        home = rs_cl_home(r);
+    r->homed = home >= 0;
     /* on a cluster the partitions are polled a window at a time, from a
      * rotating start: the wait's partition first */
-    nd = due_max <= 0 ? 0 : r->parts < DUE_WINDOW ? (size_t)r->parts : DUE_WINDOW;
+    start = (int)(r->wrr++ % (unsigned)r->parts);
+    if (nw && r->parts > 1) start = wait_part(r, start);
+    for (i = nd = 0; due_max > 0 && i < (size_t)r->parts && nd < DUE_WINDOW; i++) {
+        int p = (start + (int)i) % r->parts;
+        if (home >= 0) {
+            rs_k_dq(r, p, dq);
+            if (rs_cl_node_of(r, dq) != home) continue;
+        }
+        part[nd++] = p;
+    }
     if (nd > (size_t)due_max) nd = (size_t)due_max;
     /* together never more than due_max: one taken but not returned would
      * wait out its hold */
     per = nd ? due_max / (int)nd : 0;
-    start = (int)(r->wrr++ % (unsigned)r->parts);
-    if (nw && r->parts > 1) start = wait_part(r, start);
     if (nd + ntypes == 0) return 0;
     for (i = 0; i < ntypes; i++)
         if ((rc = st_check_name("task type", types[i], TYPE_MAX, 0, err)) != 0) return rc;
@@ -126,12 +144,12 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     /* behind a wait the polls run later than now: they read Redis's clock */
     if (nw) now = 0;
     for (j = 0; j < nd; j++)
-        due_cmd(r, (start + (int)j) % r->parts, per, hold_ms, now, &c[nw + j], dq);
+        due_cmd(r, part[j], per, hold_ms, now, &c[nw + j], dq);
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0, ncl = 0; k < ntypes; k++) {
         int t = (int)((first + k) % ntypes), m, q;
-        m = rs_claim_cmds(r, types[t], now, lease_ms, max, nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY, seed,
-                          &c[nw + nd + ncl], qc);
+        m = rs_claim_cmds(r, types[t], now, lease_ms, max, nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY, home,
+                          seed, &c[nw + nd + ncl], qc);
         for (q = 0; q < m; q++) {
             cq[ncl + (size_t)q].type = t;
             cq[ncl + (size_t)q].q = qc[q];
@@ -139,6 +157,12 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
         ncl += (size_t)m;
     }
     nc = nw + nd + ncl;
+    if (nc == 0) { /* nothing of it on its home */
+        free(c);
+        free(x);
+        free(cq);
+        return 0;
+    }
     r->long_ms = nw ? wait_ms : 0;
     if (nw && r->parts > 1) __atomic_add_fetch(&waiting[start], 1, __ATOMIC_RELAXED);
     if (nw && r->cl) {

@@ -515,7 +515,8 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
         weft_error ignored = {0};
         /* committed whatever happens now: a failure leaves steps in the outboxes */
         if (rs_steps_build(r, NULL, 0, sets, nsets, &cmds, &k, &first, &ignored) == 0) {
-            if (r->early && r->c && (f = rs_flight_new(sets, nsets, es, m, k, first))) {
+            if (r->early && (r->c || (r->cl && rs_cl_one_exchange(r, cmds, k))) &&
+                (f = rs_flight_new(sets, nsets, es, m, k, first))) {
                 /* sent now, replies read with the next round trip */
                 rs_flight_send(r, f, cmds);
                 sets = NULL;

@@ -74,6 +74,8 @@ struct rs {
     } qseen[RS_QSEEN];       /* a few types at a time */
     unsigned qseen_next;     /* the place a type not among them takes */
     int early;               /* rs_opts.early_steps */
+    int homes;               /* rs_opts.home_rounds */
+    int homed;               /* the last rs_due_claim kept to one node */
     int guard;               /* SIGPIPE is not ignored: block it around each exchange */
     struct flight *fly;      /* a steps pipeline sent, its replies not read yet */
     struct rs_cluster *cl;   /* a Redis Cluster (cluster.c); NULL: a single Redis, on c */
@@ -229,7 +231,7 @@ typedef struct rs_qclaim {
  * batch smaller than the queues) */
 enum { RS_CLAIM_BUSY, RS_CLAIM_IDLE, RS_CLAIM_COVER };
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
-                  const char *seed, rs_cmd *c, rs_qclaim *q);
+                  int home, const char *seed, rs_cmd *c, rs_qclaim *q);
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* How many queues type has: the base queue (0), then its shards (1..). */
 int rs_nqueues(const rs *r, const char *type);
@@ -253,6 +255,28 @@ void rs_cl_revive(rs *r);
 void rs_cl_free(rs *r);
 /* The primaries that serve slots in the map (1 when none, or not a cluster). */
 int rs_cl_primaries(const rs *r);
+/* The next in turn of the nodes that serve slots (a home for a worker's
+ * round, rs_opts.home_rounds); -1 when fewer than two do, or the map is to
+ * be read again. */
+int rs_cl_home(rs *r);
+/* The node that serves key's slot, as rs_cl_home names it; -1 for none. */
+int rs_cl_node_of(const rs *r, const char *key);
+/* Steps in flight on a cluster: whether cmds (as rs_steps_build makes them)
+ * can go in one exchange to nodes connected now, each group's commands to
+ * one node; rs_cl_fly writes them there without reading (each one's node
+ * and connection into at[]): 0, or -1 when a write failed (every connection
+ * dropped: the steps stay in their outboxes); rs_cl_land reads their
+ * replies, NULL for those whose connection was lost or opened again. */
+typedef struct rs_fly_at {
+    int node;
+    unsigned serial;
+} rs_fly_at;
+int rs_cl_one_exchange(rs *r, const rs_cmd *cmds, size_t n);
+int rs_cl_fly(rs *r, const rs_cmd *cmds, size_t n, rs_fly_at *at);
+void rs_cl_land(rs *r, const rs_fly_at *at, size_t n, redisReply **rep);
+/* Every script loaded on every node connected (after a NOSCRIPT in flight:
+ * a promoted replica has none). A round trip per node. */
+void rs_cl_scripts_load(rs *r);
 
 /* due.c */
 /* The partition for a wake token about workflow id: one an idle worker of
@@ -285,6 +309,7 @@ flight *rs_flight_new(step_set *sets, size_t nsets, rs_entry **es, size_t nes, s
                       size_t *first);
 void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds);
 int rs_flight_read(rs *r, flight *f);
+int rs_flight_is_read(const flight *f);
 void rs_flight_finish(rs *r, flight *f);
 void rs_flight_land(rs *r);
 int rs_steps_run(rs *r, const char *id, rs_cmd *head, rs_cmd *trim, const rs_entry *e, size_t n,

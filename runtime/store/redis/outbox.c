@@ -553,6 +553,8 @@ struct flight {
     char **ids;    /* the sets' ids */
     rs_entry **es; /* entry arrays, each ending with raw NULL (NULL ones skipped) */
     size_t nes;
+    rs_fly_at *at; /* on a cluster: where each command went (rs_cl_fly) */
+    int read;      /* the replies are in rep */
 };
 
 void rs_flight_free(flight *f)
@@ -576,6 +578,7 @@ void rs_flight_free(flight *f)
     free(f->es);
     free(f->sets);
     free(f->first);
+    free(f->at);
     free(f);
 }
 
@@ -613,14 +616,22 @@ fail:
     return NULL;
 }
 
-/* Write f's commands without reading; on success r->fly = f. On failure the
- * steps stay in their outboxes (the sweeper applies them). */
+/* Write f's commands without reading (on a cluster, cmds passed
+ * rs_cl_one_exchange); on success r->fly = f. On failure the steps stay in
+ * their outboxes (the sweeper applies them). */
 void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds)
 {
     sigpipe_guard g;
     weft_error ignored;
     size_t i;
     int ok = 1;
+    if (r->cl) {
+        if ((f->at = calloc(f->k + 1, sizeof *f->at)) && rs_cl_fly(r, cmds, f->k, f->at) == 0)
+            r->fly = f;
+        else
+            rs_flight_free(f);
+        return;
+    }
     for (i = 0; i < f->k && ok; i++)
         ok = !cmds[i].oom;
     ok = ok && rs_append_cmds(r, r->c, cmds, f->k) == REDIS_OK;
@@ -650,10 +661,19 @@ static void scripts_load(rs *r)
     rs_cmds_free(c, S_COUNT);
 }
 
-/* Read the replies of the steps in flight f: 1, or 0 when the connection failed. */
+/* Read the replies of the steps in flight f (once): 1, or 0 when the
+ * connection failed. On a cluster always 1: a reply lost with its node's
+ * connection is NULL (applied or not, its entry is in its outbox until
+ * its trim, which went to the same node after it). */
 int rs_flight_read(rs *r, flight *f)
 {
     size_t i;
+    if (f->read) return 1;
+    f->read = 1;
+    if (r->cl) {
+        rs_cl_land(r, f->at, f->k, f->rep);
+        return 1;
+    }
     for (i = 0; i < f->k; i++) {
         void *x = NULL;
         if (redisGetReply(r->c, &x) != REDIS_OK) return 0;
@@ -672,13 +692,21 @@ void rs_flight_finish(rs *r, flight *f)
     size_t i;
     for (i = 0; i < f->k; i++)
         if (rs_is_noscript(f->rep[i])) {
-            scripts_load(r);
+            if (r->cl)
+                rs_cl_scripts_load(r);
+            else
+                scripts_load(r);
             break;
         }
     steps_take(r, f->rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
     for (i = 0; i < f->nsets; i++)
         rs_steps_check(r, f->sets[i].id, f->sets[i].e, f->sets[i].n, f->sets[i].rep, &ignored);
     rs_flight_free(f);
+}
+
+int rs_flight_is_read(const flight *f)
+{
+    return f->read;
 }
 
 /* Read the replies of the steps in flight now. A lost connection forgets

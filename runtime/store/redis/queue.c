@@ -412,27 +412,40 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
  * task) asks every shard for 1, and a worker the first ones in turn, as many
  * as it has room for. A busy worker (RS_CLAIM_BUSY: it holds work, and
  * polls again soon) asks only one of the queues found empty at their last
- * claim, in turn. What comes back over max goes back (the caller, who notes
- * what came: rs_claim_noted). A domain's base queue keeps the time of the
- * last poll.
+ * claim, in turn. A round kept to one node (home >= 0, rs_cl_home) asks
+ * only the shards on it, and the base queue when it is there or was not
+ * empty at its last claim. What comes back over max goes back (the caller,
+ * who notes what came: rs_claim_noted). A domain's base queue keeps the
+ * time of the last poll.
  */
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
-                  const char *seed, rs_cmd *c, rs_qclaim *q)
+                  int home, const char *seed, rs_cmd *c, rs_qclaim *q)
 {
     static const struct rs_qseen none;
+    char key[KEY_MAX];
     int share[RS_QSHARDS_MAX + 1], order[RS_QSHARDS_MAX];
-    int nq = rs_nqueues(r, type), ns = nq - 1, n = 0, k, nshort = 0;
-    const struct rs_qseen *w = nq > 1 ? seen_of(r, type) : &none; /* one queue: nothing to weigh */
-    int start = ns > 1 ? (int)(r->srr++ % (unsigned)ns) : 0, domain = strchr(type, ':') != NULL;
-    int rest = max - (w->base < max ? w->base : max), longs = 0;
+    int nq = rs_nqueues(r, type), all = nq - 1, ns = 0, n = 0, k, nshort = 0;
+    /* one queue, anywhere: nothing to weigh */
+    const struct rs_qseen *w = nq > 1 || home >= 0 ? seen_of(r, type) : &none;
+    int start = all > 1 ? (int)(r->srr++ % (unsigned)all) : 0, domain = strchr(type, ':') != NULL;
+    int rest = max - (w->base < max ? w->base : max), longs = 0, base_home = 1;
     if (rest < 1) rest = 1; /* the shards are never left unasked */
-    for (k = 0; k < ns; k++) {
-        order[k] = 1 + (k + start) % ns;
-        nshort += (int)(w->shorts >> (order[k] - 1) & 1);
+    for (k = 0; k < all; k++) {
+        int s = 1 + (k + start) % all;
+        if (home >= 0) {
+            rs_k_qs(r, type, s, "ready", key);
+            if (rs_cl_node_of(r, key) != home) continue;
+        }
+        order[ns++] = s;
+        nshort += (int)(w->shorts >> (s - 1) & 1);
+    }
+    if (home >= 0) {
+        rs_k_qs(r, type, 0, "ready", key);
+        base_home = rs_cl_node_of(r, key) == home;
     }
     if (nshort == ns) nshort = 0; /* none known to have more: alike */
     memset(share, 0, sizeof share);
-    share[0] = max;
+    share[0] = base_home || !w->base_empty ? max : 0;
     for (k = 0; k < ns; k++) {
         int s = order[k], is_short = nshort && (w->shorts >> (s - 1) & 1);
         if (rest >= ns && is_short) /* 1 for the short */
@@ -447,7 +460,7 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
     if (how == RS_CLAIM_BUSY) {
         /* a busy worker asks one of the queues found empty last, in turn */
         int e[RS_QSHARDS_MAX + 1], ne = 0, pick;
-        if (w->base_empty) e[ne++] = 0;
+        if (w->base_empty && share[0]) e[ne++] = 0;
         for (k = 0; k < ns; k++)
             if (w->empty >> (order[k] - 1) & 1) e[ne++] = order[k];
         pick = ne > 1 ? e[r->erot++ % (unsigned)ne] : -1;
@@ -455,9 +468,9 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
             if (e[k] != pick) share[e[k]] = 0;
         if (pick >= 0 && share[pick] <= 0) share[pick] = 1;
     }
-    for (k = 0; k < nq; k++) {
+    for (k = 0; k < ns + 1; k++) {
         int s = k == 0 ? 0 : order[k - 1];
-        if (share[s] <= 0 && !(s == 0 && domain)) continue;
+        if (share[s] <= 0 && !(s == 0 && domain && base_home)) continue;
         rs_cmd_script(&c[n], r, S_CLAIM, 4);
         rs_queue_keys(r, type, s, &c[n]);
         rs_cmd_addf(&c[n], "%lld", now);
@@ -477,7 +490,7 @@ void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n)
 {
     struct rs_qseen *w;
     int k;
-    if (rs_qshards(r, type) <= 1) return;
+    if (rs_qshards(r, type) <= 1 && !(r->homes && r->cl)) return; /* nothing to weigh */
     w = seen_of(r, type);
     for (k = 0; k < n; k++) {
         uint64_t bit = q[k].shard ? 1ULL << (q[k].shard - 1) : 0;
@@ -519,7 +532,7 @@ int rs_poll(rs *r, const char *queue, int max, int64_t lease_ms, int max_reaps, 
     nq = rs_nqueues(r, queue);
     for (q = 0; q < nq; q++)
         reap_cmd(r, queue, q, now, max_reaps, &c[q]);
-    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, RS_CLAIM_COVER, seed, c + nq, qc);
+    nc = nq + rs_claim_cmds(r, queue, now, lease_ms, max, RS_CLAIM_COVER, -1, seed, c + nq, qc);
     rs_k_queue(r, queue, "ready", ready);
     memset(x, 0, sizeof x);
     rc = rs_pipe(r, c, (size_t)nc, x, ready, err);

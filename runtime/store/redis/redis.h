@@ -90,11 +90,14 @@ typedef struct rs_opts {
     int early_steps;      /* rs_exec_save_many sends its steps pipeline without waiting:
                            * the replies are read at the start of the next round trip on
                            * this handle (or by rs_free). For a loop that saves often. */
+    int home_rounds;      /* on a cluster, a poll of rs_due_claim that does not wait keeps to
+                           * one node, the next in turn (internal.h, rs_cl_home). For a
+                           * worker's loop, which polls all the time. */
     rs_epoch *epoch;      /* NULL = no epoch checks; else shared, outlives the rs */
     /* the key prefix's layout (docs/operations.md), fixed at its first use and
      * kept in Redis (P layout): 0 = $WEFT_PARTITIONS, else what Redis holds. A
      * number that differs from Redis's is refused. */
-    int partitions; /* 1-1024; new: 1, 8 on a cluster */
+    int partitions; /* 1-1024; new: 1, on a cluster a multiple of the primaries >= 8 */
     /* queue shards, "<n>[,<type>=<n>]..." (n 1-64): a type's queue spread
      * over n shards (docs/operations.md); NULL or "" = $WEFT_QUEUE_SHARDS,
      * else what Redis holds (new: "1", or a cluster's primaries) */
