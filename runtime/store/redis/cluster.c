@@ -29,6 +29,7 @@
 
 #define CL_TRIES 6
 #define CL_BACKOFF_MS 10
+#define CL_CALM_MS 10000 /* no steps in flight this long after a redirection */
 
 struct rs_cluster {
     rc_map map;         /* slot -> node; nodes only grow while a pipeline runs */
@@ -36,8 +37,9 @@ struct rs_cluster {
     unsigned *serial;   /* per map node: its connection's, one of its own each */
     unsigned opened;    /* connections opened */
     size_t nctx;
-    int stale;    /* read the map again before the next command */
-    int *serving; /* the nodes that serve slots (rs_cl_home), in map order */
+    int stale;     /* read the map again before the next command */
+    int64_t moved; /* when a command was last redirected (MOVED, ASK, TRYAGAIN) */
+    int *serving;  /* the nodes that serve slots (rs_cl_home), in map order */
     size_t nserving;
     int serving_ok; /* serving is that of the map as it is */
     unsigned turn;  /* rs_cl_home's */
@@ -207,6 +209,7 @@ int rs_cl_start(rs *r, redisContext *seed, weft_error *err)
         redisFree(seed);
         return rs_oom(err);
     }
+    r->cl->moved = wu_mono_ms() - CL_CALM_MS;
     /* handles start their turns at different nodes */
     r->cl->turn = __atomic_fetch_add(&handles, 1, __ATOMIC_RELAXED);
     rc = map_from(r, seed, r->url.shown, err);
@@ -277,6 +280,8 @@ static int is_reply(const redisReply *x, const char *what)
     size_t n = strlen(what);
     return rs_is_err(x) && !strncmp(x->str, what, n) && (x->str[n] == ' ' || !x->str[n]);
 }
+
+static int not_taken(const redisReply *x);
 
 /* One try, per pipeline. */
 typedef struct try_state {
@@ -356,6 +361,10 @@ static int try_send(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, try_state *
         void *x;
         for (i = 0; i < n && !any; i++)
             any = t->todo[i] && t->to[i] == (int)j;
+        if (any && !c && !rc) { /* lost while the flight's replies were read */
+            node_shown(&cl->map.nodes[j], shown, sizeof shown);
+            rc = wu_err(err, WEFT_EIO, "%s: %s: connection lost", shown, key);
+        }
         if (!any || !c) continue;
         for (m = 0; j < t->nload && m < S_COUNT; m++)
             if ((t->load[j] & (1u << m)) && ok) {
@@ -467,6 +476,7 @@ static int pipe_once(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char
                 cl->stale = 1; /* the map may know better by now */
                 continue;
             }
+            if (not_taken(x)) cl->moved = wu_mono_ms();
             if (is_reply(x, "MOVED") && (j = redirect_node(cl, x, &slot)) >= 0) {
                 cl->map.slot[slot] = (int16_t)j;
                 cl->serving_ok = 0;
@@ -641,7 +651,7 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err)
     char *cmd = NULL;
     int len = redisvFormatCommand(&cmd, fmt, ap), k, node = route(cl, &asking), ask = 0, rc;
     if (len < 0) return rs_oom(err);
-    if (r->fly) rs_flight_read(r, r->fly); /* its replies come first on its nodes */
+    if (r->fly) rs_flight_land(r); /* its replies come first on its nodes */
     rc = wu_err(err, WEFT_EIO, "%s: command: redirected %d times", r->url.shown, CL_TRIES);
     for (k = 0; k < CL_TRIES && node >= 0; k++) {
         redisContext *c = node_conn(r, (size_t)node, err);
@@ -675,7 +685,9 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err)
 int rs_cl_one_exchange(rs *r, const rs_cmd *cmds, size_t n)
 {
     struct rs_cluster *cl = r->cl;
-    int *at, top = 0, ok = !cl->stale;
+    /* not while slots move (a reshard, a failover): a trim or an ack
+     * refused in flight is not sent again, as an exchange's would be */
+    int *at, top = 0, ok = !cl->stale && wu_mono_ms() - cl->moved >= CL_CALM_MS;
     size_t i;
     for (i = 0; i < n && ok; i++) {
         ok = !cmds[i].oom && (cmds[i].group != 0 || cmds[i].wave == cmds[0].wave);
@@ -736,6 +748,7 @@ void rs_cl_land(rs *r, const rs_fly_at *at, size_t n, redisReply **rep)
             continue;
         }
         rep[i] = x;
+        if (not_taken(x)) cl->moved = wu_mono_ms();
         if (is_reply(x, "MOVED") || is_reply(x, "ASK")) cl->stale = 1;
     }
     rs_sigpipe_restore(&g);

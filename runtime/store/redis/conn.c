@@ -215,13 +215,16 @@ int rs_transient(const char *msg)
 }
 
 /* Drop the connection: the next call connects again (and reloads the
- * scripts). Steps in flight are forgotten: they stay in their outboxes. */
+ * scripts). Steps in flight are forgotten: they stay in their outboxes. On
+ * a cluster, a flight whose replies were read is kept for the next exchange
+ * to finish (what it refused goes back to its outbox). */
 void rs_drop(rs *r)
 {
     if (r->cl) rs_cl_drop(r);
     if (r->c) redisFree(r->c);
     r->c = NULL;
     r->broken = 1;
+    if (r->fly && r->cl && rs_flight_is_read(r->fly)) return;
     rs_flight_free(r->fly);
     r->fly = NULL;
 }

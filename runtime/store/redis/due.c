@@ -6,8 +6,9 @@
 #include <string.h>
 
 /* Partitions of the decider queue one poll looks at: the one an idle worker
- * waited on, and the next ones. */
-#define DUE_WINDOW 8
+ * waited on, and the next ones (all of a cluster's default, up to 16
+ * primaries). */
+#define DUE_WINDOW 16
 
 /*
  * The partitions this process's idle workers wait on, counted (all handles
@@ -77,7 +78,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     rs_lease *got = NULL;
     size_t i, j, k, ngot = 0, cap = 0, first = 0, nw = wait_ms > 0 ? 1 : 0, nd, nc, ncl = 0;
     long long now = (long long)wu_now_ms();
-    int rc, start, per, home = -1, part[DUE_WINDOW];
+    int rc, start, per, home = -1, part[DUE_WINDOW], how;
     /* each claim command: its type's index in types, what it asks and got */
     struct {
         int type;
@@ -95,8 +96,9 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
      * that node alone; the nodes take turns. A poll that would wait right
      * after such a round looks at every node first, without waiting: work
      * on the others may have no wake token left for it. */
+    how = nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY;
     if (r->homes && r->cl && nw && r->homed)
-        nw = 0;
+        nw = 0; /* (asking every queue, as an idle worker does) */
     else if (r->homes && r->cl && !nw)
         home = rs_cl_home(r);
     r->homed = home >= 0;
@@ -148,8 +150,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     if (ntypes) first = r->rr++ % ntypes;
     for (k = 0, ncl = 0; k < ntypes; k++) {
         int t = (int)((first + k) % ntypes), m, q;
-        m = rs_claim_cmds(r, types[t], now, lease_ms, max, nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY, home,
-                          seed, &c[nw + nd + ncl], qc);
+        m = rs_claim_cmds(r, types[t], now, lease_ms, max, how, home, seed, &c[nw + nd + ncl], qc);
         for (q = 0; q < m; q++) {
             cq[ncl + (size_t)q].type = t;
             cq[ncl + (size_t)q].q = qc[q];

@@ -398,6 +398,12 @@ static struct rs_qseen *seen_of(rs *r, const char *type)
     return w;
 }
 
+/* A turn counter's value spread over the unsigned range (Fibonacci hashing). */
+static unsigned mixed(unsigned v)
+{
+    return (v * 2654435761u) >> 7;
+}
+
 /*
  * The claims of up to max members of type into c (room for
  * RS_QSHARDS_MAX + 1), one claim.lua per queue; which queue each asks and
@@ -427,7 +433,10 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
     int nq = rs_nqueues(r, type), all = nq - 1, ns = 0, n = 0, k, nshort = 0;
     /* one queue, anywhere: nothing to weigh */
     const struct rs_qseen *w = nq > 1 || home >= 0 ? seen_of(r, type) : &none;
-    int start = all > 1 ? (int)(r->srr++ % (unsigned)all) : 0, domain = strchr(type, ':') != NULL;
+    /* a round kept to one node: the turns mixed, else they would keep step
+     * with the nodes' (the same shard first on a node every time) */
+    unsigned turn = all < 2 ? 0 : home >= 0 ? mixed(r->srr++) : r->srr++;
+    int start = (int)(turn % (unsigned)(all > 1 ? all : 1)), domain = strchr(type, ':') != NULL;
     int rest = max - (w->base < max ? w->base : max), longs = 0, base_home = 1;
     if (rest < 1) rest = 1; /* the shards are never left unasked */
     for (k = 0; k < all; k++) {
@@ -463,7 +472,7 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
         if (w->base_empty && share[0]) e[ne++] = 0;
         for (k = 0; k < ns; k++)
             if (w->empty >> (order[k] - 1) & 1) e[ne++] = order[k];
-        pick = ne > 1 ? e[r->erot++ % (unsigned)ne] : -1;
+        pick = ne > 1 ? e[(home >= 0 ? mixed(r->erot++) : r->erot++) % (unsigned)ne] : -1;
         for (k = 0; k < ne && pick >= 0; k++)
             if (e[k] != pick) share[e[k]] = 0;
         if (pick >= 0 && share[pick] <= 0) share[pick] = 1;
