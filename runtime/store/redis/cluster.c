@@ -649,9 +649,10 @@ int rs_cl_command(rs *r, const char *fmt, va_list ap, weft_error *err)
 {
     struct rs_cluster *cl = r->cl;
     char *cmd = NULL;
-    int len = redisvFormatCommand(&cmd, fmt, ap), k, node = route(cl, &asking), ask = 0, rc;
+    int len = redisvFormatCommand(&cmd, fmt, ap), k, node, ask = 0, rc;
     if (len < 0) return rs_oom(err);
-    if (r->fly) rs_flight_land(r); /* its replies come first on its nodes */
+    if (r->fly) rs_flight_land(r); /* its replies come first on its nodes (the map may change) */
+    node = route(cl, &asking);
     rc = wu_err(err, WEFT_EIO, "%s: command: redirected %d times", r->url.shown, CL_TRIES);
     for (k = 0; k < CL_TRIES && node >= 0; k++) {
         redisContext *c = node_conn(r, (size_t)node, err);

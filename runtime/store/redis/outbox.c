@@ -625,6 +625,7 @@ void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds)
     weft_error ignored;
     size_t i;
     int ok = 1;
+    if (r->fly) rs_flight_land(r); /* (the save's exchange has read it: cannot be) */
     if (r->cl) {
         if ((f->at = calloc(f->k + 1, sizeof *f->at)) && rs_cl_fly(r, cmds, f->k, f->at) == 0)
             r->fly = f;
