@@ -30,6 +30,9 @@
 #define CL_TRIES 6
 #define CL_BACKOFF_MS 10
 #define CL_CALM_MS 10000 /* no steps in flight this long after a redirection */
+/* rounds a worker keeps to one node (rs_cl_home): the tasks it took at once
+ * (eager) are of that node's workflows, so its next rounds stay there too */
+#define CL_HOME_ROUNDS 4
 
 struct rs_cluster {
     rc_map map;         /* slot -> node; nodes only grow while a pipeline runs */
@@ -211,7 +214,7 @@ int rs_cl_start(rs *r, redisContext *seed, weft_error *err)
     }
     r->cl->moved = wu_mono_ms() - CL_CALM_MS;
     /* handles start their turns at different nodes */
-    r->cl->turn = __atomic_fetch_add(&handles, 1, __ATOMIC_RELAXED);
+    r->cl->turn = __atomic_fetch_add(&handles, 1, __ATOMIC_RELAXED) * CL_HOME_ROUNDS;
     rc = map_from(r, seed, r->url.shown, err);
     redisFree(seed);
     if (rc) {
@@ -847,7 +850,7 @@ int rs_cl_home(rs *r)
 {
     struct rs_cluster *cl = r->cl;
     if (!cl || cl->stale || serving_fit(cl) || cl->nserving < 2) return -1;
-    return cl->serving[cl->turn++ % cl->nserving];
+    return cl->serving[cl->turn++ / CL_HOME_ROUNDS % cl->nserving];
 }
 
 int rs_cl_node_of(const rs *r, const char *key)

@@ -255,9 +255,9 @@ void rs_cl_revive(rs *r);
 void rs_cl_free(rs *r);
 /* The primaries that serve slots in the map (1 when none, or not a cluster). */
 int rs_cl_primaries(const rs *r);
-/* The next in turn of the nodes that serve slots (a home for a worker's
- * round, rs_opts.home_rounds); -1 when fewer than two do, or the map is to
- * be read again. */
+/* The node for a worker's round (rs_opts.home_rounds): of those that serve
+ * slots, each in turn for a few rounds; -1 when fewer than two serve, or
+ * the map is to be read again. */
 int rs_cl_home(rs *r);
 /* The node that serves key's slot, as rs_cl_home names it; -1 for none. */
 int rs_cl_node_of(const rs *r, const char *key);
