@@ -81,7 +81,8 @@ static void tls_release(void *p)
  * effects' (core/effects.c). */
 static void api_ended(void *ud, const xc_exec *x)
 {
-    mt_workflow_ended(((ap_server *)ud)->cfg.metrics, weft_wf_status_name(x->status));
+    mt_workflow_ended(((ap_server *)ud)->cfg.metrics, x->def ? x->def->name : NULL,
+                      weft_wf_status_name(x->status), xc_run_seconds(x));
 }
 
 int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err)

@@ -135,6 +135,13 @@ static inline int xc_wf_terminal(weft_wf_status s)
 {
     return s != WEFT_WF_RUNNING && s != WEFT_WF_PAUSED;
 }
+/* How long an ended workflow ran, start to end, in seconds; -1 when a time
+ * is not known. */
+static inline double xc_run_seconds(const xc_exec *x)
+{
+    if (x->created_ms <= 0 || x->ended_ms < x->created_ms) return -1;
+    return (double)(x->ended_ms - x->created_ms) / 1000.0;
+}
 
 /* Replace a task's reason (printf-style). */
 void xc_set_reason(char **slot, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -11,7 +11,8 @@ static void on_note(void *ud, int level, const char *msg)
  * (core/effects.c); here it is counted. */
 static void on_ended(void *ud, const xc_exec *x)
 {
-    mt_workflow_ended(((worker *)ud)->n->metrics, weft_wf_status_name(x->status));
+    mt_workflow_ended(((worker *)ud)->n->metrics, x->def ? x->def->name : NULL,
+                      weft_wf_status_name(x->status), xc_run_seconds(x));
 }
 
 static void on_started(void *ud, const char *id)

@@ -1,15 +1,21 @@
+#include "autoconf.h"
 #include "daemon/metrics.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "weft/plugin.h"
 
-/* Upper bounds (seconds) of the task duration buckets; +Inf is implied. */
-static const double bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                1,     2.5,  5,     10,   30,  60,   300};
+/* Upper bounds (seconds) of the duration buckets, from 100 us (a LAMBDA
+ * task takes tens of microseconds); +Inf is implied. */
+static const double bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                0.025,  0.05,    0.1,    0.25,  0.5,    1,     2.5,
+                                5,      10,      30,     60,    300,    900,   3600};
 #define NB (sizeof bounds / sizeof bounds[0] + 1)
 
 /* One labelled series: a counter, or a histogram (count, sum, buckets). */
@@ -41,6 +47,7 @@ struct mt_metrics {
     family ended;          /* {status} */
     family tasks;          /* {type, status} */
     family duration;       /* {type} histogram */
+    family wf_duration;    /* {name, status} histogram */
     family api;            /* {code} */
     family queues;         /* queue names polled through the API (no values) */
 };
@@ -124,6 +131,7 @@ mt_metrics *mt_new(void)
     family_init(&m->ended);
     family_init(&m->tasks);
     family_init(&m->duration);
+    family_init(&m->wf_duration);
     family_init(&m->api);
     family_init(&m->queues);
     /* every end status shows from the start, at 0 */
@@ -138,6 +146,7 @@ void mt_free(mt_metrics *m)
     family_fini(&m->ended);
     family_fini(&m->tasks);
     family_fini(&m->duration);
+    family_fini(&m->wf_duration);
     family_fini(&m->api);
     family_fini(&m->queues);
     free(m);
@@ -148,23 +157,28 @@ void mt_workflow_started(mt_metrics *m)
     if (m) add(&m->started, 1);
 }
 
-void mt_workflow_ended(mt_metrics *m, const char *status)
+/* One observation of a histogram series. */
+static void observe(series *h, double seconds)
 {
-    if (m && status) add(&find(&m->ended, status, NULL)->count, 1);
-}
-
-void mt_task(mt_metrics *m, const char *type, const char *status, double seconds)
-{
-    series *h;
     size_t b;
-    if (!m || !type || !status) return;
-    add(&find(&m->tasks, type, status)->count, 1);
-    if (seconds < 0) return;
-    h = find(&m->duration, type, NULL);
     for (b = 0; b < NB - 1 && seconds > bounds[b]; b++)
         ;
     add(&h->buckets[b], 1);
     add(&h->sum_us, (uint64_t)(seconds * 1e6));
+}
+
+void mt_workflow_ended(mt_metrics *m, const char *name, const char *status, double seconds)
+{
+    if (!m || !status) return;
+    add(&find(&m->ended, status, NULL)->count, 1);
+    if (seconds >= 0 && name) observe(find(&m->wf_duration, name, status), seconds);
+}
+
+void mt_task(mt_metrics *m, const char *type, const char *status, double seconds)
+{
+    if (!m || !type || !status) return;
+    add(&find(&m->tasks, type, status)->count, 1);
+    if (seconds >= 0) observe(find(&m->duration, type, NULL), seconds);
 }
 
 void mt_lease_reaps(mt_metrics *m, long n)
@@ -268,29 +282,33 @@ static void counters(out *o, const family *f, const char *name, const char *k1, 
     }
 }
 
-static void histograms(out *o, const family *f, const char *name, const char *k)
+/* A family's series as histograms with one label (k2 NULL) or two. */
+static void histograms(out *o, const family *f, const char *name, const char *k1, const char *k2)
 {
     size_t i, b, n = __atomic_load_n(&f->n, __ATOMIC_ACQUIRE);
-    char e[256];
+    char e1[256], e2[256], labels[600];
     for (i = 0; i <= n; i++) {
         const series *s = i < n ? &f->s[i] : &f->other;
         uint64_t cum = 0, c[NB];
         for (b = 0; b < NB; b++)
             cum += c[b] = get(&s->buckets[b]);
         if (i == n && !cum) continue;
-        esc(s->l1, e);
+        if (k2)
+            snprintf(labels, sizeof labels, "%s=\"%s\",%s=\"%s\"", k1, esc(s->l1, e1), k2,
+                     esc(s->l2, e2));
+        else
+            snprintf(labels, sizeof labels, "%s=\"%s\"", k1, esc(s->l1, e1));
         cum = 0;
         for (b = 0; b < NB; b++) {
             cum += c[b];
             if (b < NB - 1)
-                put(o, "%s_bucket{%s=\"%s\",le=\"%g\"} %llu\n", name, k, e, bounds[b],
+                put(o, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, bounds[b],
                     (unsigned long long)cum);
             else
-                put(o, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, k, e,
-                    (unsigned long long)cum);
+                put(o, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, (unsigned long long)cum);
         }
-        put(o, "%s_sum{%s=\"%s\"} %.6f\n", name, k, e, (double)get(&s->sum_us) / 1e6);
-        put(o, "%s_count{%s=\"%s\"} %llu\n", name, k, e, (unsigned long long)cum);
+        put(o, "%s_sum{%s} %.6f\n", name, labels, (double)get(&s->sum_us) / 1e6);
+        put(o, "%s_count{%s} %llu\n", name, labels, (unsigned long long)cum);
     }
 }
 
@@ -315,11 +333,66 @@ static void limit_gauges(out *o, const mt_depth *depths, size_t ndepths, const c
     }
 }
 
+/* The process's own, as Prometheus's client libraries name them, from
+ * /proc (Linux); what cannot be read is left out. */
+static void process_metrics(out *o)
+{
+    char buf[1024], *p;
+    unsigned long long utime, stime, start, vsize;
+    long long rss, boot = -1;
+    long tick = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    struct rlimit rl;
+    FILE *f = fopen("/proc/self/stat", "r");
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    DIR *d;
+    if (f) fclose(f);
+    buf[n] = 0;
+    /* after the command name in parentheses (which may hold spaces): fields 3 on */
+    if ((p = strrchr(buf, ')')) != NULL && tick > 0 &&
+        sscanf(p + 1,
+               " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+               "%llu %llu %lld",
+               &utime, &stime, &start, &vsize, &rss) == 5) {
+        head(o, "process_cpu_seconds_total", "counter", "User and system CPU time spent, seconds.");
+        put(o, "process_cpu_seconds_total %.2f\n", (double)(utime + stime) / (double)tick);
+        head(o, "process_virtual_memory_bytes", "gauge", "Virtual memory size, bytes.");
+        put(o, "process_virtual_memory_bytes %llu\n", vsize);
+        head(o, "process_resident_memory_bytes", "gauge", "Resident memory size, bytes.");
+        put(o, "process_resident_memory_bytes %lld\n", rss * (long long)page);
+        if ((f = fopen("/proc/stat", "r")) != NULL) {
+            while (fgets(buf, sizeof buf, f))
+                if (sscanf(buf, "btime %lld", &boot) == 1) break;
+            fclose(f);
+        }
+        if (boot >= 0) {
+            head(o, "process_start_time_seconds", "gauge",
+                 "Start time of the process since the Unix epoch, seconds.");
+            put(o, "process_start_time_seconds %.2f\n",
+                (double)boot + (double)start / (double)tick);
+        }
+    }
+    if ((d = opendir("/proc/self/fd")) != NULL) {
+        long fds = -1; /* the directory's own */
+        while (readdir(d))
+            fds++;
+        closedir(d);
+        head(o, "process_open_fds", "gauge", "Open file descriptors.");
+        put(o, "process_open_fds %ld\n", fds - 2); /* without . and .. */
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        head(o, "process_max_fds", "gauge", "The most file descriptors the process may open.");
+        put(o, "process_max_fds %llu\n", (unsigned long long)rl.rlim_cur);
+    }
+}
+
 int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_buf *b)
 {
     out o = {b, 0};
     size_t i;
     char e[256];
+    head(&o, "weft_build_info", "gauge", "The weft version this daemon runs; always 1.");
+    put(&o, "weft_build_info{version=\"%s\",plugin_abi=\"%d\"} 1\n", PACKAGE_VERSION,
+        WEFT_ABI_MAJOR);
     head(&o, "weft_workflows_started_total", "counter",
          "Workflows this daemon started (REST API, sub-workflows, failure workflows).");
     put(&o, "weft_workflows_started_total %llu\n", (unsigned long long)get(&m->started));
@@ -331,7 +404,11 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
     counters(&o, &m->tasks, "weft_tasks_total", "type", "status");
     head(&o, "weft_task_duration_seconds", "histogram",
          "How long tasks ran (execute in a worker; poll to result for external workers).");
-    histograms(&o, &m->duration, "weft_task_duration_seconds", "type");
+    histograms(&o, &m->duration, "weft_task_duration_seconds", "type", NULL);
+    head(&o, "weft_workflow_duration_seconds", "histogram",
+         "How long workflows ran, start to end, by name and final status (counted where "
+         "weft_workflows_ended_total is).");
+    histograms(&o, &m->wf_duration, "weft_workflow_duration_seconds", "name", "status");
     head(&o, "weft_queue_depth", "gauge", "Tasks in a queue (ready plus leased), read at scrape.");
     for (i = 0; i < ndepths; i++)
         put(&o, "weft_queue_depth{queue=\"%s\"} %lld\n", esc(depths[i].queue, e), depths[i].depth);
@@ -365,5 +442,6 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
          "When the store was last found to have lost its data (Unix time; 0 = never).");
     put(&o, "weft_store_data_lost_timestamp_seconds %.3f\n",
         (double)__atomic_load_n(&m->lost_at_ms, __ATOMIC_ACQUIRE) / 1000.0);
+    process_metrics(&o);
     return o.oom ? WEFT_ENOMEM : 0;
 }

@@ -23,8 +23,10 @@ void mt_free(mt_metrics *m);
 
 /* weft_workflows_started_total. */
 void mt_workflow_started(mt_metrics *m);
-/* weft_workflows_ended_total{status}: status is a workflow status name (borrowed). */
-void mt_workflow_ended(mt_metrics *m, const char *status);
+/* weft_workflows_ended_total{status}: status is a workflow status name
+ * (borrowed); and when seconds >= 0 an observation of
+ * weft_workflow_duration_seconds{name,status} (name: the workflow's). */
+void mt_workflow_ended(mt_metrics *m, const char *name, const char *status, double seconds);
 /* weft_tasks_total{type,status}, and when seconds >= 0 an observation of
  * weft_task_duration_seconds{type}. Strings are borrowed (copied on first use). */
 void mt_task(mt_metrics *m, const char *type, const char *status, double seconds);

@@ -534,6 +534,24 @@ expect_body "metrics: 404s counted" 'weft_api_requests_total{code="404"}'
 inf=$(printf '%s\n' "$body" | sed -n 's/^weft_task_duration_seconds_bucket{type="LAMBDA",le="+Inf"} \([0-9]*\)$/\1/p')
 cnt=$(printf '%s\n' "$body" | sed -n 's/^weft_task_duration_seconds_count{type="LAMBDA"} \([0-9]*\)$/\1/p')
 [ -n "$inf" ] && [ "$inf" = "$cnt" ] && [ "$inf" -ge 1 ] && ok "histogram +Inf = count ($cnt)" || not_ok "histogram: +Inf '$inf' count '$cnt'"
+expect_body "metrics: sub-millisecond task buckets" 'weft_task_duration_seconds_bucket{type="LAMBDA",le="0.0001"}'
+expect_body "metrics: workflow durations are a histogram" '# TYPE weft_workflow_duration_seconds histogram'
+# every end counted has its duration, by name and status: the counts add up
+durs=$(printf '%s\n' "$body" | awk '/^weft_workflow_duration_seconds_count\{name="[^"]*",status="COMPLETED"\} / { n += $2 } END { print n + 0 }')
+[ "$durs" = "$completed" ] && ok "workflow durations: $durs COMPLETED, as many as ended" ||
+    not_ok "workflow durations: $durs COMPLETED counted, $completed ended"
+expect_body "metrics: a workflow's duration by its name" 'weft_workflow_duration_seconds_bucket{name="'
+expect_body "metrics: the build" "weft_build_info{version=\"$("$WEFT" --version | sed -n 's/^weft \([^ ]*\).*/\1/p')\""
+for m in process_cpu_seconds_total process_resident_memory_bytes process_virtual_memory_bytes \
+    process_start_time_seconds process_open_fds process_max_fds; do
+    expect_body "metrics: $m" "$m "
+done
+fds=$(printf '%s\n' "$body" | sed -n 's/^process_open_fds \([0-9]*\)$/\1/p')
+[ "${fds:-0}" -gt 3 ] && ok "process_open_fds: $fds" || not_ok "process_open_fds: '$fds'"
+st=$(printf '%s\n' "$body" | sed -n 's/^process_start_time_seconds \([0-9]*\).*$/\1/p')
+now=$(date +%s)
+[ -n "$st" ] && [ "$st" -le "$now" ] && [ "$st" -gt $((now - 86400)) ] && ok "process_start_time_seconds is today" ||
+    not_ok "process_start_time_seconds: '$st' (now $now)"
 
 # ---- auth and limits (a second daemon) ----
 WEFT_API_TOKEN=s3cret-token start_weftd d2 --workers 1 --api 127.0.0.1:0 --set api_body_limit=64KiB
