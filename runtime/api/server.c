@@ -85,6 +85,11 @@ static void api_ended(void *ud, const xc_exec *x)
                       weft_wf_status_name(x->status), xc_run_seconds(x));
 }
 
+static void api_started(void *ud, const xc_exec *x)
+{
+    mt_workflow_started(((ap_server *)ud)->cfg.metrics);
+}
+
 int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err)
 {
     st_redis_opts o = {0};
@@ -954,6 +959,7 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
     if (!s->cfg.idle_timeout_ms) s->cfg.idle_timeout_ms = API_IDLE_MS;
     s->hooks.ud = s;
     s->hooks.ended = api_ended;
+    s->hooks.started = api_started;
     s->hooks.note = api_note;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->pmu, NULL);

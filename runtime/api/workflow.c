@@ -130,7 +130,6 @@ static int start_def(ap_server *s, tls *t, json_object *defj, const char *source
     t->op.client = 1;
     rc = op_start(&t->op, &a, id, err);
     def_unref(def);
-    if (rc == 0) mt_workflow_started(s->cfg.metrics);
     return rc;
 }
 

@@ -280,8 +280,6 @@ static void start_failure(op_env *env, struct op_later *l)
     a.priority = l->priority;
     if (op_start(env, &a, id, &err))
         warn(env, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
-    else if (env->hooks && env->hooks->started)
-        env->hooks->started(env->hooks->ud, id);
     def_unref(d);
 }
 

@@ -117,8 +117,11 @@ static void say_notes(op_env *env, const collect *col)
 }
 
 /* After a save: its log lines, and its cascades queued (effects.h). */
-static void after_save(op_env *env, xc_exec *x, const dec_out *o, const collect *col)
+/* What follows a save of x; first: the first since its create or restart
+ * (the fence it was loaded at is the create's, or it was revived). */
+static void after_save(op_env *env, xc_exec *x, const dec_out *o, const collect *col, int first)
 {
+    if (first && env->hooks && env->hooks->started) env->hooks->started(env->hooks->ud, x);
     say_notes(env, col);
     fx_after(env, x, o);
 }
@@ -287,7 +290,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         else if ((rc = ST(env->st, exec_save_many, &sv, 1, err)) == 0 && sv.rc)
             rc = wu_err(err, sv.rc, "%s", sv.why);
         else if (rc == 0)
-            after_save(env, p.x, &p.o, &p.col);
+            after_save(env, p.x, &p.o, &p.col, p.x->fence == 1 || p.x->revived);
         prep_clear(&p);
         if (rc == 0) {
             if (frc != OP_NOCHANGE)
@@ -430,10 +433,11 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         op_item *it = &items[at[i]];
         prep *pp = &p[at[i]];
         if (sv[i].rc == 0) {
+            int first = pp->x->fence == 1 || pp->x->revived;
             pp->x->fence = sv[i].new_fence;
             pp->x->revived = 0;
             it->saved = 1;
-            after_save(env, pp->x, &pp->o, &pp->col);
+            after_save(env, pp->x, &pp->o, &pp->col, first);
             if (it->keep || it->neager) {
                 it->x = pp->x;
                 pp->x = NULL;

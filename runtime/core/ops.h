@@ -35,8 +35,10 @@ typedef struct op_hooks {
     /* Task t of x was canceled or timed out: its plugin hears of it (the
      * embedded engine, where the task ran in this process). */
     void (*cancel)(void *ud, xc_exec *x, xc_task *t);
-    /* A failure workflow was started, with this id. */
-    void (*started)(void *ud, const char *id);
+    /* x was saved for the first time since its create (or since a restart
+     * made it run again): its start, as the metrics count it, in whichever
+     * process saves it, wherever it was started. */
+    void (*started)(void *ud, const xc_exec *x);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
      * timed out or is retried, a workflow ended; each names the workflow id,
      * the task ref and the reason. */

@@ -15,7 +15,7 @@ static void on_ended(void *ud, const xc_exec *x)
                       weft_wf_status_name(x->status), xc_run_seconds(x));
 }
 
-static void on_started(void *ud, const char *id)
+static void on_started(void *ud, const xc_exec *x)
 {
     mt_workflow_started(((worker *)ud)->n->metrics);
 }

@@ -394,7 +394,8 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
     put(&o, "weft_build_info{version=\"%s\",plugin_abi=\"%d\"} 1\n", PACKAGE_VERSION,
         WEFT_ABI_MAJOR);
     head(&o, "weft_workflows_started_total", "counter",
-         "Workflows this daemon started (REST API, sub-workflows, failure workflows).");
+         "Runs this daemon saved for the first time since their start or restart (each run "
+         "once, however it was started).");
     put(&o, "weft_workflows_started_total %llu\n", (unsigned long long)get(&m->started));
     head(&o, "weft_workflows_ended_total", "counter",
          "Workflows whose end this daemon saved, by final status.");

@@ -49,7 +49,6 @@ static int svc_start_child(void *ud, xc_exec *x, xc_task *t, json_object *defj, 
     rc = op_start(&w->op, &a, id, err);
     def_unref(d);
     if (rc) return rc;
-    mt_workflow_started(w->n->metrics);
     free(t->child_id);
     t->child_id = strdup(id);
     snprintf(id_out, id_size, "%s", id);

@@ -534,6 +534,46 @@ expect_body "metrics: 404s counted" 'weft_api_requests_total{code="404"}'
 inf=$(printf '%s\n' "$body" | sed -n 's/^weft_task_duration_seconds_bucket{type="LAMBDA",le="+Inf"} \([0-9]*\)$/\1/p')
 cnt=$(printf '%s\n' "$body" | sed -n 's/^weft_task_duration_seconds_count{type="LAMBDA"} \([0-9]*\)$/\1/p')
 [ -n "$inf" ] && [ "$inf" = "$cnt" ] && [ "$inf" -ge 1 ] && ok "histogram +Inf = count ($cnt)" || not_ok "histogram: +Inf '$inf' count '$cnt'"
+# started and ended counted the same way, from the saves: runs started
+# through Redis (weft start), the REST API and as sub-workflows are each
+# counted once, by the daemon that saves them (on a key prefix of its own)
+cat >"$TMP/m1.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "m1", w.lambda { ref = "a", script = "return { n = 1 }" } }
+L
+cat >"$TMP/m2.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "m2", w.sub_workflow { ref = "c", definition = w.workflow {
+    name = "m2c", w.lambda { ref = "b", script = "return { n = 2 }" } } } }
+L
+mp="m$$:"
+WEFT_KEY_PREFIX=$mp start_weftd dm --workers 2 --api 127.0.0.1:0
+MAPI="http://$(api_of dm)"
+mids=
+for f in m1 m1 m2; do
+    WEFT_KEY_PREFIX=$mp run_weft start "$TMP/$f.lua"
+    mids="$mids $last"
+done
+WEFT_KEY_PREFIX=$mp run_weft start "$TMP/m1.lua" --api "$MAPI"
+mid=$last
+for id in $mids $mid; do
+    WEFT_KEY_PREFIX=$mp run_weft wait "$id" --timeout 20
+    [ "$rc" = 0 ] || not_ok "run $id: exit $rc, $last $errout"
+done
+# (a run's end is counted right after its save, which wait saw)
+mcount() {
+    mbody=$(curl -s "$MAPI/metrics")
+    mstarted=$(printf '%s\n' "$mbody" | sed -n 's/^weft_workflows_started_total \([0-9]*\)$/\1/p')
+    mended=$(printf '%s\n' "$mbody" | awk '/^weft_workflows_ended_total\{/ { n += $2 } END { print n + 0 }')
+    [ "$mended" -ge 5 ]
+}
+wait_for 10 mcount
+mcount
+[ "$mstarted" = 5 ] && [ "$mended" = 5 ] &&
+    ok "runs started through Redis, the API and as a sub-workflow: 5 started, 5 ended" ||
+    not_ok "metrics of 5 runs: started '$mstarted', ended '$mended'"
+kill_weftd dm
+
 expect_body "metrics: sub-millisecond task buckets" 'weft_task_duration_seconds_bucket{type="LAMBDA",le="0.0001"}'
 expect_body "metrics: workflow durations are a histogram" '# TYPE weft_workflow_duration_seconds histogram'
 # every end counted has its duration, by name and status: the counts add up
