@@ -80,8 +80,8 @@ static const cf_field fields[] = {
      "longest idle wait between polls"},
     {"partitions", CF_INT, F(partitions), 0, "0", 0, NULL, "WEFT_PARTITIONS",
      "partitions of the keys every workflow touches (decider queue, wake tokens), 1-1024, "
-     "fixed when the key prefix is first used (0: the stored number; for a new prefix 1, or 8 "
-     "on a Redis Cluster)"},
+     "fixed when the key prefix is first used (0: the stored number; for a new prefix 1, or on a "
+     "Redis Cluster the smallest multiple of the primaries that is at least 8)"},
     {"queue_shards", CF_STRING, F(queue_shards), 0, NULL, 0, NULL, "WEFT_QUEUE_SHARDS",
      "queue shards per task queue, \"<n>[,<queue>=<n>]...\" (n 1-64): a queue's tasks without "
      "priority or limits spread over n shards; fixed when the key prefix is first used (unset: "
@@ -90,6 +90,8 @@ static const cf_field fields[] = {
      "lease expiries before a task fails"},
     {"log_level", CF_STRING, F(log_level), 0, "info", 0, "error|warn|info|debug", NULL,
      "log verbosity (SIGHUP applies a new value)"},
+    {"log_format", CF_STRING, F(log_format), 0, "logfmt", 0, "logfmt|json", NULL,
+     "weftd's log lines: logfmt (ts=... level=... msg=\"...\") or json (one object a line)"},
     {"types", CF_LIST, F(types), F(ntypes), NULL, 0, NULL, NULL,
      "task types to serve (unset: every queued type loaded)"},
     {"domains", CF_LIST, F(domains), F(ndomains), NULL, 0, NULL, NULL,

@@ -46,6 +46,7 @@ typedef struct cf_config {
     char *queue_shards;      /* queue_shards: NULL (stored; new: "1", or a cluster's primaries) */
     int max_reaps;           /* max_reaps: 3 (lease expiries before a task fails) */
     char *log_level;         /* log_level: "info" (error|warn|info|debug) */
+    char *log_format;        /* log_format: "logfmt" (logfmt|json) */
     char **types;            /* types: task types to serve; NULL = every queued type loaded */
     size_t ntypes;
     char **domains; /* domains: task domains to serve; NULL = none (plain queues) */

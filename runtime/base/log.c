@@ -13,6 +13,7 @@ static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
 static int threshold = WEFT_LOG_INFO;
 static char node[128]; /* empty: the command line's format */
+static int json;       /* a daemon's lines as JSON */
 static FILE *output;   /* NULL: stderr */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -46,6 +47,13 @@ void lg_set_node(const char *id)
 {
     pthread_mutex_lock(&mu);
     snprintf(node, sizeof node, "%s", id ? id : "");
+    pthread_mutex_unlock(&mu);
+}
+
+void lg_set_json(int on)
+{
+    pthread_mutex_lock(&mu);
+    json = on;
     pthread_mutex_unlock(&mu);
 }
 
@@ -89,6 +97,25 @@ static void add_field(char *buf, size_t size, size_t *used, const lg_field *f)
         add(buf, size, used, "%s", f->value);
 }
 
+/* s as a JSON string, quotes included; cut where the buffer ends (closed). */
+static void add_json(char *buf, size_t size, size_t *used, const char *s)
+{
+    add(buf, size, used, "\"");
+    for (; *s && *used + 8 < size; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            add(buf, size, used, "\\%c", c);
+        else if (c == '\n')
+            add(buf, size, used, "\\n");
+        else if (c < 0x20)
+            add(buf, size, used, "\\u%04x", c);
+        else
+            buf[(*used)++] = (char)c;
+    }
+    buf[*used] = 0;
+    add(buf, size, used, "\"");
+}
+
 size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, const char *msg,
                  int64_t ts_ms)
 {
@@ -110,6 +137,26 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
     sec = (time_t)(ts_ms / 1000);
     gmtime_r(&sec, &tm);
     strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (json) {
+        /* (the message last: what a cut takes; the line stays an object) */
+        if (size < 64) return used;
+        size -= 2;
+        add(buf, size, &used, "{\"ts\":\"%s.%03dZ\",\"level\":\"%s\",\"node\":", ts,
+            (int)(ts_ms % 1000), lg_level_name(level));
+        add_json(buf, size, &used, node);
+        for (f = fields; f && f->key; f++)
+            if (f->value) {
+                add(buf, size, &used, ",");
+                add_json(buf, size, &used, f->key);
+                add(buf, size, &used, ":");
+                add_json(buf, size, &used, f->value);
+            }
+        add(buf, size, &used, ",\"msg\":");
+        add_json(buf, size, &used, msg);
+        size += 2;
+        add(buf, size, &used, "}");
+        return used;
+    }
     add(buf, size, &used, "ts=%s.%03dZ level=%s node=%s", ts, (int)(ts_ms % 1000),
         lg_level_name(level), node);
     for (f = fields; f && f->key; f++)

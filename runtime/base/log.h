@@ -41,6 +41,10 @@ const char *lg_level_name(int level);
  * line's format). */
 void lg_set_node(const char *id);
 
+/* A daemon's lines as JSON objects, one a line ({"ts":...,"level":...,
+ * "node":..., the fields ..., "msg":...}), or (0) as logfmt. */
+void lg_set_json(int on);
+
 /* Where lines go (borrowed; NULL: stderr). For tests. */
 void lg_set_output(FILE *f);
 

@@ -230,6 +230,7 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         weft_error lerr = {0};
         lg_set_level_name(cfg->log_level, &lerr); /* config.c checked the value */
     }
+    lg_set_json(cfg->log_format && !strcmp(cfg->log_format, "json"));
     gethostname(host, sizeof host - 1);
     if (cfg->daemon_id)
         snprintf(n->id, sizeof n->id, "%s", cfg->daemon_id);

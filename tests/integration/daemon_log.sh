@@ -91,4 +91,33 @@ run_weft wait "$last" --timeout 20
 expect_json "and still runs workflows" '{"greeting":"hello, hup!"}'
 
 stop_weftd_clean d1
+
+# 7. log_format = json: each line one JSON object, the fields as members
+start_weftd d2 --workers 1 --set log_format=json --plugin-path "$PLUGINS"
+if wait_for 10 grep -q '"msg":"started:' "$TMP/d2.log"; then
+    line=$(grep -m1 '"msg":"started:' "$TMP/d2.log")
+    case $line in
+    '{"ts":"'*'","level":"info","node":"d2","msg":"started: '*'"}')
+        "$JSONEQ" "$line" "$line" && ok "log_format=json: the started line is one JSON object" ||
+            not_ok "log_format=json: not JSON: $line" ;;
+    *) not_ok "log_format=json: started line: $line" ;;
+    esac
+else
+    not_ok "log_format=json: no started line"; tail -n 5 "$TMP/d2.log" | sed 's/^/# /'
+fi
+run_weft start "$TMP/fails_wf.lua"
+fid=$last
+run_weft wait "$fid" --timeout 20
+if wait_for 10 grep -q "\"msg\":\"workflow $fid (fails_wf) FAILED" "$TMP/d2.log"; then
+    line=$(grep -m1 "\"msg\":\"workflow $fid (fails_wf) FAILED" "$TMP/d2.log")
+    "$JSONEQ" "$line" "$line" && ok "log_format=json: a workflow's end with its reason" ||
+        not_ok "log_format=json: not JSON: $line"
+else
+    not_ok "log_format=json: no line for $fid's end"; grep -v '"level":"debug"' "$TMP/d2.log" | tail -n 5 | sed 's/^/# /'
+fi
+kill_weftd d2
+"$BUILD/runtime/weftd" --set log_format=xml >"$TMP/bad.log" 2>&1
+rc=$?
+[ "$rc" != 0 ] && grep -q "log_format: expected one of logfmt|json (got 'xml')" "$TMP/bad.log" &&
+    ok "log_format=xml is refused, naming the choices" || not_ok "log_format=xml: exit $rc: $(cat "$TMP/bad.log")"
 finish

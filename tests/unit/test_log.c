@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "base/log.h"
 #include "plugin/host.h"
 
@@ -28,6 +30,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    lg_set_json(0);
     lg_set_output(NULL);
     lg_set_node(NULL);
     lg_set_level(WEFT_LOG_INFO);
@@ -133,6 +136,40 @@ static void test_fields(void **state)
     assert_non_null(strstr(logged(), " level=warn node=host-42 plugin=http msg=\"3 retries\"\n"));
 }
 
+/* log_format = json: one object a line, every string escaped, the fields
+ * as members; a message cut to fit leaves a whole object. */
+static void test_json_format(void **state)
+{
+    static char small[160], big[3000];
+    const char *msg = "task 'a' said \"no\"\nagain\t\\", *line;
+    json_object *o, *v;
+    lg_set_node("d\"1");
+    lg_set_json(1);
+    line =
+        fmt(WEFT_LOG_WARN, LG_FIELDS({"plugin", "http"}, {"task", NULL}, {"workflow", "w-1"}), msg);
+    assert_string_equal(line,
+                        "{\"ts\":\"2023-11-14T22:13:20.123Z\",\"level\":\"warn\",\"node\":"
+                        "\"d\\\"1\",\"plugin\":\"http\",\"workflow\":\"w-1\",\"msg\":\"task 'a' "
+                        "said \\\"no\\\"\\nagain\\u0009\\\\\"}");
+    assert_non_null(o = json_tokener_parse(line));
+    assert_true(json_object_object_get_ex(o, "msg", &v));
+    assert_string_equal(json_object_get_string(v), msg);
+    assert_true(json_object_object_get_ex(o, "node", &v));
+    assert_string_equal(json_object_get_string(v), "d\"1");
+    assert_false(json_object_object_get_ex(o, "task", &v)); /* a NULL value is left out */
+    json_object_put(o);
+    memset(big, '"', sizeof big - 1);
+    lg_format(small, sizeof small, WEFT_LOG_INFO, NULL, big, TS);
+    assert_true(strlen(small) < sizeof small);
+    assert_non_null(o = json_tokener_parse(small));
+    json_object_put(o);
+    lg_log(WEFT_LOG_INFO, LG_FIELDS({"plugin", "http"}), "%d retries", 3);
+    assert_non_null(strstr(logged(), ",\"plugin\":\"http\",\"msg\":\"3 retries\"}\n"));
+    /* the command line keeps its own format */
+    lg_set_node(NULL);
+    assert_string_equal(fmt(WEFT_LOG_INFO, NULL, "x"), "weft: info: x");
+}
+
 static void test_cli_format(void **state)
 {
     /* no node: the command line's "weft: <plugin>: <level>: msg", msg as it is */
@@ -197,6 +234,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_threshold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_daemon_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_and_small, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hook, setup, teardown),
