@@ -72,6 +72,7 @@ mhd_result ap_h_metrics(ctx *c)
     depths *g = calloc(1, sizeof *g);
     wu_buf b = {0};
     size_t i;
+    long long unfinished = -1;
     mhd_result r;
     if (!g || !c->s->cfg.metrics) {
         free(g);
@@ -81,7 +82,11 @@ mhd_result ap_h_metrics(ctx *c)
     for (i = 0; g->st && i < c->s->cfg.ntypes; i++)
         if (add_depth(g, c->s->cfg.types[i])) break;
     if (g->st && !ST(g->st, broken)) mt_queues(c->s->cfg.metrics, add_depth, g);
-    if (mt_render(c->s->cfg.metrics, g->d, g->n, &b))
+    if (g->st && !ST(g->st, broken)) {
+        weft_error err = {0};
+        if (ST(g->st, unfinished, &unfinished, &err)) unfinished = -1;
+    }
+    if (mt_render(c->s->cfg.metrics, g->d, g->n, unfinished, &b))
         r = ap_send_error(c, 500, "out of memory");
     else
         r = ap_send_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL,

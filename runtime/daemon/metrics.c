@@ -385,7 +385,8 @@ static void process_metrics(out *o)
     }
 }
 
-int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_buf *b)
+int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, long long unfinished,
+              wu_buf *b)
 {
     out o = {b, 0};
     size_t i;
@@ -400,6 +401,11 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_bu
     head(&o, "weft_workflows_ended_total", "counter",
          "Workflows whose end this daemon saved, by final status.");
     counters(&o, &m->ended, "weft_workflows_ended_total", "status", NULL);
+    if (unfinished >= 0) {
+        head(&o, "weft_workflows_unfinished", "gauge",
+             "Workflows not ended (running or paused), in the whole store, read at scrape.");
+        put(&o, "weft_workflows_unfinished %lld\n", unfinished);
+    }
     head(&o, "weft_tasks_total", "counter",
          "Task results this daemon applied, by type and status.");
     counters(&o, &m->tasks, "weft_tasks_total", "type", "status");

@@ -52,8 +52,10 @@ typedef struct mt_depth {
     json_object *limits; /* borrowed, may be NULL: st_ops.queue_limits' answer */
 } mt_depth;
 
-/* Append the Prometheus text of every metric, plus the queue depths given,
- * to out. Returns 0 or WEFT_ENOMEM. */
-int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, wu_buf *out);
+/* Append the Prometheus text of every metric, plus the queue depths given
+ * and the executions not ended (unfinished < 0: not known, left out), to
+ * out. Returns 0 or WEFT_ENOMEM. */
+int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, long long unfinished,
+              wu_buf *out);
 
 #endif

@@ -721,6 +721,17 @@ static int mem_forget(st_store *s, const char *id, weft_error *err)
     return 0;
 }
 
+static int mem_unfinished(st_store *s, long long *n, weft_error *err)
+{
+    mem *m = (mem *)s;
+    size_t i;
+    (void)err;
+    *n = 0;
+    for (i = 0; i < m->all_execs.len; i++)
+        *n += ((mem_exec *)m->all_execs.items[i])->due_seq != 0;
+    return 0;
+}
+
 /* ---- the status lane ---- */
 
 static int mem_events(st_store *s, const char *workflow_id, const char *after_id, char *next_id,
@@ -871,6 +882,7 @@ static const st_ops mem_ops = {
     .due_claim = mem_due_claim,
     .wake = mem_wake,
     .forget = mem_forget,
+    .unfinished = mem_unfinished,
     .def_register = mm_def_register,
     .def_get = mm_def_get,
     .def_list = mm_def_list,

@@ -210,6 +210,9 @@ typedef struct st_ops {
     int (*wake)(st_store *s, const char *id, int64_t at, int only_earlier, weft_error *err);
     /* Take an execution off the decider queue (it ended). */
     int (*forget)(st_store *s, const char *id, weft_error *err);
+    /* How many executions have not ended (running or paused): the decider
+     * queue's size, every partition's. */
+    int (*unfinished)(st_store *s, long long *n, weft_error *err);
 
     /* definitions, task definitions, idempotency, daemons, secrets */
     int (*def_register)(st_store *s, const char *name, int version, const char *json,

@@ -572,6 +572,21 @@ mcount
 [ "$mstarted" = 5 ] && [ "$mended" = 5 ] &&
     ok "runs started through Redis, the API and as a sub-workflow: 5 started, 5 ended" ||
     not_ok "metrics of 5 runs: started '$mstarted', ended '$mended'"
+# the runs not ended, in the whole store: none now; one that waits; none again
+unfinished() { curl -s "$MAPI/metrics" | sed -n 's/^weft_workflows_unfinished \([0-9]*\)$/\1/p'; }
+[ "$(unfinished)" = 0 ] && ok "weft_workflows_unfinished 0 once all ended" ||
+    not_ok "weft_workflows_unfinished: '$(unfinished)', wanted 0"
+cat >"$TMP/m3.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "m3", w.wait { ref = "hold" } }
+L
+WEFT_KEY_PREFIX=$mp run_weft start "$TMP/m3.lua"
+hold=$last
+wait_for 10 sh -c "[ \"\$(curl -s '$MAPI/metrics' | sed -n 's/^weft_workflows_unfinished \([0-9]*\)$/\1/p')\" = 1 ]" &&
+    ok "weft_workflows_unfinished 1 while a run waits" || not_ok "weft_workflows_unfinished: '$(unfinished)', wanted 1"
+WEFT_KEY_PREFIX=$mp run_weft terminate "$hold"
+wait_for 10 sh -c "[ \"\$(curl -s '$MAPI/metrics' | sed -n 's/^weft_workflows_unfinished \([0-9]*\)$/\1/p')\" = 0 ]" &&
+    ok "weft_workflows_unfinished 0 once it is terminated" || not_ok "weft_workflows_unfinished: '$(unfinished)', wanted 0"
 kill_weftd dm
 
 expect_body "metrics: sub-millisecond task buckets" 'weft_task_duration_seconds_bucket{type="LAMBDA",le="0.0001"}'

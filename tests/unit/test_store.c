@@ -902,8 +902,13 @@ static void test_due_wake_forget(void **state)
 {
     char ids[4][64];
     int64_t t0;
+    long long left = -1;
     (void)state;
+    OK(ST(S, unfinished, &left, &e_));
+    assert_int_equal(left, 0);
     created("wf-d");
+    OK(ST(S, unfinished, &left, &e_)); /* not ended: on the decider queue */
+    assert_int_equal(left, 1);
     assert_int_equal(due(4, 60000, ids), 1);
     assert_string_equal(ids[0], "wf-d");
     assert_int_equal(due(4, 60000, ids), 0); /* held */
@@ -916,6 +921,8 @@ static void test_due_wake_forget(void **state)
     OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 0, &e_));
     assert_int_equal(due(4, 0, ids), 0);
     OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, unfinished, &left, &e_)); /* ended: off it */
+    assert_int_equal(left, 0);
     OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 1, &e_));
     assert_int_equal(due(4, 0, ids), 0);
     OK(ST(S, forget, "wf-d", &e_));

@@ -424,6 +424,10 @@ static int rb_forget(st_store *s, const char *id, weft_error *err)
 {
     return rs_forget(rb_of(s)->r, id, err);
 }
+static int rb_unfinished(st_store *s, long long *n, weft_error *err)
+{
+    return rs_unfinished(rb_of(s)->r, n, err);
+}
 static int rb_def_register(st_store *s, const char *name, int version, const char *json,
                            weft_error *err)
 {
@@ -519,6 +523,7 @@ static const st_ops rb_ops = {
     .due_claim = rb_due_claim,
     .wake = rb_wake,
     .forget = rb_forget,
+    .unfinished = rb_unfinished,
     .def_register = rb_def_register,
     .def_get = rb_def_get,
     .def_list = rb_def_list,

@@ -298,3 +298,39 @@ int rs_forget(rs *r, const char *id, weft_error *err)
     rs_replies_free(&x, 1);
     return 0;
 }
+
+int rs_unfinished(rs *r, long long *n, weft_error *err)
+{
+    char dq[KEY_MAX];
+    rs_cmd *c;
+    redisReply **x;
+    int rc, i;
+    *n = 0;
+    if ((rc = rs_ensure(r, err)) != 0) return rc; /* the layout: how many partitions */
+    c = calloc((size_t)r->parts, sizeof *c);
+    x = calloc((size_t)r->parts, sizeof *x);
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return rs_oom(err);
+    }
+    for (i = 0; i < r->parts; i++) {
+        rs_k_dq(r, i, dq);
+        rs_cmd_add(&c[i], "ZCARD");
+        rs_cmd_dup(&c[i], dq);
+    }
+    rc = rs_pipe(r, c, (size_t)r->parts, x, dq, err);
+    for (i = 0; i < r->parts && !rc; i++) {
+        if (rs_is_err(x[i]))
+            rc = rs_reply_err(r, x[i], dq, err);
+        else if (x[i]->type != REDIS_REPLY_INTEGER)
+            rc = rs_bad_reply(r, dq, err);
+        else
+            *n += x[i]->integer;
+    }
+    rs_replies_free(x, (size_t)r->parts);
+    rs_cmds_free(c, (size_t)r->parts);
+    free(c);
+    free(x);
+    return rc;
+}
