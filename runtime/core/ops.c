@@ -116,9 +116,9 @@ static void say_notes(op_env *env, const collect *col)
     }
 }
 
-/* After a save: its log lines, and its cascades queued (effects.h). */
-/* What follows a save of x; first: the first since its create or restart
- * (the fence it was loaded at is the create's, or it was revived). */
+/* After a save of x: its start counted when first (the first save since
+ * its create or restart: the fence it was loaded at is the create's, or it
+ * was revived), its log lines, and its cascades queued (effects.h). */
 static void after_save(op_env *env, xc_exec *x, const dec_out *o, const collect *col, int first)
 {
     if (first && env->hooks && env->hooks->started) env->hooks->started(env->hooks->ud, x);

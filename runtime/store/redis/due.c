@@ -93,7 +93,8 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
     /* A worker's round on a cluster (rs.homes) keeps to one node when its
      * poll does not wait: the partitions and queue shards there, whose
      * workflows live there too, so that the round's loads and saves go to
-     * that node alone; the nodes take turns. A poll that would wait right
+     * that node alone; the nodes take turns, a few rounds each
+     * (rs_cl_home). A poll that would wait right
      * after such a round looks at every node first, without waiting: work
      * on the others may have no wake token left for it. */
     how = nw ? RS_CLAIM_IDLE : RS_CLAIM_BUSY;
