@@ -50,6 +50,9 @@ static int sub_validate(const weft_host *host, json_object *def, weft_error *err
     return 0;
 }
 
+/* How soon a child that could not be started for a store error is tried again. */
+#define SUB_RETRY_MS 1000
+
 static int sub_execute(weft_ctx *ctx, weft_result *r)
 {
     const weft_task_view *t = H->task(ctx);
@@ -66,8 +69,20 @@ static int sub_execute(weft_ctx *ctx, weft_result *r)
     }
     json_object_object_get_ex(p, "workflowDefinition", &inl);
     if (json_object_object_get_ex(p, "version", &v)) version = json_object_get_int(v);
-    if (H->start_child(ctx, inl, weft_json_str(p, "name"), version, t->input, id, sizeof id, &err))
+    if (H->start_child(ctx, inl, weft_json_str(p, "name"), version, t->input, id, sizeof id,
+                       &err)) {
+        if (err.code == WEFT_EIO) {
+            /* the store did not answer (a failover, a lost connection): the
+             * child may exist or not; try again soon, its idempotency key
+             * (the task's id) keeps it to one child */
+            H->log(WEFT_LOG_WARN, "task %s: cannot start its sub-workflow yet, trying again: %s",
+                   t->ref, err.msg);
+            r->status = WEFT_TASK_IN_PROGRESS;
+            r->callback_after_ms = SUB_RETRY_MS;
+            return 0;
+        }
         return weft_fail(r, "cannot start sub-workflow: %s", err.msg);
+    }
     r->output = json_object_new_object();
     json_object_object_add(r->output, "subWorkflowId", json_object_new_string(id));
     r->status = WEFT_TASK_IN_PROGRESS;

@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "host_fixture.h"
+#include "plugin/loader.h"
 
 /* ---- lua_eval ---- */
 
@@ -208,6 +209,47 @@ static void test_start_child_fails(void **state)
     assert_ptr_equal(G.svc.input, in);
     assert_ptr_equal(G.svc.id_out, id);
     assert_int_equal(G.svc.id_size, sizeof id);
+}
+
+/* The flow plugin's SUB_WORKFLOW when its child cannot be started: a store
+ * error that passes (WEFT_EIO: a primary failing over, a lost connection)
+ * has the task try again soon, not fail (the child's idempotency key keeps
+ * it to one child however often it runs); any other error fails it. */
+static void test_sub_workflow_store_error(void **state)
+{
+    const char *top = getenv("WEFT_TOP_BUILDDIR");
+    host_services svc = {&G.svc, NULL, svc_start_child, NULL, NULL};
+    const weft_task_type *sub;
+    pl_registry *reg;
+    weft_error err = {0};
+    weft_result r;
+    char path[1024];
+    xc_task *a;
+    if (!top) skip();
+    snprintf(path, sizeof path, "%s/plugins/flow/flow", top);
+    reg = pl_new(G.h);
+    assert_non_null(reg);
+    if (pl_load_file(reg, path, &err)) fail_msg("%s: %s", path, err.msg);
+    assert_non_null(sub = pl_find_type(reg, "SUB_WORKFLOW", NULL));
+    start();
+    a = add("a", 0, 0);
+    G.svc.child_rc = WEFT_EIO;
+    host_result_init(&r);
+    assert_int_equal(sub->execute(ctx_for(a, &svc), &r), 0);
+    assert_int_equal(r.status, WEFT_TASK_IN_PROGRESS);
+    assert_true(r.callback_after_ms > 0 && r.callback_after_ms <= 5000);
+    assert_null(r.output); /* no child id: the next run starts it again */
+    host_result_clear(&r);
+    G.svc.child_rc = WEFT_ENOTFOUND;
+    host_result_init(&r);
+    assert_int_equal(sub->execute(ctx_for(a, &svc), &r), 0);
+    assert_int_equal(r.status, WEFT_TASK_FAILED);
+    assert_has(r.reason, "cannot start sub-workflow: no workflow named");
+    host_result_clear(&r);
+    assert_int_equal(G.svc.child_calls, 2);
+    if (G.ctx_live) host_ctx_done(&G.ctx);
+    G.ctx_live = 0;
+    pl_free(reg);
 }
 
 static void test_start_child_ok(void **state)
@@ -451,6 +493,7 @@ int main(void)
         T(test_start_child_no_service),
         T(test_start_child_fails),
         T(test_start_child_ok),
+        T(test_sub_workflow_store_error),
         T(test_redact_reported),
         T(test_redact_reported_cut),
         T(test_redact_cut_tail),
