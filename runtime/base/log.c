@@ -97,20 +97,45 @@ static void add_field(char *buf, size_t size, size_t *used, const lg_field *f)
         add(buf, size, used, "%s", f->value);
 }
 
-/* s as a JSON string, quotes included; cut where the buffer ends (closed). */
+/* The length of the well-formed UTF-8 character at s (1-4), or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+    size_t i, n = s[0] < 0x80                    ? 1
+                  : s[0] >= 0xC2 && s[0] <= 0xDF ? 2
+                  : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                  : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
+                                                 : 0;
+    /* no overlong forms, no surrogates, nothing past U+10FFFF */
+    unsigned char lo = s[0] == 0xE0 ? 0xA0 : s[0] == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = s[0] == 0xED ? 0x9F : s[0] == 0xF4 ? 0x8F : 0xBF;
+    for (i = 1; i < n; i++)
+        if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF)) return 0;
+    return n;
+}
+
+/* s as a JSON string, quotes included; cut where the buffer ends (closed).
+ * Bytes that are not UTF-8 (a worker's result may hold any) become U+FFFD. */
 static void add_json(char *buf, size_t size, size_t *used, const char *s)
 {
     add(buf, size, used, "\"");
-    for (; *s && *used + 8 < size; s++) {
+    while (*s && *used + 8 < size) {
         unsigned char c = (unsigned char)*s;
+        size_t n = utf8_len((const unsigned char *)s);
         if (c == '"' || c == '\\')
             add(buf, size, used, "\\%c", c);
         else if (c == '\n')
             add(buf, size, used, "\\n");
         else if (c < 0x20)
             add(buf, size, used, "\\u%04x", c);
-        else
-            buf[(*used)++] = (char)c;
+        else if (!n)
+            add(buf, size, used, "\\ufffd");
+        else {
+            memcpy(buf + *used, s, n);
+            *used += n;
+            s += n;
+            continue;
+        }
+        s++;
     }
     buf[*used] = 0;
     add(buf, size, used, "\"");

@@ -165,6 +165,10 @@ static void test_json_format(void **state)
     json_object_put(o);
     lg_log(WEFT_LOG_INFO, LG_FIELDS({"plugin", "http"}), "%d retries", 3);
     assert_non_null(strstr(logged(), ",\"plugin\":\"http\",\"msg\":\"3 retries\"}\n"));
+    /* bytes that are not UTF-8 (a worker's reason may hold any) become
+     * U+FFFD; well-formed characters pass; a sequence cut by the end too */
+    assert_non_null(strstr(fmt(WEFT_LOG_INFO, NULL, "a\xff\xc3\xa9\xed\xa0\x80z\xe2\x82"),
+                           ",\"msg\":\"a\\ufffd\xc3\xa9\\ufffd\\ufffd\\ufffdz\\ufffd\\ufffd\"}"));
     /* the command line keeps its own format */
     lg_set_node(NULL);
     assert_string_equal(fmt(WEFT_LOG_INFO, NULL, "x"), "weft: info: x");

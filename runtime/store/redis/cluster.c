@@ -858,18 +858,8 @@ int rs_cl_node_of(const rs *r, const char *key)
     return r->cl ? r->cl->map.slot[rc_key_slot(key, strlen(key))] : -1;
 }
 
-int rs_cl_primaries(const rs *r)
+int rs_cl_primaries(rs *r)
 {
-    unsigned char *seen;
-    int n = 0, s;
-    if (!r->cl || !r->cl->map.nnodes || !(seen = calloc(r->cl->map.nnodes, 1))) return 1;
-    for (s = 0; s < RC_SLOTS; s++) {
-        int i = r->cl->map.slot[s];
-        if (i >= 0 && (size_t)i < r->cl->map.nnodes && !seen[i]) {
-            seen[i] = 1;
-            n++;
-        }
-    }
-    free(seen);
-    return n > 0 ? n : 1;
+    if (!r->cl || serving_fit(r->cl) || !r->cl->nserving) return 1;
+    return (int)r->cl->nserving;
 }

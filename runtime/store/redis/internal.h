@@ -254,7 +254,7 @@ void rs_cl_drop(rs *r);
 void rs_cl_revive(rs *r);
 void rs_cl_free(rs *r);
 /* The primaries that serve slots in the map (1 when none, or not a cluster). */
-int rs_cl_primaries(const rs *r);
+int rs_cl_primaries(rs *r);
 /* The node for a worker's round (rs_opts.home_rounds): of those that serve
  * slots, each in turn for a few rounds; -1 when fewer than two serve, or
  * the map is to be read again. */

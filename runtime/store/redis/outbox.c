@@ -647,13 +647,17 @@ void rs_flight_send(rs *r, flight *f, const rs_cmd *cmds)
     r->fly = f;
 }
 
-/* SCRIPT LOAD of every script: one round trip. */
+/* SCRIPT LOAD of every script: one round trip (on a cluster, one per node). */
 static void scripts_load(rs *r)
 {
     rs_cmd c[S_COUNT];
     redisReply *x[S_COUNT];
     weft_error ignored;
     int s;
+    if (r->cl) {
+        rs_cl_scripts_load(r);
+        return;
+    }
     memset(c, 0, sizeof c);
     for (s = 0; s < S_COUNT; s++)
         rs_cmd_script_load(&c[s], r, s);
@@ -693,10 +697,7 @@ void rs_flight_finish(rs *r, flight *f)
     size_t i;
     for (i = 0; i < f->k; i++)
         if (rs_is_noscript(f->rep[i])) {
-            if (r->cl)
-                rs_cl_scripts_load(r);
-            else
-                scripts_load(r);
+            scripts_load(r);
             break;
         }
     steps_take(r, f->rep, f->k, f->first, 0, NULL, f->sets, f->nsets, &ignored);
