@@ -8,7 +8,9 @@
  *               request reading, routing, auth, replies and errors
  *   workflow.c  starting and changing workflows (/api/workflow...)
  *   metadata.c  workflow and task definitions (/api/metadata/...)
- *   tasks.c     external workers: poll, result, queue sizes; leases
+ *   tasks.c     external workers: poll, result, queue sizes; leases; a task
+ *               by its id, and its log
+ *   search.c    finding runs: search, running, correlated
  *   events.c    what waits off the pool: the waiter, event streams, batch long polls
  *   health.c    /health and /metrics
  */
@@ -171,6 +173,8 @@ const char *ap_query(ctx *c, const char *name);
 int ap_query_long(ctx *c, const char *name, long def, long min, long max, long *out);
 /* -1 after answering 400 when a name in j (from what) holds a NUL. */
 int ap_refuse_nul_names(ctx *c, const char *what, json_object *j);
+/* The request body as text (NULL when empty): no NUL, valid UTF-8. */
+int ap_body_text(ctx *c, const char **text);
 /* The request body as JSON into *out (the caller puts it). An empty body
  * gives NULL when empty_ok, else 400. */
 int ap_body_json(ctx *c, int empty_ok, json_object **out);
@@ -194,6 +198,13 @@ mhd_result ap_h_metrics(ctx *c);
 mhd_result ap_h_start(ctx *c);
 mhd_result ap_h_start_name(ctx *c);
 mhd_result ap_h_get(ctx *c);
+mhd_result ap_h_search(ctx *c);
+mhd_result ap_h_search_v2(ctx *c);
+mhd_result ap_h_running(ctx *c);
+mhd_result ap_h_correlated(ctx *c);
+mhd_result ap_h_task(ctx *c);
+mhd_result ap_h_task_log(ctx *c);
+mhd_result ap_h_task_log_post(ctx *c);
 mhd_result ap_h_terminate(ctx *c);
 mhd_result ap_h_pause(ctx *c);
 mhd_result ap_h_resume(ctx *c);

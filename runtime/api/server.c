@@ -399,20 +399,14 @@ int ap_refuse_nul_names(ctx *c, const char *what, json_object *j)
     return -1;
 }
 
-/* The request body as JSON. An empty body gives NULL when empty_ok, else
- * 400. -1 after answering 400 (the parse error, with its line; invalid
- * UTF-8, with its place; a name holding a NUL). */
-int ap_body_json(ctx *c, int empty_ok, json_object **out)
+/* The request body as text (NULL when empty). -1 after answering 400: it
+ * holds a NUL, or invalid UTF-8 (with its place). */
+int ap_body_text(ctx *c, const char **text)
 {
-    weft_error err = {0};
     const wu_buf *b = &c->q->body;
     size_t i, k, line = 1, col = 1;
-    *out = NULL;
-    if (!b->len) {
-        if (empty_ok) return 0;
-        ap_send_error(c, 400, "request body: expected JSON, got nothing");
-        return -1;
-    }
+    *text = NULL;
+    if (!b->len) return 0;
     if (memchr(b->data, 0, b->len)) {
         ap_send_error(c, 400, "request body: holds a NUL byte");
         return -1;
@@ -427,7 +421,25 @@ int ap_body_json(ctx *c, int empty_ok, json_object **out)
         }
         if (b->data[i] == '\n') line++, col = 0;
     }
-    if (wu_parse_json("request body", b->data, out, &err)) {
+    *text = b->data;
+    return 0;
+}
+
+/* The request body as JSON. An empty body gives NULL when empty_ok, else
+ * 400. -1 after answering 400 (the parse error, with its line; invalid
+ * UTF-8, with its place; a name holding a NUL). */
+int ap_body_json(ctx *c, int empty_ok, json_object **out)
+{
+    weft_error err = {0};
+    const char *text;
+    *out = NULL;
+    if (ap_body_text(c, &text)) return -1;
+    if (!text) {
+        if (empty_ok) return 0;
+        ap_send_error(c, 400, "request body: expected JSON, got nothing");
+        return -1;
+    }
+    if (wu_parse_json("request body", text, out, &err)) {
         ap_send_error(c, 400, "%s", err.msg);
         return -1;
     }
@@ -484,6 +496,10 @@ static const route routes[] = {
     {"health", {ap_h_health, NULL, NULL, NULL}},
     {"metrics", {ap_h_metrics, NULL, NULL, NULL}},
     {"api/workflow", {NULL, ap_h_start, NULL, NULL}},
+    {"api/workflow/search", {ap_h_search, NULL, NULL, NULL}},
+    {"api/workflow/search-v2", {ap_h_search_v2, NULL, NULL, NULL}},
+    {"api/workflow/running/*", {ap_h_running, NULL, NULL, NULL}},
+    {"api/workflow/*/correlated/*", {ap_h_correlated, NULL, NULL, NULL}},
     {"api/workflow/*", {ap_h_get, ap_h_start_name, NULL, ap_h_terminate}},
     {"api/workflow/*/pause", {NULL, NULL, ap_h_pause, NULL}},
     {"api/workflow/*/resume", {NULL, NULL, ap_h_resume, NULL}},
@@ -499,6 +515,8 @@ static const route routes[] = {
     {"api/queue/*", {ap_h_queue, NULL, NULL, NULL}},
     {"api/tasks/poll/batch/*", {ap_h_poll_batch, NULL, NULL, NULL}},
     {"api/tasks/poll/*", {ap_h_poll, NULL, NULL, NULL}},
+    {"api/tasks/*", {ap_h_task, NULL, NULL, NULL}},
+    {"api/tasks/*/log", {ap_h_task_log, ap_h_task_log_post, NULL, NULL}},
     {"api/tasks/*/*/*", {NULL, ap_h_by_ref, NULL, NULL}},
     {"api/token", {NULL, h_token, NULL, NULL}},
 };
@@ -518,11 +536,20 @@ static int matches(const char *pattern, const char *const *seg, int nseg)
     return i == nseg;
 }
 
-static const route *route_of(const req *q)
+/* The first route whose pattern matches q's path and that takes method m
+ * (M_COUNT: none does); the methods of the routes whose pattern matches
+ * (bits) into *allowed. */
+static const route *route_of(const req *q, int m, unsigned *allowed)
 {
     size_t i;
-    for (i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (matches(routes[i].pattern, q->seg, q->nseg)) return &routes[i];
+    int k;
+    *allowed = 0;
+    for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (!matches(routes[i].pattern, q->seg, q->nseg)) continue;
+        if (m < M_COUNT && routes[i].h[m]) return &routes[i];
+        for (k = 0; k < M_COUNT; k++)
+            if (routes[i].h[k]) *allowed |= 1u << k;
+    }
     return NULL;
 }
 
@@ -594,6 +621,7 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
     req *q = c->q;
     const char *len;
     int m;
+    unsigned allowed = 0;
     conn_rec *cr = conn_of(c->conn);
     if (split(q, url)) {
         q->close = 1;
@@ -619,15 +647,14 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
         !(q->nseg == 2 && !strcmp(q->seg[1], "token")) && !authorized(c->s, c->conn))
         return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"weft\"",
                             "missing or wrong bearer token (Authorization: Bearer <token>)");
-    if (q->nseg > SEGS_MAX || !(q->route = route_of(q)))
-        return ap_send_error(c, 404, "no such resource: %s", url);
     for (m = 0; m < M_COUNT; m++)
         if (!strcmp(method, method_names[m])) break;
-    if (m == M_COUNT || !q->route->h[m]) {
+    if (q->nseg > SEGS_MAX || !(q->route = route_of(q, m, &allowed))) {
         char allow[64] = "";
         int k;
+        if (!allowed) return ap_send_error(c, 404, "no such route: %s %s", method, url);
         for (k = 0; k < M_COUNT; k++)
-            if (q->route->h[k])
+            if (allowed & (1u << k))
                 snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
                          allow[0] ? ", " : "", method_names[k]);
         return send_error_h(c, 405, MHD_HTTP_HEADER_ALLOW, allow,

@@ -200,6 +200,118 @@ int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker
     return handed;
 }
 
+/* ---- task logs ---- */
+
+/* A list of log lines as stored (st_ops.task_log_add). */
+typedef struct log_lines {
+    char **v;
+    size_t n;
+} log_lines;
+
+static void log_lines_clear(log_lines *l)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* s cut to at most max bytes, at a character's start, "..." marking a cut
+ * (malloc'd). */
+static char *cut_text(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    char *out;
+    if (n <= max) return strdup(s);
+    n = max - 3;
+    while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+        n--;
+    if ((out = malloc(n + 4))) {
+        memcpy(out, s, n);
+        memcpy(out + n, "...", 4);
+    }
+    return out;
+}
+
+/*
+ * entries (an array of {"log": text, "createdTime": ms}, taken) of task t
+ * as the lines to store (TaskExecLog JSON texts) into *out: the secrets t's
+ * input names masked, then each text cut at ST_LOG_LINE_MAX bytes.
+ */
+static int log_lines_of(st_store *st, const xc_task *t, json_object *entries, log_lines *out,
+                        weft_error *err)
+{
+    size_t i, n = json_object_array_length(entries);
+    int rc = 0;
+    log_lines_clear(out);
+    host_redact_reported(t, op_secret, st, &entries, NULL, NULL, 0);
+    if (!(out->v = calloc(n + 1, sizeof *out->v))) rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+    for (i = 0; i < n && !rc; i++) {
+        json_object *e = json_object_array_get_idx(entries, i), *v, *line;
+        char *text;
+        int64_t at = wu_now_ms();
+        if (json_object_object_get_ex(e, "createdTime", &v) && json_object_get_int64(v) > 0)
+            at = json_object_get_int64(v);
+        json_object_object_get_ex(e, "log", &v);
+        if (!(text = cut_text(json_object_get_string(v), ST_LOG_LINE_MAX))) {
+            rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+            break;
+        }
+        line = json_object_new_object();
+        json_object_object_add(line, "log", json_object_new_string(text));
+        json_object_object_add(line, "taskId", json_object_new_string(t->id));
+        json_object_object_add(line, "createdTime", json_object_new_int64(at));
+        free(text);
+        if (!(out->v[out->n] = strdup(json_object_to_json_string_ext(line, JSON_FLAGS))))
+            rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        else
+            out->n++;
+        json_object_put(line);
+    }
+    json_object_put(entries);
+    return rc;
+}
+
+/* A TaskResult's "logs" (absent or null: NULL) as log_lines_of's entries in
+ * *out: each item {"log": "...", "createdTime": ms} or a string. -1 after
+ * answering 400. */
+static int result_logs(ctx *c, json_object *body, json_object **out)
+{
+    json_object *logs, *e, *v;
+    size_t i, n;
+    *out = NULL;
+    if (!json_object_object_get_ex(body, "logs", &logs) || !logs) return 0;
+    if (!json_object_is_type(logs, json_type_array)) {
+        ap_send_error(c, 400, "logs must be an array of {\"log\", \"createdTime\"}");
+        return -1;
+    }
+    n = json_object_array_length(logs);
+    *out = json_object_new_array();
+    for (i = 0; i < n; i++) {
+        json_object *entry = json_object_new_object();
+        e = json_object_array_get_idx(logs, i);
+        if (json_object_is_type(e, json_type_string)) {
+            json_object_object_add(entry, "log", json_object_get(e));
+        } else if (json_object_is_type(e, json_type_object) &&
+                   json_object_object_get_ex(e, "log", &v) &&
+                   json_object_is_type(v, json_type_string)) {
+            json_object_object_add(entry, "log", json_object_get(v));
+            if (json_object_object_get_ex(e, "createdTime", &v) &&
+                json_object_is_type(v, json_type_int))
+                json_object_object_add(entry, "createdTime", json_object_get(v));
+        } else {
+            json_object_put(entry);
+            json_object_put(*out);
+            *out = NULL;
+            ap_send_error(c, 400, "logs[%zu]: expected {\"log\": \"...\", \"createdTime\": ms}", i);
+            return -1;
+        }
+        json_object_array_add(*out, entry);
+    }
+    return 0;
+}
+
 typedef struct result_args {
     const char *task_id, *ref; /* which task: by id, else by reference name */
     weft_task_status status;
@@ -207,9 +319,11 @@ typedef struct result_args {
     const char *reason;
     const char *worker;
     int64_t callback_ms; /* > 0: back to its queue, invisible this long */
+    json_object *logs;   /* borrowed: result_logs' entries, or NULL */
     /* out */
     char found_id[64], queue[128], type[128];
     int64_t lease_ms, started_ms;
+    log_lines lines; /* the logs to store, once the result is taken */
 } result_args;
 
 /* A worker's report: complete or fail the task, or keep it IN_PROGRESS. */
@@ -232,6 +346,8 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
                       "task %s (%s) was polled again, by worker %s: the result of worker %s is "
                       "discarded",
                       t->id, t->ref, t->worker_id, a->worker);
+    if (a->logs && log_lines_of(env->st, t, json_object_get(a->logs), &a->lines, err))
+        return err->code;
     snprintf(a->found_id, sizeof a->found_id, "%s", t->id);
     snprintf(a->queue, sizeof a->queue, "%s", xc_task_queue(t));
     snprintf(a->type, sizeof a->type, "%s", t->def->type_name);
@@ -271,6 +387,15 @@ static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, 
     rc = op_update(&t->op, wfid, fn_result, a, err);
     t->op.client = 1;
     if (rc) return rc;
+    if (a->lines.n) {
+        /* after the result: a log does not hold a result up, nor is it
+         * kept for one refused (one more round trip, only with logs) */
+        weft_error e2 = {0};
+        if (ST(t->st, task_log_add, wfid, a->found_id, (const char *const *)a->lines.v, a->lines.n,
+               &e2))
+            ap_say(s, WEFT_LOG_WARN, "api: task %s: its logs were not kept: %s", a->found_id,
+                   e2.msg);
+    }
     if (a->status == WEFT_TASK_IN_PROGRESS) {
         if (a->callback_ms <= 0) {
             weft_error e2 = {0};
@@ -326,7 +451,9 @@ mhd_result ap_h_poll(ctx *c)
 static mhd_result result_reply(ctx *c, const char *wfid, result_args *a)
 {
     weft_error err = {0};
-    if (apply_result(c->s, c->t, wfid, a, &err)) return ap_send_werr(c, &err);
+    int rc = apply_result(c->s, c->t, wfid, a, &err);
+    log_lines_clear(&a->lines);
+    if (rc) return ap_send_werr(c, &err);
     return ap_send_text(c, 200, a->found_id);
 }
 
@@ -347,7 +474,7 @@ mhd_result ap_h_result(ctx *c)
         ap_member_str(c, body, "taskId", &a.task_id) || ap_member_str(c, body, "status", &status) ||
         ap_member_obj(c, body, "outputData", &a.output) ||
         ap_member_str(c, body, "reasonForIncompletion", &a.reason) ||
-        ap_member_str(c, body, "workerId", &a.worker))
+        ap_member_str(c, body, "workerId", &a.worker) || result_logs(c, body, &a.logs))
         goto out;
     if (!wfid || !*wfid || !a.task_id || !*a.task_id) {
         ap_send_error(c, 400, "a TaskResult needs workflowInstanceId and taskId");
@@ -375,6 +502,7 @@ mhd_result ap_h_result(ctx *c)
     result_reply(c, wfid, &a);
 out:
     r = c->res;
+    json_object_put(a.logs);
     json_object_put(body);
     return r;
 }
@@ -457,4 +585,117 @@ mhd_result ap_h_queue(ctx *c)
     json_object_object_add(j, "ready", json_object_new_int64(ready));
     json_object_object_add(j, "leased", json_object_new_int64(leased));
     return ap_send_json(c, 200, j);
+}
+
+/* ---- a task by its id, and its log ---- */
+
+/* The execution the task id names, loaded, and the task in it: 0, or -1
+ * after answering 404 (naming the id) or the store's error. */
+static int task_of(ctx *c, const char *task_id, xc_exec **x, xc_task **t)
+{
+    weft_error err = {0};
+    char wf[WU_TASK_ID_MAX];
+    *x = NULL;
+    *t = NULL;
+    if (wu_task_workflow(task_id, wf, &err)) {
+        ap_send_error(c, 404, "no task %s: a task id is its workflow's id, '.' and 16 hex digits",
+                      task_id);
+        return -1;
+    }
+    if (op_load(&c->t->op, wf, x, NULL, &err)) {
+        if (err.code == WEFT_ENOTFOUND)
+            ap_send_error(c, 404, "no task %s: its workflow %s is not stored", task_id, wf);
+        else
+            ap_send_werr(c, &err);
+        return -1;
+    }
+    if (!(*t = xc_find_id(*x, task_id))) {
+        ap_send_error(c, 404, "no task %s in workflow %s", task_id, wf);
+        xc_free(*x);
+        *x = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* GET /api/tasks/{taskId}: Conductor's Task. */
+mhd_result ap_h_task(ctx *c)
+{
+    xc_exec *x;
+    xc_task *t;
+    json_object *j;
+    if (task_of(c, c->q->seg[2], &x, &t)) return c->res;
+    j = xc_task_to_json(x, t);
+    xc_free(x);
+    return ap_send_json(c, 200, j);
+}
+
+/* GET /api/tasks/{taskId}/log: [TaskExecLog {log, taskId, createdTime}],
+ * oldest first. */
+mhd_result ap_h_task_log(ctx *c)
+{
+    weft_error err = {0};
+    xc_exec *x;
+    xc_task *t;
+    char *lines = NULL;
+    wu_buf b = {0};
+    int rc;
+    if (task_of(c, c->q->seg[2], &x, &t)) return c->res;
+    rc = ST(c->t->st, task_log, x->id, t->id, &lines, &err);
+    xc_free(x);
+    if (rc) return ap_send_werr(c, &err);
+    /* the lines are JSON texts, one a line: an array of them */
+    if (wu_buf_add(&b, "[", 1)) goto oom;
+    for (char *p = lines; *p;) {
+        size_t n = strcspn(p, "\n");
+        if ((b.len > 1 && wu_buf_add(&b, ",", 1)) || wu_buf_add(&b, p, n)) goto oom;
+        p += n + (p[n] == '\n');
+    }
+    if (wu_buf_add(&b, "]", 1)) goto oom;
+    free(lines);
+    {
+        mhd_result r = ap_send_json_text(c, 200, b.data);
+        wu_buf_free(&b);
+        return r;
+    }
+oom:
+    free(lines);
+    wu_buf_free(&b);
+    return ap_send_error(c, 500, "out of memory");
+}
+
+/* POST /api/tasks/{taskId}/log: the body is the log line, as text (Conductor's
+ * Java client) or a JSON string (its Python client). */
+mhd_result ap_h_task_log_post(ctx *c)
+{
+    weft_error err = {0};
+    xc_exec *x;
+    xc_task *t;
+    const char *text;
+    json_object *j = NULL, *entries, *entry;
+    log_lines l = {0};
+    int rc;
+    if (ap_body_text(c, &text)) return c->res;
+    if (!text) return ap_send_error(c, 400, "request body: expected the log line, got nothing");
+    if (*text == '"' && !(j = json_tokener_parse(text)))
+        return ap_send_error(c, 400, "request body: a JSON string that does not parse");
+    if (j && !json_object_is_type(j, json_type_string)) {
+        json_object_put(j);
+        return ap_send_error(c, 400, "request body: expected a string");
+    }
+    if (task_of(c, c->q->seg[2], &x, &t)) {
+        json_object_put(j);
+        return c->res;
+    }
+    entries = json_object_new_array();
+    entry = json_object_new_object();
+    json_object_object_add(entry, "log", j ? json_object_get(j) : json_object_new_string(text));
+    json_object_array_add(entries, entry);
+    json_object_put(j);
+    rc = log_lines_of(c->t->st, t, entries, &l, &err) ||
+         ST(c->t->st, task_log_add, x->id, t->id, (const char *const *)l.v, l.n, &err);
+    xc_free(x);
+    log_lines_clear(&l);
+    if (rc) return ap_send_werr(c, &err);
+    return ap_send_empty(c, 200);
 }

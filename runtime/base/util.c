@@ -126,6 +126,30 @@ void wu_uuid(char buf[37])
     buf[36] = 0;
 }
 
+void wu_task_id(char buf[WU_TASK_ID_MAX], const char *workflow_id)
+{
+    static const unsigned char at[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    size_t n = strlen(workflow_id);
+    if (n > WU_TASK_ID_MAX - 18) n = WU_TASK_ID_MAX - 18;
+    memcpy(buf, workflow_id, n);
+    buf[n] = '.';
+    put_hex(buf + n + 1, at, random_u64());
+    buf[n + 17] = 0;
+}
+
+int wu_task_workflow(const char *task_id, char wf[WU_TASK_ID_MAX], weft_error *err)
+{
+    size_t n = strlen(task_id), i;
+    if (n < 18 || n >= WU_TASK_ID_MAX || task_id[n - 17] != '.')
+        return wu_err(err, WEFT_EINVAL, "task id '%.80s' does not name its workflow", task_id);
+    for (i = n - 16; i < n; i++)
+        if (!isxdigit((unsigned char)task_id[i]))
+            return wu_err(err, WEFT_EINVAL, "task id '%.80s' does not name its workflow", task_id);
+    memcpy(wf, task_id, n - 17);
+    wf[n - 17] = 0;
+    return 0;
+}
+
 int wu_list_next(const char **p, const char **item, size_t *len)
 {
     const char *s = *p;

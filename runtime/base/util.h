@@ -44,6 +44,17 @@ int64_t wu_mono_ms(void);
 void wu_uuid(char buf[37]);
 
 /*
+ * Task ids carry their workflow's: "<workflow id>.<16 random hex digits>",
+ * so a task is found from its id alone (GET /api/tasks/{id}) with no map to
+ * keep. WU_TASK_ID_MAX holds one with a workflow id of up to 36 bytes.
+ */
+#define WU_TASK_ID_MAX 64
+void wu_task_id(char buf[WU_TASK_ID_MAX], const char *workflow_id);
+/* The workflow id a task id carries into wf (a task id of another form:
+ * WEFT_EINVAL naming it). */
+int wu_task_workflow(const char *task_id, char wf[WU_TASK_ID_MAX], weft_error *err);
+
+/*
  * Parse a duration: "250ms", "5s", "2m", "1h", "1d", or a plain number of
  * seconds (JSON number or numeric string). NULL/json null -> WEFT_EINVAL.
  */

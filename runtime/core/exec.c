@@ -19,6 +19,7 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
         wu_uuid(x->id);
     x->def = def_ref(def);
     x->status = WEFT_WF_RUNNING;
+    x->stored_status = -1;
     x->input = input ? json_object_get(input) : json_object_new_object();
     x->variables = json_object_new_object();
     x->created_ms = x->updated_ms = wu_now_ms();
@@ -173,7 +174,7 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     xc_scope *s = x->scopes.items[scope];
     size_t n, sn;
     if (!t) return NULL;
-    wu_uuid(t->id);
+    wu_task_id(t->id, x->id);
     t->def = def;
     t->scope = scope;
     t->iteration = iteration;

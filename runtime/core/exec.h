@@ -15,8 +15,8 @@
 #include "base/util.h"
 
 typedef struct xc_task {
-    char id[37];
-    char *ref; /* instance ref: def ref, plus "__<n>" per enclosing loop iteration */
+    char id[WU_TASK_ID_MAX]; /* wu_task_id: its workflow's id and 16 hex digits */
+    char *ref;               /* instance ref: def ref, plus "__<n>" per enclosing loop iteration */
     def_task *def;
     json_object *dyn_json; /* the WorkflowTask of a dynamic task (owned), else NULL */
     weft_task_status status;
@@ -80,6 +80,8 @@ typedef struct xc_exec {
     int64_t timer_ms; /* the armed timeout check (engine), 0 = none */
     unsigned root_done : 1;
     unsigned revived : 1; /* made RUNNING again (retry, restart) since it was loaded */
+    int stored_status;    /* the status the store holds (-1: not known): a save that
+                           * changes it moves the run in the store's index */
     json_object *j_id;    /* cached JSON strings for expressions */
 } xc_exec;
 

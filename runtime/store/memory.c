@@ -30,7 +30,13 @@ typedef struct mem_exec {
     int64_t due_at;   /* that item's time */
     mem_event_entry *ev;
     size_t nev, capev;
+    wu_vec logs; /* mem_log *: its tasks' logs */
 } mem_exec;
+
+typedef struct mem_log {
+    char *task_id;
+    wu_vec lines; /* char *, oldest first */
+} mem_log;
 
 typedef struct mem {
     st_store base;
@@ -335,6 +341,107 @@ static int mem_exec_read(st_store *s, const char *id, st_doc *out, weft_error *e
     }
     out->doc = b.data;
     out->fence = ex->fence;
+    return 0;
+}
+
+/* The search (st_ops.search) over every execution kept. */
+static int mem_search(st_store *s, const st_query *q, long long *total, st_hit **hits_out,
+                      size_t *n, weft_error *err)
+{
+    mem *m = (mem *)s;
+    st_hit *hits;
+    size_t i, have = 0;
+    int rc;
+    *total = 0;
+    *hits_out = NULL;
+    *n = 0;
+    if ((rc = st_check_query(q, err)) != 0) return rc;
+    if (!(hits = calloc(m->all_execs.len + 1, sizeof *hits))) return oom(err);
+    for (i = 0; i < m->all_execs.len; i++) {
+        const mem_exec *ex = m->all_execs.items[i];
+        const xc_exec *x = ex->x;
+        if (!x || !st_query_match(q, x->id, weft_wf_status_name(x->status), x->def->name,
+                                  x->def->version, x->correlation_id, x->created_ms))
+            continue;
+        snprintf(hits[have].id, sizeof hits[have].id, "%s", x->id);
+        hits[have++].key = !q->by_end ? x->created_ms : xc_wf_terminal(x->status) ? x->ended_ms : 0;
+    }
+    *total = (long long)have;
+    st_hits_page(q, hits, have, n);
+    *hits_out = hits;
+    return 0;
+}
+
+static mem_log *log_of(mem_exec *ex, const char *task_id, int make)
+{
+    mem_log *l;
+    size_t i;
+    for (i = 0; i < ex->logs.len; i++)
+        if (!strcmp(((mem_log *)ex->logs.items[i])->task_id, task_id)) return ex->logs.items[i];
+    if (!make || !(l = calloc(1, sizeof *l))) return NULL;
+    if (!(l->task_id = strdup(task_id)) || wu_vec_push(&ex->logs, l)) {
+        free(l->task_id);
+        free(l);
+        return NULL;
+    }
+    return l;
+}
+
+static int mem_task_log_add(st_store *s, const char *workflow_id, const char *task_id,
+                            const char *const *lines, size_t n, weft_error *err)
+{
+    mem_exec *ex;
+    mem_log *l;
+    size_t i;
+    int rc;
+    if ((rc = check_id(workflow_id, err)) != 0 ||
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    if (!(ex = exec_find((mem *)s, workflow_id)) || !ex->x)
+        return wu_err(err, WEFT_ENOTFOUND, "no workflow %s", workflow_id);
+    for (i = 0; i < n; i++)
+        if (strchr(lines[i], '\n'))
+            return wu_err(err, WEFT_EINVAL, "task %s: log line %zu spans lines", task_id, i);
+    if (!(l = log_of(ex, task_id, 1))) return oom(err);
+    for (i = 0; i < n; i++) {
+        char *c = strdup(lines[i]);
+        if (!c || wu_vec_push(&l->lines, c)) {
+            free(c);
+            return oom(err);
+        }
+    }
+    if (l->lines.len > ST_LOG_LINES_MAX) { /* the newest kept */
+        size_t drop = l->lines.len - ST_LOG_LINES_MAX;
+        for (i = 0; i < drop; i++)
+            free(l->lines.items[i]);
+        memmove(l->lines.items, l->lines.items + drop, ST_LOG_LINES_MAX * sizeof(void *));
+        l->lines.len = ST_LOG_LINES_MAX;
+    }
+    return 0;
+}
+
+static int mem_task_log(st_store *s, const char *workflow_id, const char *task_id, char **lines,
+                        weft_error *err)
+{
+    mem_exec *ex;
+    mem_log *l;
+    wu_buf b = {0};
+    size_t i;
+    int rc;
+    *lines = NULL;
+    if ((rc = check_id(workflow_id, err)) != 0 ||
+        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+        return rc;
+    ex = exec_find((mem *)s, workflow_id);
+    l = ex ? log_of(ex, task_id, 0) : NULL;
+    for (i = 0; l && i < l->lines.len; i++)
+        if ((i && wu_buf_add(&b, "\n", 1)) ||
+            wu_buf_add(&b, l->lines.items[i], strlen(l->lines.items[i])))
+            break;
+    if ((l && i < l->lines.len) || !(*lines = b.data ? b.data : strdup(""))) {
+        wu_buf_free(&b);
+        return oom(err);
+    }
     return 0;
 }
 
@@ -844,6 +951,16 @@ static void mem_free(st_store *s)
             free(ex->ev[j].lines);
         free(ex->ev);
         free(ex->cmd);
+        for (j = 0; j < ex->logs.len; j++) {
+            mem_log *l = ex->logs.items[j];
+            size_t k;
+            for (k = 0; k < l->lines.len; k++)
+                free(l->lines.items[k]);
+            wu_vec_free(&l->lines);
+            free(l->task_id);
+            free(l);
+        }
+        wu_vec_free(&ex->logs);
         xc_free(ex->x);
         free(ex);
     }
@@ -901,6 +1018,9 @@ static const st_ops mem_ops = {
     .queue_polled = mem_queue_polled,
     .queue_member = mem_queue_member,
     .queue_limits = mem_queue_limits,
+    .search = mem_search,
+    .task_log_add = mem_task_log_add,
+    .task_log = mem_task_log,
 };
 
 int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)

@@ -77,6 +77,59 @@ void st_free(st_store *s)
     if (s) s->ops->free(s);
 }
 
+int st_check_query(const st_query *q, weft_error *err)
+{
+    if (q->size > ST_SEARCH_MAX || q->start > ST_SEARCH_MAX - q->size)
+        return wu_err(err, WEFT_EINVAL, "search: start + size is at most %d (start %zu, size %zu)",
+                      ST_SEARCH_MAX, q->start, q->size);
+    return 0;
+}
+
+static int in_list(const char *const *list, size_t n, const char *s)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(list[i], s)) return 1;
+    return n == 0;
+}
+
+int st_query_match(const st_query *q, const char *id, const char *status, const char *name,
+                   int version, const char *correlation_id, int64_t start_ms)
+{
+    const char *corr = correlation_id ? correlation_id : "";
+    if (!in_list(q->statuses, q->nstatuses, status) || !in_list(q->names, q->nnames, name))
+        return 0;
+    if ((q->start_after && start_ms <= q->start_after) ||
+        (q->start_before && start_ms >= q->start_before))
+        return 0;
+    if (q->correlation_id && *q->correlation_id && strcmp(q->correlation_id, corr)) return 0;
+    if (q->version && q->version != version) return 0;
+    return !q->free_text || !*q->free_text || !strcmp(q->free_text, id) ||
+           (*corr && !strcmp(q->free_text, corr));
+}
+
+static int asc_order(const void *a, const void *b)
+{
+    const st_hit *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+static int desc_order(const void *a, const void *b)
+{
+    return asc_order(b, a);
+}
+
+void st_hits_page(const st_query *q, st_hit *hits, size_t have, size_t *n)
+{
+    size_t from = q->start < have ? q->start : have;
+    *n = 0;
+    if (!have) return;
+    qsort(hits, have, sizeof *hits, q->asc ? asc_order : desc_order);
+    *n = have - from < q->size ? have - from : q->size;
+    memmove(hits, hits + from, *n * sizeof *hits);
+}
+
 void st_doc_clear(st_doc *d)
 {
     free(d->doc);

@@ -147,6 +147,36 @@ enum { ST_CMD_RECORDED = 1, ST_CMD_SAME = 2, ST_CMD_OTHER = 3 };
 
 #define ST_EVENT_ID_MAX 64
 
+/*
+ * A search of the executions (the store's index; Conductor's query subset):
+ * every filter given must hold; an empty list or NULL matches any.
+ */
+typedef struct st_query {
+    const char *const *statuses; /* workflow statuses */
+    size_t nstatuses;
+    const char *const *names; /* workflow names */
+    size_t nnames;
+    int64_t start_after, start_before; /* start time, exclusive (ms); 0: no bound */
+    const char *correlation_id;
+    const char *free_text; /* a run id or a correlation id, exactly */
+    int version;           /* the definition's version; 0: any */
+    int by_end;            /* sorted by end time (0 for a run not ended), else start */
+    int asc;               /* ascending, else descending; ties by id alike */
+    size_t start, size;    /* the page: start + size at most ST_SEARCH_MAX */
+} st_query;
+#define ST_SEARCH_MAX 10000
+
+/* One run a search found, and the time it is sorted by. */
+typedef struct st_hit {
+    char id[64];
+    int64_t key;
+} st_hit;
+
+/* The longest log line kept (longer ones are cut, "..." marking the cut),
+ * and the lines kept per task (the newest). */
+#define ST_LOG_LINE_MAX 4096
+#define ST_LOG_LINES_MAX 200
+
 /* ---- the operations ---- */
 
 typedef struct st_ops {
@@ -249,6 +279,21 @@ typedef struct st_ops {
      * {"waiting": <members waiting on limits>, "limits": {<name>:
      * {"held": n, "windowStart": ms, "windowClaims": n}}}. */
     int (*queue_limits)(st_store *s, const char *queue, json_object **out, weft_error *err);
+
+    /* the execution index */
+    /* The runs matching q: how many in *total, the page of them in
+     * (*hits)[0..*n) (malloc'd; the caller frees it). WEFT_EINVAL for a
+     * page beyond ST_SEARCH_MAX. */
+    int (*search)(st_store *s, const st_query *q, long long *total, st_hit **hits, size_t *n,
+                  weft_error *err);
+    /* A task's log: append lines (JSON texts, one TaskExecLog each, no
+     * newline), keeping the newest ST_LOG_LINES_MAX; they live as long as
+     * the execution. WEFT_ENOTFOUND for no such execution. */
+    int (*task_log_add)(st_store *s, const char *workflow_id, const char *task_id,
+                        const char *const *lines, size_t n, weft_error *err);
+    /* The lines kept, oldest first, a line each (malloc'd; "" for none). */
+    int (*task_log)(st_store *s, const char *workflow_id, const char *task_id, char **lines,
+                    weft_error *err);
 } st_ops;
 
 /* Every backend's handle starts with this. */
@@ -280,6 +325,15 @@ int st_event_text(wu_buf *b, const char *workflow_id, uint64_t ms, const char *l
  * now added, into *out (caller owns). WEFT_EINVAL when it is no object. */
 int st_daemon_info(const char *daemon_id, const char *info_json, json_object **out,
                    weft_error *err);
+
+/* A search's page checked: 0 or WEFT_EINVAL. */
+int st_check_query(const st_query *q, weft_error *err);
+/* Whether a run matches q (the free text against its id and correlation id). */
+int st_query_match(const st_query *q, const char *id, const char *status, const char *name,
+                   int version, const char *correlation_id, int64_t start_ms);
+/* Sort hits in q's order (by key, then id), keep the page of the first
+ * `have` ones: hits[0..*n) are then hits[q->start ..]. */
+void st_hits_page(const st_query *q, st_hit *hits, size_t have, size_t *n);
 
 /* 0, or WEFT_EABI when a backend's table is older than this interface. */
 int st_check(const st_ops *ops, weft_error *err);

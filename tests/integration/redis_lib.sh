@@ -134,6 +134,17 @@ api_of() {
     grep -o 'api=127\.0\.0\.1:[0-9]*' "$TMP/$1.log" | head -n 1 | cut -d= -f2
 }
 
+# wf_status ID: a workflow's status through the REST API at $API (jq);
+# wait_status ID STATUS: until it has that status (20 s at most)
+wf_status() { curl -s "$API/api/workflow/$1?includeTasks=false" | jq -r .status; }
+wait_status() {
+    end=$(( $(date +%s) + 20 ))
+    until [ "$(wf_status "$1")" = "$2" ]; do
+        [ "$(date +%s)" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
 # wait_for SECONDS CMD...: until CMD succeeds
 wait_for() {
     t=$1; shift

@@ -44,14 +44,6 @@ poll() {
     done
 }
 post_result() { curl -s -o /dev/null -w '%{http_code}' -X POST "$API/api/tasks" -d "$1"; }
-wf_status() { curl -s "$API/api/workflow/$1?includeTasks=false" | jq -r .status; }
-wait_status() { # ID STATUS
-    end=$(( $(date +%s) + 20 ))
-    until [ "$(wf_status "$1")" = "$2" ]; do
-        [ "$(date +%s)" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
 
 cat >"$TMP/leak.lua" <<'L'
 local w = require "weft"

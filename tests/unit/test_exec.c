@@ -158,6 +158,22 @@ static void assert_uuid(const char *s)
     assert_non_null(strchr("89ab", s[19])); /* RFC 4122 variant */
 }
 
+/* A task id: its workflow's id, '.', 16 lower-case hex digits; and back. */
+static void assert_task_id(const xc_exec *x, const char *s)
+{
+    char wf[WU_TASK_ID_MAX];
+    weft_error err = {0};
+    size_t i, n = strlen(x->id);
+    assert_int_equal(strlen(s), n + 17);
+    assert_memory_equal(s, x->id, n);
+    assert_int_equal(s[n], '.');
+    for (i = n + 1; i < n + 17; i++)
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            fail_msg("'%s' does not end in lower-case hex digits (position %zu)", s, i);
+    assert_int_equal(wu_task_workflow(s, wf, &err), 0);
+    assert_string_equal(wf, x->id);
+}
+
 static const char *str_field(json_object *o, const char *key)
 {
     json_object *v;
@@ -318,8 +334,8 @@ static void test_add_task_basics(void **state)
     assert_true(a->scheduled_ms >= before && a->scheduled_ms <= after);
     assert_int_equal(a->updated_ms, a->scheduled_ms);
     assert_int_equal(a->started_ms, 0);
-    assert_uuid(a->id);
-    assert_uuid(b->id);
+    assert_task_id(x, a->id);
+    assert_task_id(x, b->id);
     assert_string_not_equal(a->id, b->id);
 }
 

@@ -360,6 +360,220 @@ static void test_exec_fail(void **state)
     assert_int_equal(RC(ST(S, exec_fail, "nope", 0, "x", &e_)) < 0, 1);
 }
 
+/* ---- the execution index ---- */
+
+/* A run made for the index: created at start ms with a correlation id. */
+static xc_exec *run_at(const char *id, int64_t start, const char *corr)
+{
+    xc_exec *x = new_exec(id);
+    x->created_ms = start;
+    x->correlation_id = corr ? strdup(corr) : NULL;
+    assert_int_equal(create(x, NULL, 0, NULL, 0), 0);
+    return x;
+}
+
+/* x ended with status st at end ms, saved. */
+static void end_run(xc_exec *x, weft_wf_status st, int64_t end)
+{
+    x->status = st;
+    x->ended_ms = end;
+    assert_int_equal(save(x, x->fence, NULL, 0, NULL, 0, NULL), 0);
+}
+
+/* The ids q finds, space-separated, into buf; returns the total. */
+static long long found(st_query *q, char *buf, size_t cap)
+{
+    st_hit *h = NULL;
+    size_t n = 0, i;
+    long long total = -1;
+    OK(ST(S, search, q, &total, &h, &n, &e_));
+    buf[0] = 0;
+    for (i = 0; i < n; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? " " : "", h[i].id);
+    free(h);
+    return total;
+}
+
+static void test_search(void **state)
+{
+    int64_t t = wu_now_ms() - 60000;
+    const char *failed[] = {"FAILED"}, *done[] = {"COMPLETED", "FAILED"}, *running[] = {"RUNNING"};
+    const char *names[] = {"order"}, *other[] = {"nothing"};
+    char ids[256];
+    st_query q;
+    xc_exec *a, *b;
+    (void)state;
+    a = run_at("wf-a", t + 1000, "corr-1");
+    b = run_at("wf-b", t + 2000, "corr-2");
+    run_at("wf-c", t + 3000, "corr-1");
+    run_at("wf-d", t + 4000, NULL);
+    end_run(a, WEFT_WF_COMPLETED, t + 5000);
+    end_run(b, WEFT_WF_FAILED, t + 4500);
+
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    assert_int_equal(found(&q, ids, sizeof ids), 4);
+    assert_string_equal(ids, "wf-d wf-c wf-b wf-a"); /* newest first */
+    q.asc = 1;
+    q.start = 1;
+    q.size = 2;
+    assert_int_equal(found(&q, ids, sizeof ids), 4);
+    assert_string_equal(ids, "wf-b wf-c"); /* a page */
+    q.start = 0;
+    q.size = 0;
+    assert_int_equal(found(&q, ids, sizeof ids), 4);
+    assert_string_equal(ids, "");
+
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = failed;
+    q.nstatuses = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 1);
+    assert_string_equal(ids, "wf-b");
+    q.statuses = running;
+    assert_int_equal(found(&q, ids, sizeof ids), 2);
+    assert_string_equal(ids, "wf-d wf-c");
+    q.names = names; /* both filters: each record read */
+    q.nnames = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 2);
+    q.names = other;
+    assert_int_equal(found(&q, ids, sizeof ids), 0);
+
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.correlation_id = "corr-1";
+    assert_int_equal(found(&q, ids, sizeof ids), 2);
+    assert_string_equal(ids, "wf-c wf-a");
+    q.correlation_id = NULL;
+    q.free_text = "wf-b";
+    assert_int_equal(found(&q, ids, sizeof ids), 1);
+    q.free_text = "corr-2";
+    assert_int_equal(found(&q, ids, sizeof ids), 1);
+    assert_string_equal(ids, "wf-b");
+    q.free_text = "corr";
+    assert_int_equal(found(&q, ids, sizeof ids), 0); /* exact, not a prefix */
+
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.start_after = t + 1000; /* exclusive */
+    q.start_before = t + 4000;
+    assert_int_equal(found(&q, ids, sizeof ids), 2);
+    assert_string_equal(ids, "wf-c wf-b");
+    q.start_after = q.start_before = 0;
+    q.version = 2;
+    assert_int_equal(found(&q, ids, sizeof ids), 0);
+    q.version = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 4);
+
+    /* by end time: the ended ones, in the order they ended */
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = done;
+    q.nstatuses = 2;
+    q.by_end = 1;
+    q.asc = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 2);
+    assert_string_equal(ids, "wf-b wf-a");
+
+    /* made to run again: RUNNING in the index, FAILED no more */
+    b->status = WEFT_WF_RUNNING;
+    b->ended_ms = 0;
+    b->revived = 1;
+    assert_int_equal(save(b, b->fence, NULL, 0, NULL, 0, NULL), 0);
+    b->revived = 0;
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = failed;
+    q.nstatuses = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 0);
+    q.statuses = running;
+    assert_int_equal(found(&q, ids, sizeof ids), 3);
+
+    /* a page past the limit */
+    memset(&q, 0, sizeof q);
+    q.start = ST_SEARCH_MAX;
+    q.size = 1;
+    {
+        st_hit *h = NULL;
+        size_t n = 0;
+        long long total;
+        assert_int_equal(RC(ST(S, search, &q, &total, &h, &n, &e_)), WEFT_EINVAL);
+        assert_has(e_.msg, "at most 10000");
+    }
+}
+
+/* A run whose document could not be read is failed: its index entry keeps
+ * what the create gave it. */
+static void test_search_failed_unread(void **state)
+{
+    const char *failed[] = {"FAILED"};
+    char ids[64];
+    st_query q;
+    (void)state;
+    run_at("wf-u", wu_now_ms() - 1000, "corr-u");
+    OK(ST(S, exec_fail, "wf-u", 1, "broken", &e_));
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = failed;
+    q.nstatuses = 1;
+    q.correlation_id = "corr-u";
+    assert_int_equal(found(&q, ids, sizeof ids), 1);
+    assert_string_equal(ids, "wf-u");
+}
+
+/* Redis: an index step applied late (an older fence, from an outbox a
+ * sweep applies after a newer save's steps) changes nothing. */
+static void test_search_stale_step(void **state)
+{
+    const char *running[] = {"RUNNING"};
+    char ids[64], key[128];
+    st_query q;
+    xc_exec *x;
+    (void)state;
+    if (is_memory()) skip();
+    x = run_at("wf-s", wu_now_ms() - 1000, NULL);
+    end_run(x, WEFT_WF_COMPLETED, wu_now_ms());
+    /* the create's entry again, as if left in the outbox */
+    snprintf(key, sizeof key, "%s", "{wf-s}:out");
+    OK(rs_command(st_redis_conn(S), &e_, "ZADD weft:%s 1 1|index|RUNNING||0|%lld:1:5:order", key,
+                  (long long)x->created_ms));
+    assert_int_equal(RC(ST(S, exec_flush, "wf-s", &e_)), 1);
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = running;
+    q.nstatuses = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 0);
+}
+
+static void test_task_log(void **state)
+{
+    const char *lines[3] = {"{\"log\":\"one\"}", "{\"log\":\"two\"}", "{\"log\":\"three\"}"};
+    char *got = NULL;
+    int i;
+    (void)state;
+    created("wf-l");
+    OK(ST(S, task_log, "wf-l", "t1", &got, &e_));
+    assert_string_equal(got, "");
+    free(got);
+    OK(ST(S, task_log_add, "wf-l", "t1", lines, 2, &e_));
+    OK(ST(S, task_log_add, "wf-l", "t1", lines + 2, 1, &e_));
+    OK(ST(S, task_log, "wf-l", "t1", &got, &e_));
+    assert_string_equal(got, "{\"log\":\"one\"}\n{\"log\":\"two\"}\n{\"log\":\"three\"}");
+    free(got);
+    OK(ST(S, task_log, "wf-l", "t2", &got, &e_)); /* another task's: none */
+    assert_string_equal(got, "");
+    free(got);
+    for (i = 0; i < ST_LOG_LINES_MAX; i++)
+        OK(ST(S, task_log_add, "wf-l", "t1", lines + 1, 1, &e_));
+    OK(ST(S, task_log, "wf-l", "t1", &got, &e_));
+    assert_null(strstr(got, "one")); /* the oldest went */
+    assert_null(strstr(got, "three"));
+    free(got);
+    assert_int_equal(RC(ST(S, task_log_add, "nope", "t1", lines, 1, &e_)), WEFT_ENOTFOUND);
+    assert_int_equal(RC(ST(S, task_log_add, "wf-l", "t1", (const char *[]){"a\nb"}, 1, &e_)),
+                     WEFT_EINVAL);
+}
+
 /* ---- work queues ---- */
 
 static void test_claim_order(void **state)
@@ -1384,6 +1598,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_save_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_failed_unread, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_stale_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_strict, setup, teardown),

@@ -174,6 +174,37 @@ static void test_uuid(void **state)
     wu_map_free(seen);
 }
 
+/* Task ids carry their workflow's id, and only ids of that form name one. */
+static void test_task_id(void **state)
+{
+    char id[WU_TASK_ID_MAX], wf[WU_TASK_ID_MAX], other[WU_TASK_ID_MAX];
+    const char *bad[] = {"",
+                         "wf.0123",
+                         "0123456789abcdef",
+                         ".0123456789abcdef",
+                         "wf-0123456789abcdef",
+                         "wf.0123456789abcdeg",
+                         "wf.0123456789abcdef0", /* 17 digits: the '.' is not where it must be */
+                         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx.0123456789abcdef"};
+    weft_error err = {0};
+    size_t i;
+    (void)state;
+    wu_task_id(id, "8a2d0c1e-1111-4222-8333-444455556666");
+    assert_int_equal(strlen(id), 36 + 17);
+    assert_int_equal(wu_task_workflow(id, wf, &err), 0);
+    assert_string_equal(wf, "8a2d0c1e-1111-4222-8333-444455556666");
+    wu_task_id(other, "8a2d0c1e-1111-4222-8333-444455556666");
+    assert_string_not_equal(id, other);
+    assert_int_equal(wu_task_workflow("a.b.0123456789abcdef", wf, &err), 0);
+    assert_string_equal(wf, "a.b"); /* a workflow id may hold a '.' */
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&err, 0, sizeof err);
+        if (wu_task_workflow(bad[i], wf, &err) != WEFT_EINVAL)
+            fail_msg("'%s' named a workflow", bad[i]);
+        assert_non_null(strstr(err.msg, "does not name its workflow"));
+    }
+}
+
 static void test_map(void **state)
 {
     wu_map *m = wu_map_new();
@@ -386,10 +417,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration_good), cmocka_unit_test(test_list_next),
         cmocka_unit_test(test_duration_bad),  cmocka_unit_test(test_uuid),
-        cmocka_unit_test(test_map),           cmocka_unit_test(test_map_borrowing),
-        cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
-        cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_task_id),       cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_borrowing), cmocka_unit_test(test_vec),
+        cmocka_unit_test(test_parse_json),    cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_clocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

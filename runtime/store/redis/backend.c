@@ -93,6 +93,17 @@ static void keep_payloads(rb *b, xc_exec *x)
         keep_one(b, x, "workflow output", x->output, &x->output_ref);
 }
 
+/* x's entry in the execution index (rs_index), pointing into x. */
+static void index_of(const xc_exec *x, rs_index *ix)
+{
+    ix->status = weft_wf_status_name(x->status);
+    ix->name = x->def->name;
+    ix->version = x->def->version;
+    ix->correlation_id = x->correlation_id;
+    ix->start_ms = x->created_ms;
+    ix->end_ms = xc_wf_terminal(x->status) ? x->ended_ms : 0;
+}
+
 /* A stored execution (rs_exec, cleared here) into *out. */
 static int decode(rb *b, const char *id, rs_exec *e, xc_exec **out, weft_error *err)
 {
@@ -123,6 +134,7 @@ static int decode(rb *b, const char *id, rs_exec *e, xc_exec **out, weft_error *
     rc = cd_from_doc(doc, def, b->defs, out, err);
     if (rc == 0) {
         (*out)->fence = e->fence;
+        (*out)->stored_status = (int)(*out)->status;
         (*out)->cmd = e->cmd;
         e->cmd = NULL;
         if ((rc = load_payloads(b, *out, err))) {
@@ -192,10 +204,11 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
 {
     rb *b = rb_of(s);
     rs_save *rv = calloc(n + 1, sizeof *rv);
+    rs_index *ix = calloc(n + 1, sizeof *ix);
     wu_buf *docs = calloc(n + 1, sizeof *docs);
     size_t i;
     int rc = 0;
-    if (!rv || !docs) {
+    if (!rv || !ix || !docs) {
         rc = wu_err(err, WEFT_ENOMEM, "out of memory");
         goto out;
     }
@@ -220,9 +233,14 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
         rv[i].nevents = sv[i].nevents;
         rv[i].acks = sv[i].acks;
         rv[i].nacks = sv[i].nacks;
+        if (x->stored_status != (int)x->status || x->revived) {
+            index_of(x, &ix[i]);
+            rv[i].ix = &ix[i];
+        }
     }
     rc = rs_exec_save_many(b->r, rv, n, err);
     for (i = 0; i < n; i++) {
+        if (rv[i].rc == 0) sv[i].x->stored_status = (int)sv[i].x->status;
         sv[i].rc = rv[i].rc;
         sv[i].new_fence = rv[i].new_fence;
         snprintf(sv[i].why, sizeof sv[i].why, "%s", rv[i].why);
@@ -231,6 +249,7 @@ out:
     for (i = 0; docs && i < n; i++)
         wu_buf_free(&docs[i]);
     free(docs);
+    free(ix);
     free(rv);
     return rc;
 }
@@ -239,12 +258,13 @@ static int rb_exec_create_many(st_store *s, st_create *c, size_t n, weft_error *
 {
     rb *b = rb_of(s);
     rs_create *rv = calloc(n + 1, sizeof *rv);
+    rs_index *ix = calloc(n + 1, sizeof *ix);
     wu_buf *docs = calloc(n + 1, sizeof *docs);
     char(*keys)[17] = calloc(n + 1, sizeof *keys);
     size_t *at = calloc(n + 1, sizeof *at);
     size_t i, m = 0;
     int rc = 0;
-    if (!rv || !docs || !keys || !at) {
+    if (!rv || !ix || !docs || !keys || !at) {
         rc = wu_err(err, WEFT_ENOMEM, "out of memory");
         goto out;
     }
@@ -275,11 +295,14 @@ static int rb_exec_create_many(st_store *s, st_create *c, size_t n, weft_error *
         rv[m].nsteps = c[i].nsteps;
         rv[m].events = c[i].events;
         rv[m].nevents = c[i].nevents;
+        index_of(x, &ix[m]);
+        rv[m].ix = &ix[m];
         at[m++] = i;
     }
     if (m) rc = rs_exec_create_many(b->r, rv, m, err);
     for (i = 0; i < m; i++) {
         c[at[i]].rc = rc ? rc : rv[i].rc;
+        if (c[at[i]].rc == 0) c[at[i]].x->stored_status = (int)c[at[i]].x->status;
         snprintf(c[at[i]].why, sizeof c[at[i]].why, "%s", rc ? err->msg : rv[i].why);
     }
 out:
@@ -288,6 +311,7 @@ out:
     free(docs);
     free(keys);
     free(at);
+    free(ix);
     free(rv);
     return rc;
 }
@@ -300,6 +324,9 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
     rs_step done = {.kind = RS_DONE};
     char ev[WEFT_ERROR_MAX + 128];
     const char *evs[1] = {ev};
+    /* start 0: the index entry keeps the name and times the create gave it */
+    rs_index ix = {.status = "FAILED", .name = "", .end_ms = wu_now_ms()};
+    rs_save sv;
     json_object *r;
     int rc;
     json_object_object_add(doc, "id", json_object_new_string(id));
@@ -310,9 +337,20 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
     json_object_object_add(r, "status", json_object_new_string("FAILED"));
     json_object_object_add(r, "reason", json_object_new_string(why));
     snprintf(ev, sizeof ev, "%s", json_object_to_json_string_ext(r, JSON_C_TO_STRING_PLAIN));
-    rc = rs_exec_save(rb_of(s)->r, id, fence,
-                      json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN), "FAILED", 1,
-                      &done, 1, evs, 1, NULL, err);
+    memset(&sv, 0, sizeof sv);
+    sv.id = id;
+    sv.fence = fence;
+    sv.doc = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+    sv.status = "FAILED";
+    sv.terminal = 1;
+    sv.steps = &done;
+    sv.nsteps = 1;
+    sv.events = evs;
+    sv.nevents = 1;
+    sv.cmd = "*";
+    sv.ix = &ix;
+    rc = rs_exec_save_many(rb_of(s)->r, &sv, 1, err);
+    if (rc == 0 && sv.rc) rc = wu_err(err, sv.rc, "%s", sv.why);
     json_object_put(doc);
     json_object_put(r);
     return rc;
@@ -408,6 +446,21 @@ static int rb_queue_member(st_store *s, const char *queue, const char *workflow_
 static int rb_queue_limits(st_store *s, const char *queue, json_object **out, weft_error *err)
 {
     return rs_queue_limits(rb_of(s)->r, queue, out, err);
+}
+static int rb_search(st_store *s, const st_query *q, long long *total, st_hit **hits, size_t *n,
+                     weft_error *err)
+{
+    return rs_search(rb_of(s)->r, q, total, hits, n, err);
+}
+static int rb_task_log_add(st_store *s, const char *workflow_id, const char *task_id,
+                           const char *const *lines, size_t n, weft_error *err)
+{
+    return rs_task_log_add(rb_of(s)->r, workflow_id, task_id, lines, n, err);
+}
+static int rb_task_log(st_store *s, const char *workflow_id, const char *task_id, char **lines,
+                       weft_error *err)
+{
+    return rs_task_log(rb_of(s)->r, workflow_id, task_id, lines, err);
 }
 static int rb_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64],
                         int *ndue, const char *const *types, size_t ntypes, int max,
@@ -542,6 +595,9 @@ static const st_ops rb_ops = {
     .queue_polled = rb_queue_polled,
     .queue_member = rb_queue_member,
     .queue_limits = rb_queue_limits,
+    .search = rb_search,
+    .task_log_add = rb_task_log_add,
+    .task_log = rb_task_log,
 };
 
 int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)

@@ -29,8 +29,8 @@ extern const char *const rs_script_src[];
 extern const size_t rs_script_count;
 
 static const char *const script_names[S_COUNT] = {
-    "create", "save", "flush", "claim",   "renew",   "ack",
-    "check",  "reap", "due",   "unqueue", "command",
+    "create", "save", "flush",   "claim",   "renew", "ack",    "check",
+    "reap",   "due",  "unqueue", "command", "index", "search", "tasklog",
 };
 
 /* ---- commands ---- */
@@ -927,6 +927,11 @@ int rs_part(const rs *r, const char *id)
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX])
 {
     rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:due", (char *)NULL);
+}
+
+void rs_k_ix(const rs *r, int part, char key[KEY_MAX])
+{
+    rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:ix", (char *)NULL);
 }
 
 /* Wake tokens for idle workers, per partition: Pwake with one partition. */

@@ -96,7 +96,7 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         rs_create *c = &cr[i];
         rs_step wake = {.kind = RS_WAKE, .at = c->due_ms};
         const rs_step *st = c->nsteps ? c->steps : &wake;
-        size_t nst = c->nsteps ? c->nsteps : 1;
+        size_t nst = c->nsteps ? c->nsteps : 1, ne = nst + (c->ix ? 1 : 0);
         rs_entry *e = NULL;
         c->why[0] = 0;
         if ((c->rc = rs_check_id(c->id, &e2)) == 0 && (!c->doc || !c->def || !c->defkey))
@@ -112,7 +112,7 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         }
         if (c->rc == 0 && !(status = c->status ? strdup(c->status) : doc_status(c->doc)))
             c->rc = rs_oom(&e2);
-        if (c->rc == 0 && !(es[m] = e = calloc(nst + 1, sizeof *e))) c->rc = rs_oom(&e2);
+        if (c->rc == 0 && !(es[m] = e = calloc(ne + 1, sizeof *e))) c->rc = rs_oom(&e2);
         if (c->rc) {
             free(status);
             free(evs);
@@ -131,12 +131,13 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         rs_cmd_add(&head[m], c->defkey);
         rs_cmd_addn(&head[m], status, strlen(status), status);
         rs_cmd_add(&head[m], STREAM_MAXLEN);
-        rs_cmd_addf(&head[m], "%zu", nst);
+        rs_cmd_addf(&head[m], "%zu", ne);
         /* the outbox entries at fence 1 (a WAKE is ZADD LT, so a create of
-         * a taken id can only make that execution due earlier); the script
-         * gets their text after the "1|" */
-        for (j = 0; j < nst; j++)
-            if (rs_step_entry(&e[j], &st[j], 1))
+         * a taken id can only make that execution due earlier; its index
+         * entry is older than that execution's own); the script gets their
+         * text after the "1|" */
+        for (j = 0; j < ne; j++)
+            if (j < nst ? rs_step_entry(&e[j], &st[j], 1) : rs_index_entry(&e[j], c->ix, 1))
                 head[m].oom = 1;
             else
                 rs_cmd_add(&head[m], e[j].raw + 2);
@@ -145,13 +146,13 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
          * execution's outbox alone */
         rs_cmd_add(&trim[m], "ZREM");
         rs_cmd_dup(&trim[m], out);
-        for (j = 0; j < nst; j++)
+        for (j = 0; j < ne; j++)
             if (e[j].raw) rs_cmd_add(&trim[m], e[j].raw);
         sets[m].id = c->id;
         sets[m].e = e;
-        sets[m].n = nst;
+        sets[m].n = ne;
         sets[m].trim = &trim[m];
-        if (!(sets[m].rep = calloc(nst + 1, sizeof *sets[m].rep))) head[m].oom = 1;
+        if (!(sets[m].rep = calloc(ne + 1, sizeof *sets[m].rep))) head[m].oom = 1;
         at[m++] = i;
     }
     if (m == 0) goto out;
@@ -357,14 +358,14 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     rs_cmd_addf(c, "%lld", (long long)r->retention_ms);
     rs_cmd_add(c, STREAM_MAXLEN);
     rs_cmd_dup(c, evk);
-    rs_cmd_addf(c, "%zu", s->nsteps);
+    rs_cmd_addf(c, "%zu", s->nsteps + (s->ix ? 1 : 0));
     rs_cmd_add(c, s->cmd ? s->cmd : "");
-    for (i = 0; i < s->nsteps; i++) {
-        char *t = rs_step_text(&s->steps[i]);
-        if (!t)
-            c->oom = 1;
-        else
+    for (i = 0; i <= s->nsteps; i++) {
+        char *t = i < s->nsteps ? rs_step_text(&s->steps[i]) : s->ix ? rs_index_text(s->ix) : NULL;
+        if (t)
             rs_cmd_addn(c, t, strlen(t), t);
+        else if (i < s->nsteps || s->ix)
+            c->oom = 1;
     }
     if (ev) rs_cmd_addn(c, ev, strlen(ev), ev);
     return 0;
@@ -412,8 +413,8 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
     /* From here the save is committed: what cannot be applied stays in the outbox. */
     nleft = x->elements - 2;
     *whole = 1;
-    if (nleft + s->nsteps == 0) return;
-    if (!(e = calloc(nleft + s->nsteps + 1, sizeof *e))) { /* ends with raw NULL */
+    if (nleft + s->nsteps == 0 && !s->ix) return;
+    if (!(e = calloc(nleft + s->nsteps + 2, sizeof *e))) { /* ends with raw NULL */
         *whole = 0;
         return;
     }
@@ -433,6 +434,7 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
     for (i = 0; i < s->nsteps; i++, n++)
         if (rs_step_entry(&e[n], &s->steps[i], nf))
             break; /* the rest wait in the outbox for rs_exec_flush */
+    if (i == s->nsteps && s->ix && rs_index_entry(&e[n], s->ix, nf) == 0) n++;
     *e_out = e;
     *n_out = n;
 }

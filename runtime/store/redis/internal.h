@@ -34,6 +34,9 @@ enum {
     S_DUE,
     S_UNQUEUE,
     S_COMMAND,
+    S_INDEX,
+    S_SEARCH,
+    S_TASKLOG,
     S_COUNT
 };
 
@@ -131,6 +134,10 @@ typedef struct sigpipe_guard {
 
 #define WAKE_TOKENS_MAX "63" /* kept tokens: enough to wake every idle worker */
 
+/* The outbox's own kind of step, after the interface's: a run's index entry
+ * (rs_index), "index|<status>||<end>|<start>:<version>:<name length>:<name><correlation id>". */
+#define RS_INDEX ((rs_step_kind)(RS_DONE + 1))
+
 /* One outbox entry: a queue step and the fence of the save that decided it. */
 typedef struct rs_entry {
     uint64_t fence;
@@ -144,8 +151,9 @@ typedef struct rs_entry {
     int priority;
     const char *limit_name;
     def_qlimit limit;
-    char *raw; /* "<fence>|<kind>|<type>|<taskid>|<at>[|<controls>]", owned */
-    char *buf; /* owned copy the fields point into (parsed entries) */
+    const char *ix; /* RS_INDEX (type: the status, at: the end): "<start>:<version>:..." */
+    char *raw;      /* "<fence>|<kind>|<type>|<taskid>|<at>[|<controls>]", owned */
+    char *buf;      /* owned copy the fields point into (parsed entries) */
 } rs_entry;
 
 /* The steps of one execution to apply: its entries, the command trimming
@@ -236,6 +244,8 @@ void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n)
 /* How many queues type has: the base queue (0), then its shards (1..). */
 int rs_nqueues(const rs *r, const char *type);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);
+/* The execution index of partition part (index_lib.lua): P{dq}:ix with one. */
+void rs_k_ix(const rs *r, int part, char key[KEY_MAX]);
 void rs_k_wake(const rs *r, int part, char key[KEY_MAX]);
 int rs_part(const rs *r, const char *id);
 void rs_k_name(const rs *r, const char *kind, const char *name, char key[KEY_MAX]);
@@ -294,6 +304,10 @@ int rs_entry_parse(rs_entry *e, const redisReply *x);
 int rs_controls_parse(char *text, rs_entry *e);
 char *rs_step_text(const rs_step *s);
 int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence);
+/* An index entry's step text (after its fence), and its entry (owning its
+ * strings); NULL / -1 when out of memory. */
+char *rs_index_text(const rs_index *ix);
+int rs_index_entry(rs_entry *e, const rs_index *ix, uint64_t fence);
 int rs_check_step(const rs_step *s, weft_error *err);
 void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c);
 int rs_steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisReply **rep,

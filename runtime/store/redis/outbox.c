@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_names[] = {"push", "unqueue", "wake", "done"};
+static const char *const kind_names[] = {"push", "unqueue", "wake", "done", "index"};
+#define NKINDS 5
 
 void rs_entries_free(rs_entry *e, size_t n)
 {
@@ -22,16 +23,11 @@ void rs_entries_free(rs_entry *e, size_t n)
     free(e);
 }
 
-/* Parse an outbox member; 0, -1 when malformed, -2 when out of memory (raw
- * is kept either way). */
-int rs_entry_parse(rs_entry *e, const redisReply *x)
+/* The fields of e->buf (a copy of e->raw) into e: 0, or -1 when malformed. */
+static int entry_fields(rs_entry *e)
 {
     char *f[6], *p, *end;
     int i, k, nf = 5;
-    memset(e, 0, sizeof *e);
-    e->raw = rs_reply_dup(x);
-    e->buf = rs_reply_dup(x);
-    if (!e->raw || !e->buf) return -2; /* out of memory: not malformed */
     e->fence = strtoull(e->raw, NULL, 10);
     p = e->buf;
     /* "<fence>|<kind>|<type>|<task>|<at>" and, for a push with queue
@@ -48,9 +44,9 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
             nf = 6;
         }
     }
-    for (k = 0; k < 4; k++)
+    for (k = 0; k < NKINDS; k++)
         if (!strcmp(f[1], kind_names[k])) break;
-    if (k == 4) return -1;
+    if (k == NKINDS) return -1;
     e->kind = (rs_step_kind)k;
     e->type = f[2];
     e->task = f[3];
@@ -58,8 +54,84 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
     e->at = strtoll(f[4], &end, 10);
     if (errno || *end || end == f[4]) return -1;
     if ((e->kind == RS_PUSH || e->kind == RS_UNQUEUE) && (!*e->type || !*e->task)) return -1;
+    if (e->kind == RS_INDEX) {
+        if (nf != 6 || !*e->type) return -1;
+        e->ix = f[5];
+        return 0;
+    }
     if (nf == 6 && (e->kind != RS_PUSH || rs_controls_parse(f[5], e) != 0)) return -1;
     return 0;
+}
+
+/* Parse an outbox member; 0, -1 when malformed, -2 when out of memory (raw
+ * is kept either way). */
+int rs_entry_parse(rs_entry *e, const redisReply *x)
+{
+    memset(e, 0, sizeof *e);
+    e->raw = rs_reply_dup(x);
+    e->buf = rs_reply_dup(x);
+    if (!e->raw || !e->buf) return -2; /* out of memory: not malformed */
+    return entry_fields(e);
+}
+
+char *rs_index_text(const rs_index *ix)
+{
+    const char *corr = ix->correlation_id ? ix->correlation_id : "";
+    size_t n = strlen(ix->status) + strlen(ix->name) + strlen(corr) + 100;
+    char *t = malloc(n);
+    if (t)
+        snprintf(t, n, "index|%s||%lld|%lld:%d:%zu:%s%s", ix->status, (long long)ix->end_ms,
+                 (long long)ix->start_ms, ix->version, strlen(ix->name), ix->name, corr);
+    return t;
+}
+
+int rs_index_entry(rs_entry *e, const rs_index *ix, uint64_t fence)
+{
+    char *t = rs_index_text(ix), num[24];
+    size_t len = t ? strlen(t) + 24 : 0;
+    memset(e, 0, sizeof *e);
+    if (t && (e->raw = malloc(len))) {
+        rs_cat(e->raw, len, rs_digits(num, fence, 0), "|", t, (char *)NULL);
+        e->buf = strdup(e->raw);
+    }
+    free(t);
+    if (!e->raw || !e->buf) {
+        free(e->raw);
+        free(e->buf);
+        e->raw = e->buf = NULL;
+        return -1;
+    }
+    return entry_fields(e);
+}
+
+/* index.lua for an index entry into c (the partition's index key into key). */
+static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
+{
+    long long start = 0, version = 0;
+    size_t nlen = 0, rest;
+    const char *p = e->ix;
+    char *end;
+    /* "<start>:<version>:<name length>:<name><correlation id>"; a malformed
+     * one goes in as start 0 (the entry keeps its own) with an empty name */
+    start = strtoll(p, &end, 10);
+    if (*end == ':') version = strtoll(end + 1, &end, 10);
+    if (*end == ':') nlen = (size_t)strtoull(end + 1, &end, 10);
+    p = *end == ':' ? end + 1 : "";
+    rest = strlen(p);
+    if (nlen > rest) nlen = rest;
+    rs_k_ix(r, rs_part(r, id), key);
+    rs_cmd_script(c, r, S_INDEX, 1);
+    rs_cmd_dup(c, key);
+    rs_cmd_add(c, id);
+    rs_cmd_addf(c, "%llu", (unsigned long long)e->fence);
+    rs_cmd_add(c, e->type);
+    rs_cmd_addf(c, "%lld", start);
+    rs_cmd_addf(c, "%lld", (long long)e->at);
+    rs_cmd_addf(c, "%lld", version);
+    rs_cmd_addn(c, p, nlen, NULL);
+    rs_cmd_add(c, p + nlen);
+    rs_cmd_addf(c, "%lld", (long long)wu_now_ms());
+    rs_cmd_addf(c, "%lld", (long long)r->retention_ms);
 }
 
 /* Whether a push has queue controls. */
@@ -248,6 +320,9 @@ static int step_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char ke
         rs_cmd_add(&c[0], "ZREM");
         rs_cmd_dup(&c[0], key);
         rs_cmd_add(&c[0], id);
+        break;
+    default: /* RS_INDEX */
+        index_cmd(r, id, e, &c[0], key);
         break;
     }
     return 1;

@@ -132,6 +132,19 @@ int rs_broken(const rs *r);
 int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, const char *defkey,
                    int64_t due_ms, weft_error *err);
 
+/*
+ * A run's entry in the execution index, recorded in the outbox of the save
+ * (or create) that changes its status and applied with its steps: by
+ * index.lua, in its partition's hash tag (the decider queue's), so a search
+ * asks each partition once. Status, name, correlation id, start and end
+ * time; start 0 keeps what the entry has (a run failed unread).
+ */
+typedef struct rs_index {
+    const char *status, *name, *correlation_id; /* correlation id NULL: none */
+    int version;
+    int64_t start_ms, end_ms; /* end 0: not ended */
+} rs_index;
+
 /* One create of rs_exec_create_many: rs_exec_create's arguments and outcome. */
 typedef struct rs_create {
     const char *id, *doc, *def, *defkey;
@@ -143,7 +156,8 @@ typedef struct rs_create {
     size_t nsteps;
     const char *const *events;
     size_t nevents;
-    int rc; /* out */
+    const rs_index *ix; /* optional: its index entry */
+    int rc;             /* out */
     char why[WEFT_ERROR_MAX];
 } rs_create;
 /* Several creates in one round trip; each c[i].rc as rs_exec_create returns.
@@ -209,6 +223,7 @@ typedef struct rs_save {
      * ago): dropped without a token check once the save is committed */
     const rs_lease *acks;
     size_t nacks;
+    const rs_index *ix;       /* optional: the index entry of a status it changes */
     int rc;                   /* out: as rs_exec_save returns */
     uint64_t new_fence;       /* out */
     char why[WEFT_ERROR_MAX]; /* out: the message when rc != 0 */
@@ -233,6 +248,14 @@ int rs_exec_load_many(rs *r, const char *const *ids, size_t n, rs_exec *out, int
  * exists[i] = 1 or 0. An id that cannot be one is 0. Returns an error only
  * when the round trip failed. (The payload sweep: payload.h.) */
 int rs_exec_exists_many(rs *r, const char *const *ids, size_t n, int *exists, weft_error *err);
+
+/* ---- the execution index and task logs (index.c): st_ops' search,
+ * task_log_add and task_log ---- */
+int rs_search(rs *r, const st_query *q, long long *total, st_hit **hits, size_t *n,
+              weft_error *err);
+int rs_task_log_add(rs *r, const char *workflow_id, const char *task_id, const char *const *lines,
+                    size_t n, weft_error *err);
+int rs_task_log(rs *r, const char *workflow_id, const char *task_id, char **lines, weft_error *err);
 
 /*
  * Record an operator command for an execution, in its hash: text is

@@ -70,9 +70,12 @@ if ev then
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'json', ev)
     redis.call('PUBLISH', ARGV[7], ev)
 end
+-- the tasks' logs (tasklog.lua), when there are any, end with the execution
+local logs = KEYS[1] .. ':log'
 if ARGV[4] == '1' then
     redis.call('PEXPIRE', KEYS[1], ARGV[5])
     redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    redis.call('PEXPIRE', logs, ARGV[5])
     -- the finished stream, written once more and packed: Redis gives a
     -- stream's newest node a whole listpack (4 KB) up front, a restored
     -- stream only what it holds
@@ -84,6 +87,7 @@ elseif ARGV[4] == '2' then
     for i = 1, 3 do
         redis.call('PERSIST', KEYS[i])
     end
+    redis.call('PERSIST', logs)
 end
 local out = {1, fence}
 for _, e in ipairs(leftover) do

@@ -1,0 +1,122 @@
+-- search.lua: the runs of one partition's execution index (index_lib.lua)
+-- that match a query, the first `limit` of them in the order asked; the
+-- caller merges the partitions. Trims runs past the retention first.
+-- KEYS[1] P{<partition>}:ix
+-- ARGV[1] now ms   ARGV[2] retention ms
+-- ARGV[3] start time after (ms, exclusive; "" none)   ARGV[4] before ("" none)
+-- ARGV[5] sort key: "start" or "end"   ARGV[6] "1" ascending, else descending
+-- ARGV[7] limit   ARGV[8] correlation id ("" any)
+-- ARGV[9] free text: a run id or a correlation id ("" none)
+-- ARGV[10] version ("" any)
+-- ARGV[11] n statuses, the statuses, then m names, the names (none: any)
+-- Returns {total, id, key, id, key, ...}: how many match, and the first
+-- limit of them with their sort key.
+--@include index_lib.lua
+local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lo, hi = '-inf', '+inf'
+local lo_n, hi_n = -math.huge, math.huge
+if ARGV[3] ~= '' then lo, lo_n = '(' .. ARGV[3], tonumber(ARGV[3]) end
+if ARGV[4] ~= '' then hi, hi_n = '(' .. ARGV[4], tonumber(ARGV[4]) end
+local by_end, asc, limit = ARGV[5] == 'end', ARGV[6] == '1', tonumber(ARGV[7])
+local corr, free, version = ARGV[8], ARGV[9], ARGV[10]
+local statuses, names, want_status, want_name = {}, {}, {}, {}
+local i = 11
+for k = 1, tonumber(ARGV[i]) do
+    statuses[k] = ARGV[i + k]
+    want_status[ARGV[i + k]] = true
+end
+i = i + #statuses + 1
+for k = 1, tonumber(ARGV[i]) do
+    names[k] = ARGV[i + k]
+    want_name[ARGV[i + k]] = true
+end
+
+ix_trim(now, retention, 100)
+
+local function before(a, b)
+    if a[2] ~= b[2] then
+        if asc then return a[2] < b[2] end
+        return a[2] > b[2]
+    end
+    if asc then return a[1] < b[1] end
+    return a[1] > b[1]
+end
+
+local function answer(total, hits)
+    table.sort(hits, before)
+    local out = {total}
+    for k = 1, math.min(limit, #hits) do
+        out[#out + 1] = hits[k][1]
+        out[#out + 1] = hits[k][2]
+    end
+    return out
+end
+
+local function sets(prefix, list)
+    local s = {}
+    for k, v in ipairs(list) do s[k] = IX .. prefix .. v end
+    return s
+end
+
+local function count(keys)
+    local n = 0
+    for _, k in ipairs(keys) do n = n + redis.call('ZCOUNT', k, lo, hi) end
+    return n
+end
+
+local status_sets = sets(':s:', #statuses > 0 and statuses or
+    {'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'})
+local name_sets = sets(':n:', names)
+
+-- one kind of filter and the start time's order: the sets answer alone
+if corr == '' and free == '' and version == '' and not by_end and
+    (#names == 0 or #statuses == 0) then
+    local keys = #names > 0 and name_sets or status_sets
+    local hits = {}
+    for _, k in ipairs(keys) do
+        local got
+        if asc then
+            got = redis.call('ZRANGEBYSCORE', k, lo, hi, 'WITHSCORES', 'LIMIT', 0, limit)
+        else
+            got = redis.call('ZREVRANGEBYSCORE', k, hi, lo, 'WITHSCORES', 'LIMIT', 0, limit)
+        end
+        for j = 1, #got, 2 do hits[#hits + 1] = {got[j], tonumber(got[j + 1])} end
+    end
+    return answer(count(keys), hits)
+end
+
+-- else each candidate's record is read: the candidates of the narrowest filter
+local ids = {}
+local function by_corr(c)
+    local got = redis.call('ZRANGEBYLEX', IX .. ':c', '[' .. c .. '\0', '[' .. c .. '\1')
+    for _, m in ipairs(got) do
+        local id = string.sub(m, #c + 2)
+        if id ~= '' then ids[#ids + 1] = id end
+    end
+end
+if free ~= '' then
+    if redis.call('HEXISTS', IX, free) == 1 then ids[1] = free end
+    by_corr(free)
+elseif corr ~= '' then
+    by_corr(corr)
+else
+    local keys = status_sets
+    if #names > 0 and (#statuses == 0 or count(name_sets) < count(status_sets)) then
+        keys = name_sets
+    end
+    for _, k in ipairs(keys) do
+        for _, id in ipairs(redis.call('ZRANGEBYSCORE', k, lo, hi)) do ids[#ids + 1] = id end
+    end
+end
+local hits, seen = {}, {}
+for _, id in ipairs(ids) do
+    local rec = not seen[id] and redis.call('HGET', IX, id)
+    seen[id] = true
+    local r = rec and ix_parse(rec)
+    if r and (#statuses == 0 or want_status[r.status]) and (#names == 0 or want_name[r.name]) and
+        r.start > lo_n and r.start < hi_n and (corr == '' or r.corr == corr) and
+        (version == '' or r.version == tonumber(version)) then
+        hits[#hits + 1] = {id, by_end and r.ended or r.start}
+    end
+end
+return answer(#hits, hits)
