@@ -11,6 +11,7 @@
  *   tasks.c     external workers: poll, result, queue sizes; leases; a task
  *               by its id, and its log
  *   search.c    finding runs: search, running, correlated
+ *   ui.c        the web UI's files, and the daemons it lists
  *   events.c    what waits off the pool: the waiter, event streams, batch long polls
  *   health.c    /health and /metrics
  */
@@ -198,6 +199,10 @@ mhd_result ap_h_metrics(ctx *c);
 mhd_result ap_h_start(ctx *c);
 mhd_result ap_h_start_name(ctx *c);
 mhd_result ap_h_get(ctx *c);
+mhd_result ap_h_ui(ctx *c);
+mhd_result ap_h_ui_js(ctx *c);
+mhd_result ap_h_ui_css(ctx *c);
+mhd_result ap_h_daemons(ctx *c);
 mhd_result ap_h_search(ctx *c);
 mhd_result ap_h_search_v2(ctx *c);
 mhd_result ap_h_running(ctx *c);

@@ -493,6 +493,10 @@ typedef struct route {
 static mhd_result h_token(ctx *c);
 
 static const route routes[] = {
+    {"", {ap_h_ui, NULL, NULL, NULL}},
+    {"ui/app.js", {ap_h_ui_js, NULL, NULL, NULL}},
+    {"ui/app.css", {ap_h_ui_css, NULL, NULL, NULL}},
+    {"api/daemons", {ap_h_daemons, NULL, NULL, NULL}},
     {"health", {ap_h_health, NULL, NULL, NULL}},
     {"metrics", {ap_h_metrics, NULL, NULL, NULL}},
     {"api/workflow", {NULL, ap_h_start, NULL, NULL}},
@@ -536,17 +540,24 @@ static int matches(const char *pattern, const char *const *seg, int nseg)
     return i == nseg;
 }
 
-/* The first route whose pattern matches q's path and that takes method m
- * (M_COUNT: none does); the methods of the routes whose pattern matches
- * (bits) into *allowed. */
+/*
+ * The first route whose pattern matches q's path and that takes method m
+ * (M_COUNT: none does). Into *allowed (bits) the methods of the matching
+ * routes that end in a name, not a "*": a path such as /api/workflow/{id}/pause
+ * exists whatever the method, while /api/tasks/update-v2 only looks like
+ * /api/tasks/{taskId} (a 404 for it, not a 405: Conductor's clients fall
+ * back on a 404).
+ */
 static const route *route_of(const req *q, int m, unsigned *allowed)
 {
     size_t i;
     int k;
     *allowed = 0;
     for (i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        if (!matches(routes[i].pattern, q->seg, q->nseg)) continue;
+        const char *p = routes[i].pattern, *last = strrchr(p, '/');
+        if (!matches(p, q->seg, q->nseg)) continue;
         if (m < M_COUNT && routes[i].h[m]) return &routes[i];
+        if (!strcmp(last ? last + 1 : p, "*")) continue;
         for (k = 0; k < M_COUNT; k++)
             if (routes[i].h[k]) *allowed |= 1u << k;
     }

@@ -64,7 +64,11 @@ http PATCH /api/workflow
 expect_code "unknown method" 405
 expect_header "405 on /api/workflow" "Allow: POST"
 http GET /api/tasks/poll/batch/x -X DELETE
-expect_code "DELETE on a poll" 405
+expect_code "DELETE on a poll (no route for it)" 404
+expect_body "DELETE on a poll" "no such route: DELETE /api/tasks/poll/batch/x"
+http GET /api/workflow/x/pause
+expect_code "GET on pause" 405
+expect_header "405 on pause" "Allow: PUT"
 
 # ---- metadata ----
 cat >"$TMP/ext.json" <<'J'

@@ -238,8 +238,10 @@ post "/api/workflow/$bad1/retry" ''
 expect_code "retry a failed run" 200
 wait_status "$bad1" FAILED && ok "it failed again" || not_ok "the retried run did not fail again"
 wait_hits "query=$(enc 'status IN (FAILED)')" 2 && ok "still 2 FAILED in the index" || not_ok "FAILED after a retry: $body"
+other=$ext1
+[ "$twf" = "$ext1" ] && other=$ext2 # (which of the two a poll hands out first is the queue's business)
 search "query=$(enc 'status IN (RUNNING)')"
-expect_eq "and only s_ext's other run RUNNING" "$(jq -r '[.results[].workflowId]|join(" ")' <<<"$body")" "$ext2"
+expect_eq "and only s_ext's other run RUNNING" "$(jq -r '[.results[].workflowId]|join(" ")' <<<"$body")" "$other"
 
 # ---- unknown routes and methods ----
 get "/api/nothing/here"
