@@ -133,12 +133,13 @@ static void field(FILE *f, const char *label, const char *value, const char *col
 }
 
 /* A task's run time: from its start to its end, or to now while it runs. */
-static int task_duration(json_object *task, char *buf, size_t n)
+static void task_duration(json_object *task, char *buf, size_t n)
 {
     int64_t start = num(task, "startTime"), end = num(task, "endTime");
-    if (start <= 0) return snprintf(buf, n, "-");
-    cli_duration(buf, n, (end > 0 ? end : wu_now_ms()) - start);
-    return 0;
+    if (start <= 0)
+        snprintf(buf, n, "-");
+    else
+        cli_duration(buf, n, (end > 0 ? end : wu_now_ms()) - start);
 }
 
 static json_object *task_by_id(json_object *tasks, const char *id)
@@ -226,9 +227,8 @@ static void show_tasks(FILE *f, json_object *tasks, int color)
         room -= w[c] + 2;
     if (room < REASON_MIN) room = REASON_MIN;
     fputc('\n', f);
-    for (c = 0; c < 6; c++) {
+    for (c = 0; c < 6; c++)
         cell(f, head[c], c < 5 ? w[c] + 2 : 0, color ? BOLD : NULL);
-    }
     fputc('\n', f);
     for (i = 0; i < n; i++) {
         json_object *t = json_object_array_get_idx(tasks, i);
