@@ -6,13 +6,18 @@
 #define WEFT_CLI_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <json-c/json.h>
 
 #include "weft/plugin.h"
 
-enum { EXIT_OK = 0, EXIT_WF_FAILED = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 3 };
+/* Exit codes, the same over Redis and through the REST API (weft --help,
+ * docs/operations.md). EXIT_UNREACHABLE: the server could not be used (not
+ * reachable, refused the connection or its credentials, or answered that it
+ * cannot serve now), told apart from EXIT_USAGE, which unknown ids give. */
+enum { EXIT_OK = 0, EXIT_WF_FAILED = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 3, EXIT_UNREACHABLE = 4 };
 
 /* One bit per option (common.c keeps their names and help in this order). */
 enum {
@@ -31,7 +36,12 @@ enum {
     CLI_O_QUIET = 1u << 12,
     CLI_O_PRIORITY = 1u << 13,
     CLI_O_DOMAIN = 1u << 14,
+    CLI_O_OUTPUT = 1u << 15,
+    CLI_O_NO_COLOR = 1u << 16,
 };
+
+/* How status and watch print: for people, or Conductor's JSON (-o json). */
+#define CLI_O_SHOW (CLI_O_OUTPUT | CLI_O_NO_COLOR)
 
 /* What every command on workflows in Redis takes: where they are. */
 #define CLI_O_REMOTE (CLI_O_REDIS | CLI_O_PREFIX | CLI_O_API)
@@ -56,6 +66,8 @@ typedef struct cli {
     int quiet;
     const char *priority;
     const char *domain;
+    const char *output; /* -o text|json (checked by cli_check) */
+    int no_color;
     int help;      /* --help / -h was given */
     unsigned seen; /* CLI_O_* bits of the options given */
 } cli;
@@ -81,9 +93,15 @@ typedef struct cli_cmd {
 
 /* Print "weft: <message>" on stderr; returns code. */
 int die(int code, const char *fmt, const char *arg);
-/* An error's message on stderr; returns its exit code (1 for a state that
- * forbids the operation, else 2: unknown ids and bad input are usage errors). */
+/* An error's message on stderr; returns its exit code: 1 for a state that
+ * forbids the operation, 4 for a store that cannot be reached (WEFT_EIO),
+ * else 2 (unknown ids and bad input are usage errors). */
 int cli_fail(const weft_error *err);
+/* 1 when -o json was given. */
+int cli_json(const cli *c);
+/* 1 when colour suits f: a terminal, no --no-color, NO_COLOR unset or empty,
+ * TERM not "dumb". */
+int cli_color(const cli *c, FILE *f);
 /* --input JSON|@file (NULL = {}): a JSON object (caller owns), or an error
  * printed (exit code returned). */
 int read_input(const char *arg, json_object **out);
@@ -95,9 +113,30 @@ int cli_domains(const cli *c, json_object **out);
 /* 1 if s names a definition file (.lua or .json), existing or not. */
 int cli_is_file(const char *s);
 void cli_sleep_ms(long ms);
-/* Print one status event (JSON text) on stdout, flushed; 1 if it is the
- * workflow's end. */
-int cli_event(const char *json);
+
+/* What a watch has printed (view.c): how, when each task started, and how
+ * the workflow ended. */
+typedef struct cli_watcher {
+    int json;             /* -o json: the events as they are */
+    int color;            /* colours (a terminal, see cli_color) */
+    json_object *started; /* taskId -> ms of its SCHEDULED/IN_PROGRESS event (owned) */
+    int ended;            /* the workflow's end was seen ... */
+    weft_wf_status end;   /* ... and this is how it ended */
+} cli_watcher;
+
+void cli_watch_init(cli_watcher *w, const cli *c);
+void cli_watch_clear(cli_watcher *w);
+/* Print one status event (JSON text) on stdout as w says, flushed; 1 if it
+ * is the workflow's end (w->ended and w->end set). */
+int cli_event(cli_watcher *w, const char *json);
+/* The workflow (Conductor's Workflow JSON, borrowed) for people: a summary,
+ * then a table of its tasks; colour when color is set. */
+void cli_show_status(FILE *f, json_object *wf, int color);
+/* ms as people read it: 120ms, 1.4s, 2m03s, 1h05m, 2d03h. */
+void cli_duration(char *buf, size_t n, int64_t ms);
+/* ms since the epoch in local time: "YYYY-MM-DD HH:MM:SS.mmm ZONE" with date
+ * set, else "HH:MM:SS.mmm". */
+void cli_local_time(char *buf, size_t n, int64_t ms, int date);
 
 /*
  * Parse argv with getopt_long into c (which borrows argv's strings). Options

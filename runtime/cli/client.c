@@ -45,10 +45,12 @@ int cli_status(const cli *c, cli_tp *t)
 {
     json_object *doc = NULL;
     int rc = t->ops->status(t, c->args[0], &doc);
-    if (rc == EXIT_OK && doc)
+    if (rc == EXIT_OK && doc && cli_json(c))
         printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
                                                                JSON_C_TO_STRING_SPACED |
                                                                JSON_C_TO_STRING_NOSLASHESCAPE));
+    else if (rc == EXIT_OK && doc)
+        cli_show_status(stdout, doc, cli_color(c, stdout));
     json_object_put(doc);
     return rc;
 }
@@ -72,13 +74,17 @@ int cli_wait(const cli *c, cli_tp *t)
     double timeout = c->timeout ? atof(c->timeout) : 0;
     int64_t deadline = timeout > 0 ? wu_mono_ms() + (int64_t)(timeout * 1000) : 0;
     long pause = 10;
+    int seen = 0;
     for (;;) {
         tp_wf w;
-        int rc = t->ops->poll(t, id, deadline && wu_mono_ms() >= deadline, &w);
+        /* a store never reached is reported (exit 4); one lost once the
+         * workflow was seen is restarting: wait for it */
+        int rc = t->ops->poll(t, id, !seen || (deadline && wu_mono_ms() >= deadline), &w);
         if (rc == TP_AGAIN) {
             cli_sleep_ms(500);
             continue;
         }
+        if (rc == EXIT_OK) seen = 1;
         if (rc == EXIT_OK && w.terminal)
             rc = wait_done(id, &w);
         else if (rc == EXIT_OK && deadline && wu_mono_ms() >= deadline) {
@@ -95,9 +101,16 @@ int cli_wait(const cli *c, cli_tp *t)
     }
 }
 
+/* Exit as wait does: 0 when the workflow completed, 1 for another end. */
 int cli_watch(const cli *c, cli_tp *t)
 {
-    return t->ops->watch(t, c->args[0]);
+    cli_watcher w;
+    int rc;
+    cli_watch_init(&w, c);
+    rc = t->ops->watch(t, c->args[0], &w);
+    if (rc == EXIT_OK && w.ended && w.end != WEFT_WF_COMPLETED) rc = EXIT_WF_FAILED;
+    cli_watch_clear(&w);
+    return rc;
 }
 
 int cli_terminate(const cli *c, cli_tp *t)

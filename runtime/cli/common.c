@@ -5,14 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/util.h"
 #include "cli/cli.h"
-#include "core/exec.h"
 #include "core/ops.h"
 
-/* The options, in CLI_O_* bit order: name, value (NULL = a flag), where the
- * value goes, and their help. */
+/* The options, in CLI_O_* bit order: name, value (NULL = a flag, an int set
+ * to 1), where it goes, and their help. */
 static const struct cli_opt {
     const char *name;
     const char *value;
@@ -37,17 +37,28 @@ static const struct cli_opt {
     {"timeout", "S", offsetof(cli, timeout), "seconds to wait at most (exit 3 past them)"},
     {"reason", "R", offsetof(cli, reason), "why (kept with the workflow or task)"},
     {"status", "COMPLETED|FAILED", offsetof(cli, status), "how the task ends (default COMPLETED)"},
-    {"quiet", NULL, 0, "no task transitions on stderr (also -q)"},
+    {"quiet", NULL, offsetof(cli, quiet), "no task transitions on stderr (also -q)"},
     {"priority", "0-99", offsetof(cli, priority),
      "its tasks are claimed before those of lower priorities (default 0)"},
     {"domain", "TASK=D[,D..] ...", offsetof(cli, domain),
      "task domains (Conductor's taskToDomain): TASK is a task name or *,\n"
      "a list falls back in order to the first domain with a worker polling"},
+    {"output", "text|json", offsetof(cli, output),
+     "text for people (default), or json (also -o json)"},
+    {"no-color", NULL, offsetof(cli, no_color),
+     "no colours (also NO_COLOR=1; colours only on a terminal)"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])
 #define OPT_HELP 'h'
-#define OPT_QUIET 'q'
+
+/* The options that have a one-letter form too. */
+static const struct {
+    char letter;
+    unsigned opt; /* its CLI_O_* bit */
+} letters[] = {{'q', CLI_O_QUIET}, {'o', CLI_O_OUTPUT}};
+
+#define NLETTERS (sizeof letters / sizeof letters[0])
 
 int die(int code, const char *fmt, const char *arg)
 {
@@ -60,7 +71,20 @@ int die(int code, const char *fmt, const char *arg)
 int cli_fail(const weft_error *err)
 {
     fprintf(stderr, "weft: %s\n", err->msg);
-    return err->code == WEFT_ESTATE ? EXIT_WF_FAILED : EXIT_USAGE;
+    if (err->code == WEFT_ESTATE) return EXIT_WF_FAILED;
+    return err->code == WEFT_EIO ? EXIT_UNREACHABLE : EXIT_USAGE;
+}
+
+int cli_json(const cli *c)
+{
+    return c->output && !strcmp(c->output, "json");
+}
+
+int cli_color(const cli *c, FILE *f)
+{
+    const char *no = getenv("NO_COLOR"), *term = getenv("TERM");
+    if (c->no_color || (no && *no) || (term && !strcmp(term, "dumb"))) return 0;
+    return isatty(fileno(f));
 }
 
 int cli_priority(const cli *c, int *out)
@@ -148,47 +172,52 @@ void cli_sleep_ms(long ms)
         ;
 }
 
-int cli_event(const char *json)
+/* The index in opts of the option whose one-letter form is o (one getopt
+ * was given, so there is one). */
+static int by_letter(int o)
 {
-    json_object *ev = json_tokener_parse(json), *v;
-    weft_wf_status st;
-    int end = 0;
-    printf("%s\n", json);
-    fflush(stdout);
-    /* the workflow's own events have no taskId */
-    if (ev && !json_object_object_get_ex(ev, "taskId", &v) &&
-        json_object_object_get_ex(ev, "status", &v) &&
-        xc_wf_status_parse(json_object_get_string(v), &st) == 0 && xc_wf_terminal(st))
-        end = 1;
-    json_object_put(ev);
-    return end;
+    size_t i;
+    int b = 0;
+    for (i = 0; i < NLETTERS; i++)
+        if (letters[i].letter == o)
+            while (!(letters[i].opt & (1u << b)))
+                b++;
+    return b;
 }
 
 int cli_parse(int argc, char **argv, cli *c)
 {
     struct option longopts[NOPTS + 2];
-    size_t i;
+    /* ':' first: a missing value is told apart from an unknown option */
+    char shorts[2 * NLETTERS + 3] = ":h";
+    size_t i, n = 2;
     int o;
     memset(c, 0, sizeof *c);
     for (i = 0; i < NOPTS; i++) {
         longopts[i].name = opts[i].name;
         longopts[i].has_arg = opts[i].value ? required_argument : no_argument;
         longopts[i].flag = NULL;
-        longopts[i].val = opts[i].value ? 256 + (int)i : OPT_QUIET;
+        longopts[i].val = 256 + (int)i;
     }
+    for (i = 0; i < NLETTERS; i++) {
+        shorts[n++] = letters[i].letter;
+        if (opts[by_letter(letters[i].letter)].value) shorts[n++] = ':';
+    }
+    shorts[n] = 0;
     longopts[NOPTS] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[NOPTS + 1] = (struct option){NULL, 0, NULL, 0};
     opterr = 0;
     optind = 1;
-    /* ':' first: a missing value is told apart from an unknown option */
-    while ((o = getopt_long(argc, argv, ":hq", longopts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
+        if (o != OPT_HELP && o < 256 && o != ':' && o != '?') o = 256 + by_letter(o);
         if (o == OPT_HELP) {
             c->help = 1;
-        } else if (o == OPT_QUIET) {
-            c->quiet = 1;
-            c->seen |= CLI_O_QUIET;
         } else if (o >= 256) {
-            *(const char **)((char *)c + opts[o - 256].offset) = optarg;
+            const struct cli_opt *opt = &opts[o - 256];
+            if (opt->value)
+                *(const char **)((char *)c + opt->offset) = optarg;
+            else
+                *(int *)((char *)c + opt->offset) = 1;
             c->seen |= 1u << (o - 256);
         } else if (o == ':') {
             return die(EXIT_USAGE, "%s needs a value", argv[optind - 1]);
@@ -249,9 +278,16 @@ void cli_usage(FILE *f, const cli_cmd *table, size_t n)
                  table[i].args);
         fprintf(f, "  %-32s %s\n", head, table[i].summary);
     }
-    fputs("\nexit status: 0 completed, 1 the workflow failed/terminated/timed out (or the\n"
-          "operation is not allowed in its state), 2 usage, definition error or unknown id,\n"
-          "3 wait (or a command's --timeout) timed out\n",
+    fputs("\noutput: text for people (colours only on a terminal; --no-color or NO_COLOR=1\n"
+          "turn them off); status and watch print Conductor's JSON with -o json\n"
+          "\nexit status:\n"
+          "  0  done; the workflow completed (wait, watch)\n"
+          "  1  the workflow failed, was terminated or timed out (run, wait, watch), or\n"
+          "     the operation is not allowed in its state\n"
+          "  2  usage or definition error, or no such workflow (or definition)\n"
+          "  3  wait (or a command's --timeout) timed out\n"
+          "  4  the server could not be used: Redis or the REST API unreachable, refusing\n"
+          "     the connection or its credentials, or unable to serve now (HTTP 503)\n",
           f);
 }
 
@@ -285,6 +321,8 @@ int cli_check(const cli *c, const cli_cmd *cmd)
             return EXIT_USAGE;
         }
     }
+    if (c->output && strcmp(c->output, "json") && strcmp(c->output, "text"))
+        return die(EXIT_USAGE, "--output %s: use text or json", c->output);
     if (c->nargs < cmd->min_args) {
         if (cmd->where & CLI_LOCAL) return die(EXIT_USAGE, "%s needs a file", cmd->name);
         return die(EXIT_USAGE, "%s needs an argument (see weft --help)", cmd->name);

@@ -38,8 +38,9 @@ typedef struct tp_ops {
      * tp_wf_clear). TP_AGAIN when it cannot be reached now and final is 0;
      * with final set the failure is reported instead. */
     int (*poll)(cli_tp *t, const char *id, int final, tp_wf *w);
-    /* Print its status events, history first, until the workflow ends. */
-    int (*watch)(cli_tp *t, const char *id);
+    /* Print its status events through cli_event(w), history first, until
+     * the workflow ends (EXIT_OK then, w->end says how). */
+    int (*watch)(cli_tp *t, const char *id, cli_watcher *w);
     /* Terminate (reason may be NULL), pause, resume, retry or restart. */
     int (*act)(cli_tp *t, const char *id, tp_act act, const char *reason);
     /* Complete (failed = 0) or fail the waiting task ref with output

@@ -34,7 +34,8 @@ static char *esc(api *a, const char *s)
 
 /*
  * One request. body: JSON text or NULL. The status goes to *code, the
- * answer to out. Returns 0, or EXIT_USAGE after printing why no answer came.
+ * answer to out. Returns 0, or EXIT_UNREACHABLE after printing why no answer
+ * came.
  */
 static int api_do(api *a, const char *method, const char *path, const char *body, long *code,
                   wu_buf *out)
@@ -71,13 +72,16 @@ static int api_do(api *a, const char *method, const char *path, const char *body
     if (rc != CURLE_OK) {
         fprintf(stderr, "weft: %s%s: %s\n", a->base, path,
                 errbuf[0] ? errbuf : curl_easy_strerror(rc));
-        return EXIT_USAGE;
+        return EXIT_UNREACHABLE;
     }
     curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, code);
     return EXIT_OK;
 }
 
-/* An error answer: its message on stderr; 409 (not allowed now) exits 1. */
+/* An error answer: its message on stderr. 409 (not allowed now) exits 1;
+ * 503 (the daemon's Redis unreachable, or the daemon busy) and 401/403 (a
+ * token refused) exit 4 as an unreachable Redis does; the rest (404 no
+ * such id, 400 bad input) 2. */
 static int api_fail(long code, const wu_buf *out)
 {
     json_object *j = out->len ? json_tokener_parse(out->data) : NULL, *m;
@@ -87,7 +91,8 @@ static int api_fail(long code, const wu_buf *out)
         fprintf(stderr, "weft: HTTP %ld%s%.300s\n", code, out->len ? ": " : "",
                 out->len ? out->data : "");
     json_object_put(j);
-    return code == 409 ? EXIT_WF_FAILED : EXIT_USAGE;
+    if (code == 409) return EXIT_WF_FAILED;
+    return code == 503 || code == 401 || code == 403 ? EXIT_UNREACHABLE : EXIT_USAGE;
 }
 
 /* A request whose answer only needs to be a success. */
@@ -114,6 +119,7 @@ static char *wf_path(api *a, const char *wf, const char *suffix)
 /* Server-Sent Events, a line at a time. */
 typedef struct sse_reader {
     api *a;
+    cli_watcher *w;
     wu_buf line, data, err;
     char id[64], last[64];
     int ended; /* the last event was the workflow's end */
@@ -123,7 +129,7 @@ static void sse_dispatch(sse_reader *r)
 {
     if (!r->data.len) return;
     snprintf(r->last, sizeof r->last, "%s", r->id);
-    r->ended = cli_event(r->data.data);
+    r->ended = cli_event(r->w, r->data.data);
     r->data.len = 0;
 }
 
@@ -160,14 +166,15 @@ static size_t sse_write(char *p, size_t size, size_t n, void *ud)
     return len;
 }
 
-static int h_watch(cli_tp *t, const char *id)
+static int h_watch(cli_tp *t, const char *id, cli_watcher *w)
 {
     api *a = t->impl;
     sse_reader r;
     char *path = wf_path(a, id, "/events"), hdr[100];
-    int rc = EXIT_USAGE;
+    int rc = EXIT_USAGE, answered = 0;
     memset(&r, 0, sizeof r);
     r.a = a;
+    r.w = w;
     snprintf(r.last, sizeof r.last, "0");
     while (path) {
         struct curl_slist *h = NULL, *x;
@@ -199,13 +206,19 @@ static int h_watch(cli_tp *t, const char *id)
             rc = api_fail(code, &r.err);
             break;
         }
+        if (code == 0 && !answered) {
+            /* never reached: say so; once it answered, a drop is a restart */
+            fprintf(stderr, "weft: %s%s: %s\n", a->base, path, curl_easy_strerror(cr));
+            rc = EXIT_UNREACHABLE;
+            break;
+        }
+        answered = 1;
         sse_dispatch(&r);
         if (r.ended) {
             rc = EXIT_OK;
             break;
         }
         /* cut off early (a restarting daemon): go on after the last event seen */
-        (void)cr;
         cli_sleep_ms(500);
     }
     free(path);
@@ -226,7 +239,7 @@ static int h_start(cli_tp *t, const char *what, json_object *input, char **id)
         /* compiled here, so errors name the file and line */
         if (dsl_load(what, &def, NULL, &err)) {
             json_object_put(req);
-            return cli_fail(&err);
+            return die(EXIT_USAGE, "%s", err.msg);
         }
         json_object_object_add(req, "workflowDef", def);
     } else {
@@ -269,7 +282,7 @@ static int h_reg(cli_tp *t, const char *file, char **name, int *version)
     json_object *def = NULL, *v;
     wu_buf out = {0};
     int rc;
-    if (dsl_load(file, &def, NULL, &err)) return cli_fail(&err);
+    if (dsl_load(file, &def, NULL, &err)) return die(EXIT_USAGE, "%s", err.msg);
     rc = api_simple(t->impl, "POST", "/api/metadata/workflow",
                     json_object_to_json_string_ext(def, JSON_C_TO_STRING_PLAIN), &out);
     *name = strdup(json_object_object_get_ex(def, "name", &v) ? json_object_get_string(v) : "?");
@@ -306,7 +319,7 @@ static int h_poll(cli_tp *t, const char *id, int final, tp_wf *w)
     free(path);
     if (rc || code == 503) {
         /* the daemon or its Redis restarting: keep waiting */
-        rc = final ? (code == 503 ? api_fail(code, &out) : EXIT_USAGE) : TP_AGAIN;
+        rc = final ? (code == 503 ? api_fail(code, &out) : rc) : TP_AGAIN;
         wu_buf_free(&out);
         return rc;
     }

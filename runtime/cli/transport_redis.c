@@ -31,24 +31,26 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return pl_find_type(ud, name, NULL);
 }
 
-/* FILE.lua | FILE.json | NAME [--version V] -> a compiled definition. */
-static int get_def(cli_tp *t, const char *what, def_workflow **out, weft_error *err)
+/* FILE.lua | FILE.json | NAME [--version V] -> a compiled definition.
+ * Returns an exit code, the error said: a file that cannot be read is bad
+ * input (2), a store that cannot be reached is not (cli_fail). */
+static int get_def(cli_tp *t, const char *what, def_workflow **out)
 {
     rtp *k = t->impl;
+    weft_error err = {0};
     json_object *json = NULL;
     char *text = NULL;
     int rc, got = 0;
     if (cli_is_file(what)) {
-        if ((rc = dsl_load(what, &json, NULL, err))) return rc;
-        rc = def_compile(&k->defs, json, what, NULL, out, err);
+        if (dsl_load(what, &json, NULL, &err)) return die(EXIT_USAGE, "%s", err.msg);
+        rc = def_compile(&k->defs, json, what, NULL, out, &err);
         json_object_put(json);
-        return rc;
+        return rc ? die(EXIT_USAGE, "%s", err.msg) : EXIT_OK;
     }
-    rc = ST(k->st, def_get, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, err);
-    if (rc) return rc;
-    rc = op_def(&k->op, text, what, out, err);
+    rc = ST(k->st, def_get, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, &err);
+    if (rc == 0) rc = op_def(&k->op, text, what, out, &err);
     free(text);
-    return rc;
+    return rc ? cli_fail(&err) : EXIT_OK;
 }
 
 static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
@@ -59,7 +61,7 @@ static int r_start(cli_tp *t, const char *what, json_object *input, char **id)
     def_workflow *def = NULL;
     char buf[64];
     int rc;
-    if (get_def(t, what, &def, &err)) return cli_fail(&err);
+    if ((rc = get_def(t, what, &def))) return rc;
     a.def = def;
     a.input = input;
     a.correlation_id = t->c->correlation_id;
@@ -82,7 +84,7 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     weft_error err = {0};
     def_workflow *def = NULL;
     int rc;
-    if (get_def(t, file, &def, &err)) return cli_fail(&err);
+    if ((rc = get_def(t, file, &def))) return rc;
     rc = ST(k->st, def_register, def->name, def->version,
             json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);
@@ -210,12 +212,11 @@ static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
 
 static int on_event(void *ud, const char *id, const char *json)
 {
-    (void)ud;
     (void)id;
-    return cli_event(json);
+    return cli_event(ud, json);
 }
 
-static int r_watch(cli_tp *t, const char *id)
+static int r_watch(cli_tp *t, const char *id, cli_watcher *w)
 {
     rtp *k = t->impl;
     weft_error err = {0};
@@ -227,7 +228,7 @@ static int r_watch(cli_tp *t, const char *id)
         char before[ST_EVENT_ID_MAX];
         int n;
         snprintf(before, sizeof before, "%s", last);
-        n = ST(k->st, events, id, last, last, 1000, on_event, NULL, &err);
+        n = ST(k->st, events, id, last, last, 1000, on_event, w, &err);
         if (n < 0) {
             if (err.code == WEFT_EIO) {
                 cli_sleep_ms(500);
@@ -242,8 +243,12 @@ static int r_watch(cli_tp *t, const char *id)
             if (ST(k->st, exec_read, id, &s, &err) == 0 && s.status &&
                 xc_wf_status_parse(s.status, &st) == 0 && xc_wf_terminal(st)) {
                 /* drain what is left, then stop */
-                ST(k->st, events, id, last, last, 0, on_event, NULL, &err);
+                ST(k->st, events, id, last, last, 0, on_event, w, &err);
                 st_doc_clear(&s);
+                if (!w->ended) { /* its end event is gone (trimmed): the execution says */
+                    w->ended = 1;
+                    w->end = st;
+                }
                 return EXIT_OK;
             }
             st_doc_clear(&s);

@@ -55,8 +55,11 @@ static const cli_cmd commands[] = {
      .run = cli_start},
     {.name = "status",
      .args = "ID",
-     .summary = "the workflow as Conductor's Workflow JSON",
-     .opts = CLI_O_REMOTE,
+     .summary = "the workflow and its tasks; -o json: Conductor's Workflow JSON",
+     .about = "A summary (name, status, times, duration, why it failed and which task),\n"
+              "then one line per task: ref, type, status, attempts, duration, reason.\n"
+              "-o json prints the workflow as Conductor's Workflow JSON instead.",
+     .opts = CLI_O_SHOW | CLI_O_REMOTE,
      .min_args = 1,
      .where = ON_REDIS,
      .run = cli_status},
@@ -71,7 +74,12 @@ static const cli_cmd commands[] = {
     {.name = "watch",
      .args = "ID",
      .summary = "its transitions, history first, then live",
-     .opts = CLI_O_REMOTE,
+     .about = "One line per transition: local time, task (or workflow), status, how long a\n"
+              "task took when it ends (since it started, else since it was scheduled),\n"
+              "reason. -o json prints the events as JSON lines instead. Ends with the\n"
+              "workflow: exit 0 completed, 1 failed/terminated/timed out. A paused\n"
+              "workflow has not ended: watch waits on until it is resumed and ends.",
+     .opts = CLI_O_SHOW | CLI_O_REMOTE,
      .min_args = 1,
      .where = ON_REDIS,
      .run = cli_watch},

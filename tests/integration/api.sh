@@ -453,13 +453,13 @@ cid=$last
 run_api wait "$cid" --timeout 20
 expect_rc "weft wait --api" 0
 expect_json "weft wait --api" '{"greeting":"hello, api!"}'
-run_api status "$cid"
+run_api status "$cid" -o json
 expect_rc "weft status --api" 0
 case $out in *'"status": "COMPLETED"'*) ok "weft status --api prints the workflow" ;; *) not_ok "status: $out" ;; esac
 run_api status 00000000-0000-0000-0000-000000000000
 expect_rc "weft status --api of an unknown id" 2
 expect_err "weft status --api of an unknown id" "no workflow"
-run_api watch "$cid"
+run_api watch "$cid" -o json
 expect_rc "weft watch --api" 0
 case $(printf '%s\n' "$out" | tail -n 1) in *'"status":"COMPLETED"'*) ok "weft watch --api ends with the end" ;;
     *) not_ok "watch --api: $out" ;; esac
@@ -513,7 +513,7 @@ expect_rc "weft resume --api of an unknown id" 2
 WEFT_API_URL="$API/api" run_weft status "$cid"
 expect_rc "WEFT_API_URL (with /api) works too" 0
 run_weft status "$cid" --api "http://127.0.0.1:1"
-expect_rc "weft --api to nothing" 2
+expect_rc "weft --api to nothing: unreachable" 4
 run_api secret list
 expect_rc "secrets stay in Redis" 2
 
@@ -655,7 +655,7 @@ expect_code "a body under the limit" 200
 WEFT_API_TOKEN=s3cret-token run_weft status "$body" --api "$API"
 expect_rc "weft --api sends WEFT_API_TOKEN" 0
 WEFT_API_TOKEN=nope run_weft status "$body" --api "$API"
-expect_rc "weft --api with a wrong token" 2
+expect_rc "weft --api with a wrong token: refused" 4
 grep -q 's3cret-token' "$TMP/d2.log" && not_ok "the token is in the log" || ok "the token is not logged"
 
 # ---- /health after Redis is gone; bad input never crashes ----

@@ -41,7 +41,7 @@ check_outcomes() {
             bad=$((bad + 1))
             [ $bad -le 5 ] && echo "# $kind $n $id: exit $wrc, output $got, wanted $(expected "$kind" "$n"): $(cat "$TMP/w.err")"
         fi
-        if ! "$WEFT" status "$id" | "$BUILD/tests/wfcheck" >"$TMP/dup" 2>&1; then
+        if ! "$WEFT" status "$id" -o json | "$BUILD/tests/wfcheck" >"$TMP/dup" 2>&1; then
             dups=$((dups + 1))
             [ $dups -le 5 ] && echo "# $kind $n $id: $(cat "$TMP/dup")"
         fi

@@ -63,7 +63,7 @@ done
 
 # a database number means nothing on a cluster: said at connect
 run_weft status nosuch --redis "redis://127.0.0.1:$1/2"
-expect_rc "a /db on a cluster" 2
+expect_rc "a /db on a cluster (the server refused the connection)" 4
 expect_err "says why" "SELECT is not allowed in cluster mode"
 
 # the layout is fixed at first use: this prefix has 9 partitions (a cluster's

@@ -55,7 +55,7 @@ expect_err "start an unregistered name" "no_such_workflow"
 
 # status: Conductor's Workflow JSON
 run_wf hello.lua '{"name":"s"}'
-run_weft status "$id"
+run_weft status "$id" -o json
 expect_rc "status" 0
 for f in '"workflowId"' '"status": "COMPLETED"' '"tasks"' '"taskId"' '"referenceTaskName": "greet"' \
     '"taskType": "LAMBDA"' '"retryCount"' '"output"' '"input"' '"variables"' '"startTime"' '"endTime"'; do
@@ -80,14 +80,14 @@ return w.workflow { name = "gate", output = { got = "${gate.output.answer}" },
   w.lambda { ref = "after", script = "return 1" } }
 L
 run_weft start "$TMP/gate.lua"; id=$last
-wait_for 10 sh -c "'$WEFT' status $id | grep -q '\"referenceTaskName\": \"gate\"'"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q '\"referenceTaskName\": \"gate\"'"
 run_weft wait "$id" --timeout 1
 expect_rc "wait times out on a blocked workflow" 3
 run_weft signal "$id" gate '{"answer":42}'
 expect_rc "signal" 0
 run_weft wait "$id" --timeout 20
 expect_json "signal payload is the task output" '{"got":42}'
-run_weft watch "$id"
+run_weft watch "$id" -o json
 expect_rc "watch" 0
 case $out in *'"referenceTaskName":"gate"'*'"status":"COMPLETED"'*) ok "watch shows task transitions" ;;
     *) not_ok "watch: $out" ;; esac
@@ -96,7 +96,7 @@ case $(printf '%s\n' "$out" | tail -n 1) in *'"status":"COMPLETED"'*) ok "watch 
 
 # terminate, then retry; pause and resume; restart
 run_weft start "$TMP/gate.lua"; id=$last
-wait_for 10 sh -c "'$WEFT' status $id | grep -q IN_PROGRESS"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q IN_PROGRESS"
 run_weft terminate "$id" --reason "operator said so"
 expect_rc "terminate" 0
 run_weft wait "$id" --timeout 10
@@ -106,21 +106,21 @@ run_weft terminate "$id"
 expect_rc "terminate twice" 1
 run_weft retry "$id"
 expect_rc "retry a terminated workflow" 0
-wait_for 10 sh -c "'$WEFT' status $id | grep -q '\"status\": \"RUNNING\"'" && ok "retried workflow runs" || not_ok "retried workflow not running"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q '\"status\": \"RUNNING\"'" && ok "retried workflow runs" || not_ok "retried workflow not running"
 run_weft pause "$id"; expect_rc "pause" 0
 run_weft pause "$id"; expect_rc "pause twice" 1
 run_weft signal "$id" gate '{"answer":7}'
 sleep 0.5
-run_weft status "$id"
+run_weft status "$id" -o json
 case $out in *'"status": "PAUSED"'*) ok "paused workflow stays paused" ;; *) not_ok "not paused: $out" ;; esac
 run_weft resume "$id"; expect_rc "resume" 0
 run_weft wait "$id" --timeout 20
 expect_json "resumed workflow completes" '{"got":7}'
 run_weft restart "$id"; expect_rc "restart" 0
 # the gate is there once a decider ran the restarted workflow
-wait_for 10 sh -c "'$WEFT' status $id | grep -q IN_PROGRESS"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q IN_PROGRESS"
 run_weft signal "$id" gate '{"answer":8}'
-wait_for 10 sh -c "'$WEFT' status $id | grep -q '\"status\": \"COMPLETED\"'"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q '\"status\": \"COMPLETED\"'"
 run_weft wait "$id" --timeout 20
 expect_json "restarted workflow ran again" '{"got":8}'
 
@@ -130,19 +130,19 @@ local w = require "weft"
 return w.workflow { name = "unserved", w.task { ref = "x", type = "NOBODY_SERVES_THIS" } }
 L
 run_weft start "$TMP/unserved.lua"; id=$last
-wait_for 10 sh -c "'$WEFT' status $id | grep -q unservedTaskTypes"
-run_weft status "$id"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q unservedTaskTypes"
+run_weft status "$id" -o json
 expect_rc "status of a waiting workflow" 0
 case $out in *'"unservedTaskTypes"'*NOBODY_SERVES_THIS*) ok "status names the unserved type" ;; *) not_ok "status: $out" ;; esac
 
 # a corrupt stored execution fails that workflow with a reason; the daemon goes on
 run_weft start "$TMP/gate.lua"; id=$last
-wait_for 10 sh -c "'$WEFT' status $id | grep -q IN_PROGRESS"
+wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q IN_PROGRESS"
 rcli HSET "${WEFT_KEY_PREFIX}{$id}" doc '{"id": broken' >/dev/null
 rcli ZADD "$(dq_key "$id")" 0 "$id" >/dev/null
 wait_for 15 sh -c "redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$id}' status | grep -q FAILED" \
     && ok "corrupt execution failed" || not_ok "corrupt execution not failed"
-run_weft status "$id"
+run_weft status "$id" -o json
 case $out in *"corrupt"*) ok "its reason says corrupt" ;; *) not_ok "status of corrupt: $out" ;; esac
 example hello.lua '{"name":"after"}' '{"greeting":"hello, after!"}'
 
@@ -169,7 +169,7 @@ L
 run_weft start "$TMP/secret.lua"; id=$last
 run_weft wait "$id" --timeout 20
 expect_json "the task saw the secret; its output is redacted" '{"said":"sent Bearer ***","n":'$(( 17 + ${#$} ))'}'
-run_weft status "$id"
+run_weft status "$id" -o json
 case $out in *"tok-$$-value"*) not_ok "status shows the secret" ;; *'${secrets.API_TOKEN}'*) ok "stored input keeps the placeholder" ;; *) not_ok "status: $out" ;; esac
 leaks=0
 for key in $(on_primaries --scan --pattern "${WEFT_KEY_PREFIX}*"); do

@@ -118,7 +118,7 @@ start_weftd d2 --workers 2 --api 127.0.0.1:0 --set max_retry_count=3 \
 run_weft start selfy; root=$last
 run_weft wait "$root" --timeout 60
 expect_rc "a self-starting workflow fails at the depth limit" 1
-run_weft status "$root"
+run_weft status "$root" -o json
 case $out in *"over the limit of 10 (max_subworkflow_depth)"*) ok "its reason names the limit" ;;
     *) not_ok "reason: $(printf '%s' "$out" | grep -o '"reasonForIncompletion":"[^"]*"' | head -1)" ;; esac
 s=$(by_status)

@@ -86,14 +86,20 @@ code=$(curl -s -o "$TMP/body" -w '%{http_code}' -H "Last-Event-ID: 1-2-3-4" "$AP
 [ "$code" = 400 ] && ok "an id with four parts: 400" || not_ok "Last-Event-ID 1-2-3-4: $code"
 
 # weft watch prints each event once, directly and through the API
-run_weft watch "$id"
-expect_rc "weft watch" 0
+run_weft watch "$id" -o json
+expect_rc "weft watch of a terminated workflow" 1
 [ "$(printf '%s\n' "$out" | grep -c '^{')" = "$n" ] && ok "weft watch prints the $n events" ||
     not_ok "weft watch printed $(printf '%s\n' "$out" | grep -c '^{') events, wanted $n"
-run_weft watch "$id" --api "$API"
-expect_rc "weft watch --api" 0
+run_weft watch "$id" --api "$API" -o json
+expect_rc "weft watch --api of a terminated workflow" 1
 [ "$(printf '%s\n' "$out" | grep -c '^{')" = "$n" ] && ok "weft watch --api prints the $n events" ||
     not_ok "weft watch --api printed $(printf '%s\n' "$out" | grep -c '^{') events, wanted $n"
+# for people: one line per event, none of them JSON
+run_weft watch "$id"
+expect_rc "weft watch (text) of a terminated workflow" 1
+[ "$(printf '%s\n' "$out" | wc -l)" = "$n" ] && ! printf '%s\n' "$out" | grep -q '^{' &&
+    ok "weft watch prints the $n events as lines of text" ||
+    not_ok "weft watch (text): $(printf '%s\n' "$out" | head -3)"
 
 stop_weftd_clean d1
 finish

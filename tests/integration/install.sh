@@ -17,6 +17,77 @@ for f in "$inst/bin/weft" "$inst/include/weft/plugin.h" "$inst/lib/pkgconfig/wef
     [ -e "$f" ] && ok "installed ${f#$root}" || not_ok "missing ${f#$root}"
 done
 
+# packaging: man pages, bash completion, the systemd unit and a sample configuration
+unitdir=$(sed -n 's/^systemdsystemunitdir = //p' "$BUILD/runtime/Makefile")
+sysconfdir=$(sed -n 's/^sysconfdir = //p' "$BUILD/Makefile" | sed "s|\${prefix}|$prefix|")
+man1="$inst/share/man/man1/weft.1" man8="$inst/share/man/man8/weftd.8"
+comp="$inst/share/bash-completion/completions/weft"
+unit="$root$unitdir/weftd.service" conf="$root$sysconfdir/weft/weftd.conf"
+for f in "$man1" "$man8" "$comp" "$unit" "$conf"; do
+    [ -s "$f" ] && ok "installed ${f#$root}" || not_ok "missing ${f#$root}"
+done
+for m in "$man1" "$man8"; do
+    warn=$(groff -man -Tutf8 -ww -z "$m" 2>&1)
+    [ -z "$warn" ] && ok "groff renders ${m##*/} without a warning" || not_ok "groff ${m##*/}: $warn"
+    groff -man -Tutf8 -P-cbou "$m" 2>/dev/null | grep -q '^SYNOPSIS' && ok "${m##*/} has a SYNOPSIS" ||
+        not_ok "${m##*/}: no SYNOPSIS rendered"
+done
+groff -man -Tutf8 -P-cbou "$man1" 2>/dev/null | tr -s " \n" "  " | grep -q "The server could not be used" &&
+    ok "weft.1 documents exit 4" || not_ok "weft.1: no exit 4"
+
+grep -qx "ExecStart=$prefix/bin/weftd --config $sysconfdir/weft/weftd.conf" "$unit" &&
+    ok "the unit runs the installed weftd with the installed configuration" ||
+    not_ok "the unit's ExecStart: $(grep ExecStart= "$unit")"
+grep -q '@[a-z]*@' "$unit" && not_ok "the unit has unfilled @vars@" || ok "the unit's paths are filled in"
+for k in DynamicUser=yes NoNewPrivileges=yes ProtectSystem=strict ProtectHome=yes PrivateTmp=yes \
+    Restart=on-failure "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" StateDirectory=weft; do
+    grep -qx "$k" "$unit" && ok "the unit sets $k" || not_ok "the unit lacks $k"
+done
+if command -v systemd-analyze >/dev/null 2>&1; then
+    # verified where the files are: the unit with its paths moved under the install root
+    mkdir -p "$TMP/unit"
+    sed "s|$prefix|$inst|g; s|$sysconfdir|$root$sysconfdir|g" "$unit" >"$TMP/unit/weftd.service"
+    say=$(MANPATH="$inst/share/man" systemd-analyze verify "$TMP/unit/weftd.service" 2>&1); vrc=$?
+    [ "$vrc" = 0 ] && [ -z "$say" ] && ok "systemd-analyze verify: clean" || not_ok "systemd-analyze verify (exit $vrc): $say"
+else
+    echo "# systemd-analyze not installed: the unit is not verified"
+fi
+# the sample configuration reads: weftd starts with it (Redis away: it says so and waits)
+: >"$TMP/weftd.log"
+WEFT_PAYLOAD_DIR="$TMP/payloads" "$inst/bin/weftd" --config "$conf" --redis "redis://127.0.0.1:1" \
+    --no-api >"$TMP/weftd.log" 2>&1 &
+wpid=$!
+i=0
+while ! grep -q 'will retry' "$TMP/weftd.log" && kill -0 "$wpid" 2>/dev/null && [ $i -lt 100 ]; do
+    sleep 0.1; i=$((i + 1))
+done
+if kill -0 "$wpid" 2>/dev/null && grep -q 'will retry' "$TMP/weftd.log"; then
+    ok "weftd starts with the sample configuration"
+else
+    not_ok "weftd with the sample configuration: $(head -c 500 "$TMP/weftd.log")"
+fi
+kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
+
+# bash completion, called as bash calls it
+complete_() { # WORDS...: what _weft offers for the last word
+    (cd "$TMP/files" && bash -c '. "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _weft
+        printf "%s\n" "${COMPREPLY[@]}"' _ "$comp" "$@" 2>&1)
+}
+mkdir -p "$TMP/files/sub"; : >"$TMP/files/a.lua"; : >"$TMP/files/b.json"; : >"$TMP/files/c.txt"
+got=$(complete_ weft sta | sort | tr '\n' ' ')
+[ "$got" = "start status " ] && ok "completion: weft sta -> start status" || not_ok "completion of 'weft sta': $got"
+got=$(complete_ "$inst/bin/weft" status ID --o | tr '\n' ' ')
+[ "$got" = "--output " ] && ok "completion: status --o -> --output (from weft status --help)" || not_ok "completion of 'status --o': $got"
+got=$(complete_ "$inst/bin/weft" status ID -o "" | tr '\n' ' ')
+[ "$got" = "text json " ] && ok "completion: -o -> text json" || not_ok "completion of '-o': $got"
+got=$(complete_ "$inst/bin/weft" run "" | sort | tr '\n' ' ')
+[ "$got" = "a.lua b.json sub/ " ] && ok "completion: run FILE -> definitions and directories" || not_ok "completion of 'run': $got"
+got=$(complete_ weft --redis x wa | tr '\n' ' ')
+[ "$got" = "wait watch " ] && ok "completion: the command after an option and its value" || not_ok "completion after --redis x: $got"
+cmds=$("$inst/bin/weft" --help | sed -n 's/^  \([a-z][a-z]*\) .*/\1/p' | sort | tr '\n' ' ')
+got=$(complete_ weft "" | grep -vx help | sort | tr '\n' ' ')
+[ "$got" = "$cmds" ] && ok "completion offers the commands of weft --help" || not_ok "completion: $got; weft --help: $cmds"
+
 cp -r "$SRC/examples/plugins/textcase" "$TMP/textcase"
 chmod -R u+w "$TMP/textcase"
 if MAKEFLAGS= PKG_CONFIG_PATH="$inst/lib/pkgconfig" PKG_CONFIG="pkg-config --define-prefix" \

@@ -25,7 +25,7 @@ rcli EXISTS "${WEFT_KEY_PREFIX}{$id}" | grep -q 1 && ok "finished workflow kept 
 ttl=$(rcli PTTL "${WEFT_KEY_PREFIX}{$id}")
 [ "$ttl" -gt 0 ] && [ "$ttl" -le 2000 ] && ok "it expires (PTTL $ttl ms)" || not_ok "PTTL $ttl"
 sleep 2.5
-run_weft status "$id"
+run_weft status "$id" -o json
 expect_rc "expired workflow is unknown" 2
 [ "$(rcli KEYS "${WEFT_KEY_PREFIX}{$id}*" | wc -w)" -eq 0 ] && ok "all its keys are gone" || not_ok "keys left: $(rcli KEYS "${WEFT_KEY_PREFIX}{$id}*")"
 
@@ -57,6 +57,6 @@ start_weftd rescuer --workers 1 --plugin-path "$PLUGINS" --set lease=1s
 run_weft wait "$id" --timeout 30
 expect_json "the killed daemon's task ran again elsewhere" '{"s":1500,"after":"done"}'
 [ "$(wc -l <"$TMP/ran")" -ge 2 ] && ok "the task ran at least once more ($(wc -l <"$TMP/ran") runs)" || not_ok "ran $(wc -l <"$TMP/ran") times"
-run_weft status "$id"
+run_weft status "$id" -o json
 printf '%s' "$out" | "$BUILD/tests/wfcheck" && ok "its result was applied once" || not_ok "applied twice"
 finish

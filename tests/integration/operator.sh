@@ -59,7 +59,7 @@ round() { # LABEL: every operator command against busy loops on the daemons runn
     [ "$(status "$id")" = TERMINATED ] && ok "$label: it is TERMINATED" || not_ok "$label: status $(status "$id")"
     has_event "$id" '"status":"TERMINATED"' && ok "$label: its event is on the status lane" || not_ok "$label: no TERMINATED event"
     has_event "$id" '"status":"CANCELED"' && ok "$label: its running task was canceled" || not_ok "$label: no CANCELED event"
-    run_weft status "$id"
+    run_weft status "$id" -o json
     case $out in *'stop it'*) ok "$label: with the operator's reason" ;; *) not_ok "$label: reason lost (exit $rc): $(printf "%.300s" "$out$errout")" ;; esac
 
     start_busy

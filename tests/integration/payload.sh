@@ -24,7 +24,7 @@ doclen=$(rcli HGET "${WEFT_KEY_PREFIX}{$id}" doc | wc -c)
 [ "$doclen" -lt 8000 ] && ok "the stored execution stays small ($doclen bytes)" || not_ok "doc is $doclen bytes"
 n=$(ls "$WEFT_PAYLOAD_DIR" | wc -l)
 [ "$n" -ge 2 ] && ok "$n payloads in the payload directory" || not_ok "payload dir: $(ls "$WEFT_PAYLOAD_DIR")"
-run_weft status "$id"
+run_weft status "$id" -o json
 case $out in *'"$payload"'*) not_ok "status shows a reference instead of the data" ;; *xxxxxxxxxx*) ok "status shows the data itself" ;; *) not_ok "status: ${out:0:300}" ;; esac
 
 # over the hard limit: a task's output fails the task, naming both sizes

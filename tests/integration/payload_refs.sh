@@ -100,7 +100,7 @@ body=$out
 leaks "weft wait"
 expect_json "weft wait prints the output as the workflow made it" \
     "{\"\$payload\":\"$TMP/secret.json\",\"echo\":$forged}"
-run_weft status "$id"
+run_weft status "$id" -o json
 body=$out
 leaks "weft status"
 same "weft status: the input as sent" 'w.get("input")' "$forged"
@@ -121,7 +121,7 @@ expect_rc "a workflow with a large input" 0
 n=$(ls "$WEFT_PAYLOAD_DIR" | grep -c "^$id\.")
 [ "$n" -ge 1 ] && ok "its input is kept outside ($n files)" || not_ok "no payload file of $id"
 rm -f "$WEFT_PAYLOAD_DIR/$id".*
-run_weft status "$id"
+run_weft status "$id" -o json
 [ "$rc" != 0 ] && ok "status of a workflow whose payload is gone fails (exit $rc)" || not_ok "status: exit 0"
 expect_err "its payload is gone" "workflow $id: payload $id."
 req GET "/api/workflow/$id"

@@ -36,7 +36,7 @@ L
 run_weft start "$TMP/stuck.lua" --input "{\"pad\":\"$pad\"}"
 expect_rc "start a workflow that will be stuck" 0
 stuck=$last
-tries() { run_weft status "$stuck"; printf '%s' "$out" | grep -c '"referenceTaskName": "wait_on"'; }
+tries() { run_weft status "$stuck" -o json; printf '%s' "$out" | grep -c '"referenceTaskName": "wait_on"'; }
 tried() { [ "$(tries)" -ge "$1" ]; }
 all_files() { ls "$WEFT_PAYLOAD_DIR" | wc -l; } # the stuck workflow is the only one so far
 wait_for 30 tried 2 || not_ok "the stuck task was not retried: $(tries) tries"
@@ -76,7 +76,7 @@ wait_for 30 has_files "$ghost" 1 && ok "a cut-short write and an orphaned payloa
     ok "files not named by the runtime stay" || not_ok "a file not the runtime's was removed"
 [ "$(files_of "$stuck")" = "$n2" ] && ok "the running workflow keeps its payload files" ||
     not_ok "the running workflow's files: $(files_of "$stuck"), were $n2"
-run_weft status "$stuck"
+run_weft status "$stuck" -o json
 expect_rc "the running workflow still reads" 0
 
 # ---- terminated: ended like any other, so its files go after the retention ----

@@ -106,7 +106,7 @@ for i in 0 1; do complete "$A2" "$(jq -c ".[$i]" <<<"$got")"; done
 wf sd 'w.simple { ref = "t", name = "sdq", start_delay = "30s" }'
 run_weft start "$TMP/sd.lua" --api "$A1"
 sid=$last
-run_weft status "$sid" --api "$A1"
+run_weft status "$sid" --api "$A1" -o json
 case $out in *"not claimable for "[23]?.?" s more (its startDelay or retry delay)"*) ok "weft status: a task in its 30 s startDelay says so" ;;
 *) not_ok "weft status of a delayed task: $(jq -c '[.tasks[] | .reasonForIncompletion]' <<<"$out")" ;; esac
 got=$(curl -s "$A2/api/tasks/poll/batch/sdq?workerid=w&count=1&timeout=300")
@@ -136,7 +136,7 @@ grep -q '^weft_queue_waiting{queue="rq"} 4$' "$TMP/metrics" &&
     grep -q '^weft_queue_window_claims{queue="rq",name="rq"} 2$' "$TMP/metrics" &&
     ok "/metrics: weft_queue_waiting and weft_queue_window_claims for rq" ||
     not_ok "/metrics: $(grep 'queue="rq"' "$TMP/metrics" | tr '\n' ';')"
-run_weft status "$rid" --api "$A1"
+run_weft status "$rid" --api "$A1" -o json
 case $out in *"used its rate limit (2 per 1000 ms) in this window"*) ok "weft status says why a task waits" ;;
 *) not_ok "weft status: $(jq -c '[.tasks[] | .reasonForIncompletion]' <<<"$out")" ;; esac
 for i in 0 1; do complete "$A2" "$(jq -c ".[$i]" <<<"$first")"; done
@@ -359,7 +359,7 @@ code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$A1/api/queue/dq?domain=%20blue
 run_weft start "$TMP/dl.lua" --api "$A1" --domain "lam=nobody"
 uid=$last
 sleep 1
-run_weft status "$uid"
+run_weft status "$uid" -o json
 [ "$(jq -r '.tasks[0].reasonForIncompletion // "" | test("serve")' <<<"$out")" = true ] &&
     ok "rev12b: weft status: the LAMBDA in domain nobody is unserved" ||
     not_ok "rev12b: weft status of a LAMBDA in domain nobody: $(jq -c '{unservedTaskTypes, r: .tasks[0].reasonForIncompletion}' <<<"$out")"

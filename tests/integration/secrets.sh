@@ -203,7 +203,7 @@ for w in "$id" "$fid" "$child"; do
     curl -s "$API/api/workflow/$w" >>"$TMP/answers"
     curl -s -m 3 -N "$API/api/workflow/$w/events" >>"$TMP/answers"
     "$WEFT" status "$w" -o json >>"$TMP/answers" 2>&1
-    "$WEFT" status "$w" --api "$API" >>"$TMP/answers" 2>&1
+    "$WEFT" status "$w" --api "$API" -o json >>"$TMP/answers" 2>&1
 done
 curl -s "$API/api/workflow/search?freeText=leak" >>"$TMP/answers"
 curl -s "$API/api/workflow/leak/correlated/x" >>"$TMP/answers"
