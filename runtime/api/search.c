@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #define LIST_MAX 32     /* values of one IN (...) */
 #define PAGE_MAX 1000   /* size of one search page */
@@ -245,103 +244,10 @@ fail:
     return -1;
 }
 
-/* ms as Conductor's summaries write times: "2026-11-26T08:00:00.123Z" (UTC). */
-static json_object *iso_time(int64_t ms)
-{
-    char buf[40];
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    if (ms <= 0 || !gmtime_r(&t, &tm)) return NULL;
-    snprintf(buf + strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%03dZ",
-             (int)(ms % 1000));
-    return json_object_new_string(buf);
-}
-
-static void add_str(json_object *o, const char *k, const char *v)
-{
-    if (v) json_object_object_add(o, k, json_object_new_string(v));
-}
-
-/* The JSON text of v (null for none). */
-static json_object *text_of(json_object *v)
-{
-    return json_object_new_string(v ? json_object_to_json_string_ext(v, JSON_FLAGS) : "null");
-}
-
-/* Conductor's WorkflowSummary of x. */
-static json_object *summary(const xc_exec *x)
-{
-    json_object *o = json_object_new_object(), *failed = json_object_new_array();
-    wu_buf refs = {0};
-    size_t i;
-    add_str(o, "workflowType", x->def->name);
-    json_object_object_add(o, "version", json_object_new_int(x->def->version));
-    add_str(o, "workflowId", x->id);
-    add_str(o, "correlationId", x->correlation_id);
-    json_object_object_add(o, "startTime", iso_time(x->created_ms));
-    json_object_object_add(o, "updateTime", iso_time(x->updated_ms));
-    if (xc_wf_terminal(x->status)) json_object_object_add(o, "endTime", iso_time(x->ended_ms));
-    add_str(o, "status", weft_wf_status_name(x->status));
-    json_object_object_add(o, "input", text_of(x->input));
-    json_object_object_add(o, "output", text_of(x->output));
-    add_str(o, "reasonForIncompletion", x->reason);
-    json_object_object_add(o, "executionTime",
-                           json_object_new_int64(xc_wf_terminal(x->status) && x->ended_ms
-                                                     ? x->ended_ms - x->created_ms
-                                                     : 0));
-    add_str(o, "event", "");
-    for (i = 0; i < x->tasks.len; i++) {
-        const xc_task *t = x->tasks.items[i];
-        if (t->retried ||
-            (t->status != WEFT_TASK_FAILED && t->status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR &&
-             t->status != WEFT_TASK_TIMED_OUT))
-            continue;
-        if ((refs.len && wu_buf_add(&refs, ",", 1)) || wu_buf_add(&refs, t->ref, strlen(t->ref)))
-            break;
-        json_object_array_add(failed, json_object_new_string(t->def->name));
-    }
-    add_str(o, "failedReferenceTaskNames", refs.data ? refs.data : "");
-    json_object_object_add(o, "failedTaskNames", failed);
-    json_object_object_add(o, "priority", json_object_new_int(x->priority));
-    add_str(o, "externalInputPayloadStoragePath", x->input_ref);
-    add_str(o, "externalOutputPayloadStoragePath", x->output_ref);
-    wu_buf_free(&refs);
-    return o;
-}
-
-/* The runs of q's page, loaded (one gone meanwhile is left out): each as
- * what shape() makes of it, into arr. */
-static int load_page(ctx *c, const st_hit *hits, size_t n, json_object *arr,
-                     json_object *(*shape)(const xc_exec *x, int tasks), int tasks, weft_error *err)
-{
-    const char **ids = calloc(n + 1, sizeof *ids);
-    xc_exec **xs = calloc(n + 1, sizeof *xs);
-    int *rcs = calloc(n + 1, sizeof *rcs);
-    size_t i;
-    int rc = 0;
-    if (!ids || !xs || !rcs) {
-        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
-        goto out;
-    }
-    for (i = 0; i < n; i++)
-        ids[i] = hits[i].id;
-    if (n && (rc = ST(c->t->st, exec_load_many, ids, n, xs, rcs, err)) != 0) goto out;
-    for (i = 0; i < n; i++)
-        if (rcs[i] == 0) {
-            json_object_array_add(arr, shape(xs[i], tasks));
-            xc_free(xs[i]);
-        }
-out:
-    free(ids);
-    free(xs);
-    free(rcs);
-    return rc;
-}
-
 static json_object *as_summary(const xc_exec *x, int tasks)
 {
     (void)tasks;
-    return summary(x);
+    return xc_summary(x);
 }
 
 /* Conductor's Workflow, with its tasks or without. */
@@ -360,10 +266,8 @@ static mhd_result search(ctx *c, int v2)
     const char *text = ap_query(c, "query"), *free_text = ap_query(c, "freeText");
     long start, size;
     long long total = 0;
-    st_hit *hits = NULL;
-    size_t n = 0;
     json_object *res, *arr;
-    mhd_result r;
+    int rc;
     memset(&q, 0, sizeof q);
     memset(&x, 0, sizeof x);
     if (ap_query_long(c, "start", 0, 0, ST_SEARCH_MAX, &start) ||
@@ -377,23 +281,13 @@ static mhd_result search(ctx *c, int v2)
     q.free_text = free_text && strcmp(free_text, "*") ? free_text : NULL;
     q.start = (size_t)start;
     q.size = (size_t)size;
-    if (ST(c->t->st, search, &q, &total, &hits, &n, &err)) {
-        free(x.toks);
-        return ap_send_werr(c, &err);
-    }
+    rc = op_find(&c->t->op, &q, v2 ? as_workflow : as_summary, 0, &total, &arr, &err);
     free(x.toks);
-    arr = json_object_new_array();
-    if (load_page(c, hits, n, arr, v2 ? as_workflow : as_summary, 0, &err)) {
-        free(hits);
-        json_object_put(arr);
-        return ap_send_werr(c, &err);
-    }
-    free(hits);
+    if (rc) return ap_send_werr(c, &err);
     res = json_object_new_object();
     json_object_object_add(res, "totalHits", json_object_new_int64(total));
     json_object_object_add(res, "results", arr);
-    r = ap_send_json(c, 200, res);
-    return r;
+    return ap_send_json(c, 200, res);
 }
 
 /* GET /api/workflow/search?query=&freeText=&sort=&start=&size=:
@@ -409,14 +303,6 @@ mhd_result ap_h_search_v2(ctx *c)
     return search(c, 1);
 }
 
-/* The ids of q's first LISTED_MAX runs into *hits. */
-static int listed(ctx *c, st_query *q, st_hit **hits, size_t *n, weft_error *err)
-{
-    long long total;
-    q->size = LISTED_MAX;
-    return ST(c->t->st, search, q, &total, hits, n, err);
-}
-
 static const char *const unfinished[] = {"RUNNING", "PAUSED"};
 
 /* GET /api/workflow/running/{name}?version=&startTime=&endTime=: the ids of
@@ -427,6 +313,7 @@ mhd_result ap_h_running(ctx *c)
     st_query q;
     st_hit *hits = NULL;
     size_t n = 0, i;
+    long long total;
     long version, from, to;
     const char *name = c->q->seg[3];
     json_object *arr;
@@ -442,7 +329,8 @@ mhd_result ap_h_running(ctx *c)
     q.version = (int)version;
     q.start_after = from ? from - 1 : 0;
     q.start_before = to ? to + 1 : 0;
-    if (listed(c, &q, &hits, &n, &err)) return ap_send_werr(c, &err);
+    q.size = LISTED_MAX;
+    if (ST(c->t->st, search, &q, &total, &hits, &n, &err)) return ap_send_werr(c, &err);
     arr = json_object_new_array();
     for (i = 0; i < n; i++)
         json_object_array_add(arr, json_object_new_string(hits[i].id));
@@ -463,8 +351,7 @@ mhd_result ap_h_correlated(ctx *c)
 {
     weft_error err = {0};
     st_query q;
-    st_hit *hits = NULL;
-    size_t n = 0;
+    long long total;
     const char *name = c->q->seg[2];
     json_object *arr;
     memset(&q, 0, sizeof q);
@@ -475,13 +362,8 @@ mhd_result ap_h_correlated(ctx *c)
         q.statuses = unfinished;
         q.nstatuses = 2;
     }
-    if (listed(c, &q, &hits, &n, &err)) return ap_send_werr(c, &err);
-    arr = json_object_new_array();
-    if (load_page(c, hits, n, arr, as_workflow, flag(c, "includeTasks"), &err)) {
-        free(hits);
-        json_object_put(arr);
+    q.size = LISTED_MAX;
+    if (op_find(&c->t->op, &q, as_workflow, flag(c, "includeTasks"), &total, &arr, &err))
         return ap_send_werr(c, &err);
-    }
-    free(hits);
     return ap_send_json(c, 200, arr);
 }

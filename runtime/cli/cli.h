@@ -38,6 +38,9 @@ enum {
     CLI_O_DOMAIN = 1u << 14,
     CLI_O_OUTPUT = 1u << 15,
     CLI_O_NO_COLOR = 1u << 16,
+    CLI_O_NAME = 1u << 17,
+    CLI_O_SINCE = 1u << 18,
+    CLI_O_LIMIT = 1u << 19,
 };
 
 /* How status and watch print: for people, or Conductor's JSON (-o json). */
@@ -68,8 +71,11 @@ typedef struct cli {
     const char *domain;
     const char *output; /* -o text|json (checked by cli_check) */
     int no_color;
-    int help;      /* --help / -h was given */
-    unsigned seen; /* CLI_O_* bits of the options given */
+    const char *name;  /* list: workflow names, comma-separated */
+    const char *since; /* list: a duration */
+    const char *limit; /* list: how many */
+    int help;          /* --help / -h was given */
+    unsigned seen;     /* CLI_O_* bits of the options given */
 } cli;
 
 typedef struct cli_tp cli_tp;
@@ -132,6 +138,9 @@ int cli_event(cli_watcher *w, const char *json);
 /* The workflow (Conductor's Workflow JSON, borrowed) for people: a summary,
  * then a table of its tasks; colour when color is set. */
 void cli_show_status(FILE *f, json_object *wf, int color);
+/* A search's answer ({totalHits, results: [WorkflowSummary]}, borrowed) as
+ * a table of runs, then how many of how many; colour when color is set. */
+void cli_show_list(FILE *f, json_object *res, int color);
 /* ms as people read it: 120ms, 1.4s, 2m03s, 1h05m, 2d03h. */
 void cli_duration(char *buf, size_t n, int64_t ms);
 /* ms since the epoch in local time: "YYYY-MM-DD HH:MM:SS.mmm ZONE" with date
@@ -165,6 +174,7 @@ int cli_plugins(const cli *c, cli_tp *t);
 int cli_start(const cli *c, cli_tp *t);
 int cli_register(const cli *c, cli_tp *t);
 int cli_status(const cli *c, cli_tp *t);
+int cli_list(const cli *c, cli_tp *t);
 int cli_wait(const cli *c, cli_tp *t);
 int cli_watch(const cli *c, cli_tp *t);
 int cli_terminate(const cli *c, cli_tp *t);

@@ -55,6 +55,95 @@ int cli_status(const cli *c, cli_tp *t)
     return rc;
 }
 
+/* A comma-separated list into list (at most max items, cut in text, a
+ * copy the caller frees): how many, or -1 (said on stderr) when too many. */
+static int split_list(const char *opt, char *text, const char **list, int max)
+{
+    char *save = NULL, *item;
+    int n = 0;
+    for (item = strtok_r(text, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (*item == ' ')
+            item++;
+        if (!*item) continue;
+        if (n == max) {
+            fprintf(stderr, "weft: --%s lists more than %d values\n", opt, max);
+            return -1;
+        }
+        list[n++] = item;
+    }
+    return n;
+}
+
+static const char *const wf_statuses[] = {"RUNNING", "PAUSED",    "COMPLETED",
+                                          "FAILED",  "TIMED_OUT", "TERMINATED"};
+
+/* list [--status S,..] [--name N,..] [--since D] [--correlation-id X] [--limit N] */
+int cli_list(const cli *c, cli_tp *t)
+{
+    enum { LIST_MAX = 32 };
+    const char *statuses[LIST_MAX], *names[LIST_MAX];
+    char *st_text = c->status ? strdup(c->status) : NULL,
+         *nm_text = c->name ? strdup(c->name) : NULL;
+    st_query q;
+    json_object *res = NULL;
+    int ns = 0, nn = 0, i, k, rc = EXIT_USAGE;
+    long limit = 20;
+    memset(&q, 0, sizeof q);
+    if ((c->status && !st_text) || (c->name && !nm_text)) goto out;
+    if (c->limit) {
+        char *end;
+        limit = strtol(c->limit, &end, 10);
+        if (end == c->limit || *end || limit < 1 || limit > 1000) {
+            die(EXIT_USAGE, "--limit must be a whole number from 1 to 1000, not '%s'", c->limit);
+            goto out;
+        }
+    }
+    if ((st_text && (ns = split_list("status", st_text, statuses, LIST_MAX)) < 0) ||
+        (nm_text && (nn = split_list("name", nm_text, names, LIST_MAX)) < 0))
+        goto out;
+    for (i = 0; i < ns; i++) {
+        for (k = 0; k < 6 && strcmp(statuses[i], wf_statuses[k]); k++)
+            ;
+        if (k == 6) {
+            die(EXIT_USAGE,
+                "--status %s: use RUNNING, PAUSED, COMPLETED, FAILED, TIMED_OUT or TERMINATED",
+                statuses[i]);
+            goto out;
+        }
+    }
+    if (c->since) {
+        weft_error err = {0};
+        json_object *d = json_object_new_string(c->since);
+        int64_t ms = 0;
+        int bad = wu_parse_duration(d, &ms, &err) || ms <= 0;
+        json_object_put(d);
+        if (bad) {
+            die(EXIT_USAGE, "--since %s: a duration such as 30s, 15m, 1h or 7d", c->since);
+            goto out;
+        }
+        q.start_after = wu_now_ms() - ms;
+    }
+    q.statuses = statuses;
+    q.nstatuses = (size_t)ns;
+    q.names = names;
+    q.nnames = (size_t)nn;
+    q.correlation_id = c->correlation_id;
+    q.size = (size_t)limit;
+    if ((rc = t->ops->list(t, &q, &res)) == EXIT_OK) {
+        if (cli_json(c))
+            printf("%s\n", json_object_to_json_string_ext(res, JSON_C_TO_STRING_PRETTY |
+                                                                   JSON_C_TO_STRING_SPACED |
+                                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        else
+            cli_show_list(stdout, res, cli_color(c, stdout));
+    }
+out:
+    json_object_put(res);
+    free(st_text);
+    free(nm_text);
+    return rc;
+}
+
 /* Its end: the reason on stderr unless it completed, the output on stdout. */
 static int wait_done(const char *id, const tp_wf *w)
 {

@@ -36,7 +36,10 @@ static const struct cli_opt {
      "start at most once per key: the same key gives the same id"},
     {"timeout", "S", offsetof(cli, timeout), "seconds to wait at most (exit 3 past them)"},
     {"reason", "R", offsetof(cli, reason), "why (kept with the workflow or task)"},
-    {"status", "COMPLETED|FAILED", offsetof(cli, status), "how the task ends (default COMPLETED)"},
+    {"status", "S", offsetof(cli, status),
+     "signal: how the task ends, COMPLETED (default) or FAILED;\n"
+     "list: the runs of these statuses (comma-separated: RUNNING, PAUSED,\n"
+     "COMPLETED, FAILED, TIMED_OUT, TERMINATED)"},
     {"quiet", NULL, offsetof(cli, quiet), "no task transitions on stderr (also -q)"},
     {"priority", "0-99", offsetof(cli, priority),
      "its tasks are claimed before those of lower priorities (default 0)"},
@@ -47,6 +50,9 @@ static const struct cli_opt {
      "text for people (default), or json (also -o json)"},
     {"no-color", NULL, offsetof(cli, no_color),
      "no colours (also NO_COLOR=1; colours only on a terminal)"},
+    {"name", "N", offsetof(cli, name), "the runs of these workflows (comma-separated names)"},
+    {"since", "D", offsetof(cli, since), "the runs started in the last D (30s, 15m, 1h, 7d)"},
+    {"limit", "N", offsetof(cli, limit), "how many runs, newest first (1 to 1000, default 20)"},
 };
 
 #define NOPTS (sizeof opts / sizeof opts[0])

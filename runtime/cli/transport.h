@@ -47,6 +47,9 @@ typedef struct tp_ops {
      * (borrowed, may be NULL) and, when failed, reason. */
     int (*signal)(cli_tp *t, const char *id, const char *ref, int failed, const char *reason,
                   json_object *output);
+    /* The runs q finds: *res is {totalHits, results: [WorkflowSummary]}
+     * (owned), as GET /api/workflow/search answers. */
+    int (*list)(cli_tp *t, const st_query *q, json_object **res);
     void (*close)(cli_tp *t);
 } tp_ops;
 

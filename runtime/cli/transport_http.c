@@ -417,7 +417,78 @@ static void h_close(cli_tp *t)
     free(a);
 }
 
+/* q as Conductor's query text, into b (empty when q filters nothing). */
+static void query_text(const st_query *q, wu_buf *b)
+{
+    char num[32];
+    size_t i;
+    const char *and = "";
+    if (q->nstatuses) {
+        wu_buf_add(b, "status IN (", 11);
+        for (i = 0; i < q->nstatuses; i++) {
+            if (i) wu_buf_add(b, ",", 1);
+            wu_buf_add(b, q->statuses[i], strlen(q->statuses[i]));
+        }
+        wu_buf_add(b, ")", 1);
+        and = " AND ";
+    }
+    if (q->nnames) {
+        wu_buf_add(b, and, strlen(and));
+        wu_buf_add(b, "workflowType IN (", 17);
+        for (i = 0; i < q->nnames; i++) {
+            if (i) wu_buf_add(b, ",", 1);
+            /* quoted: a name may hold what the query language takes apart */
+            wu_buf_add(b, "\"", 1);
+            wu_buf_add(b, q->names[i], strlen(q->names[i]));
+            wu_buf_add(b, "\"", 1);
+        }
+        wu_buf_add(b, ")", 1);
+        and = " AND ";
+    }
+    if (q->start_after) {
+        snprintf(num, sizeof num, "%lld", (long long)q->start_after);
+        wu_buf_add(b, and, strlen(and));
+        wu_buf_add(b, "startTime > ", 12);
+        wu_buf_add(b, num, strlen(num));
+        and = " AND ";
+    }
+    if (q->correlation_id) {
+        wu_buf_add(b, and, strlen(and));
+        wu_buf_add(b, "correlationId = \"", 17);
+        wu_buf_add(b, q->correlation_id, strlen(q->correlation_id));
+        wu_buf_add(b, "\"", 1);
+    }
+}
+
+/* GET /api/workflow/search with q's query. */
+static int h_list(cli_tp *t, const st_query *q, json_object **res)
+{
+    api *a = t->impl;
+    wu_buf text = {0}, path = {0}, out = {0};
+    char size[32], *e = NULL;
+    int rc;
+    *res = NULL;
+    query_text(q, &text);
+    snprintf(size, sizeof size, "%zu", q->size);
+    wu_buf_add(&path, "/api/workflow/search?sort=startTime:DESC&size=", 46);
+    wu_buf_add(&path, size, strlen(size));
+    if (text.len && (e = esc(a, text.data))) {
+        wu_buf_add(&path, "&query=", 7);
+        wu_buf_add(&path, e, strlen(e));
+    }
+    rc = text.len && !e ? die(EXIT_USAGE, "%s", "out of memory")
+                        : api_simple(a, "GET", path.data, NULL, &out);
+    if (rc == EXIT_OK && !(*res = json_tokener_parse(out.data ? out.data : "")))
+        rc = die(EXIT_USAGE, "the search answered no JSON: %.300s", out.data ? out.data : "");
+    free(e);
+    wu_buf_free(&text);
+    wu_buf_free(&path);
+    wu_buf_free(&out);
+    return rc;
+}
+
 static const tp_ops ops = {
+    .list = h_list,
     .start = h_start,
     .reg = h_reg,
     .status = h_status,

@@ -327,7 +327,29 @@ st_store *tp_store(cli_tp *t)
     return ((rtp *)t->impl)->st;
 }
 
+static json_object *summary_of(const xc_exec *x, int arg)
+{
+    (void)arg;
+    return xc_summary(x);
+}
+
+/* The runs q finds, as GET /api/workflow/search answers them. */
+static int r_list(cli_tp *t, const st_query *q, json_object **res)
+{
+    rtp *k = t->impl;
+    weft_error err = {0};
+    long long total = 0;
+    json_object *results;
+    *res = NULL;
+    if (op_find(&k->op, q, summary_of, 0, &total, &results, &err)) return cli_fail(&err);
+    *res = json_object_new_object();
+    json_object_object_add(*res, "totalHits", json_object_new_int64(total));
+    json_object_object_add(*res, "results", results);
+    return EXIT_OK;
+}
+
 static const tp_ops ops = {
+    .list = r_list,
     .start = r_start,
     .reg = r_reg,
     .status = r_status,

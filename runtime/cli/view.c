@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* strptime, timegm */
 /*
  * How weft shows workflows to people: status's summary and task table,
  * watch's lines, durations and local times. Colour only when cli_color says
@@ -329,4 +330,77 @@ int cli_event(cli_watcher *w, const char *json)
     }
     json_object_put(ev);
     return end;
+}
+
+/* A summary's time ("2026-11-26T08:00:00.123Z", UTC) in ms; 0 when absent. */
+static int64_t iso_ms(const char *s)
+{
+    struct tm tm;
+    int ms = 0;
+    const char *p;
+    memset(&tm, 0, sizeof tm);
+    if (!s || !(p = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm))) return 0;
+    if (*p == '.') ms = atoi(p + 1);
+    return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
+void cli_show_list(FILE *f, json_object *res, int color)
+{
+    static const char *head[] = {"ID",   "WORKFLOW",    "STATUS", "STARTED",
+                                 "TOOK", "CORRELATION", "REASON"};
+    json_object *results = NULL;
+    int w[6] = {2, 8, STATUS_COLS, 19, 4, 11}, room, c;
+    size_t i, n;
+    char buf[512], why[4096];
+    if (!json_object_object_get_ex(res, "results", &results) ||
+        !json_object_is_type(results, json_type_array))
+        results = NULL;
+    n = results ? json_object_array_length(results) : 0;
+    if (!n) {
+        fputs("(no runs)\n", f);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(results, i);
+        const char *id = str(r, "workflowId"), *corr = str(r, "correlationId");
+        snprintf(buf, sizeof buf, "%s v%lld", str(r, "workflowType") ? str(r, "workflowType") : "?",
+                 (long long)num(r, "version"));
+        if (id && cols(id) > w[0]) w[0] = cols(id);
+        if (cols(buf) > w[1]) w[1] = cols(buf) > 40 ? 40 : cols(buf);
+        if (corr && cols(corr) > w[5]) w[5] = cols(corr) > 30 ? 30 : cols(corr);
+    }
+    w[4] = 8;
+    room = line_width(f);
+    for (c = 0; c < 6; c++)
+        room -= w[c] + 2;
+    if (room < REASON_MIN) room = REASON_MIN;
+    for (c = 0; c < 7; c++)
+        cell(f, head[c], c < 6 ? w[c] + 2 : 0, color ? BOLD : NULL);
+    fputc('\n', f);
+    for (i = 0; i < n; i++) {
+        json_object *r = json_object_array_get_idx(results, i);
+        const char *s = str(r, "status"), *reason = str(r, "reasonForIncompletion");
+        int64_t start = iso_ms(str(r, "startTime")), end = iso_ms(str(r, "endTime"));
+        cell(f, str(r, "workflowId") ? str(r, "workflowId") : "?", w[0] + 2, NULL);
+        snprintf(buf, sizeof buf, "%s v%lld", str(r, "workflowType") ? str(r, "workflowType") : "?",
+                 (long long)num(r, "version"));
+        fit(why, sizeof why, buf, w[1]);
+        cell(f, why, w[1] + 2, NULL);
+        cell(f, s ? s : "?", w[2] + 2, color ? status_color(s) : NULL);
+        cli_local_time(buf, sizeof buf, start, 1);
+        buf[19] = 0; /* to the second */
+        cell(f, start ? buf : "-", w[3] + 2, NULL);
+        cli_duration(buf, sizeof buf, (end ? end : wu_now_ms()) - start);
+        cell(f, start ? buf : "-", w[4] + 2, NULL);
+        fit(why, sizeof why, str(r, "correlationId") ? str(r, "correlationId") : "", w[5]);
+        fit(buf, sizeof buf, reason ? reason : "", room);
+        cell(f, why, *buf ? w[5] + 2 : 0, NULL);
+        fprintf(f, "%s\n", buf);
+    }
+    {
+        long long total = json_object_object_get_ex(res, "totalHits", &results)
+                              ? (long long)json_object_get_int64(results)
+                              : (long long)n;
+        fprintf(f, "\n%zu of %lld run%s\n", n, total, total == 1 ? "" : "s");
+    }
 }

@@ -2,7 +2,7 @@
 # `weft CMD --help`, so they never drift from the binary), and file names
 # where a command takes a FILE. Installed as bash-completion/completions/weft.
 
-_weft_commands="run compile validate plugins start status wait watch register terminate
+_weft_commands="run compile validate plugins start status list wait watch register terminate
 pause resume retry restart signal secret help"
 
 # _weft_files CUR: definition files (.lua, .json) and directories
@@ -54,11 +54,15 @@ _weft() {
         return
         ;;
     --status)
-        COMPREPLY=($(compgen -W "COMPLETED FAILED" -- "$cur"))
+        if [ "$cmd" = list ]; then
+            COMPREPLY=($(compgen -W "RUNNING PAUSED COMPLETED FAILED TIMED_OUT TERMINATED" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "COMPLETED FAILED" -- "$cur"))
+        fi
         return
         ;;
     --redis | --prefix | --api | --version | --correlation-id | --idempotency-key | --timeout | \
-        --reason | --priority | --domain)
+        --reason | --priority | --domain | --name | --since | --limit)
         return
         ;;
     esac

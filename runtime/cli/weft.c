@@ -63,6 +63,20 @@ static const cli_cmd commands[] = {
      .min_args = 1,
      .where = ON_REDIS,
      .run = cli_status},
+    {.name = "list",
+     .args = "",
+     .summary = "the runs, newest first: by status, name, start time",
+     .about = "A table: id, workflow and version, status, start time, how long it took\n"
+              "(or runs so far), correlation id, reason. Every run weftd keeps is found:\n"
+              "those not ended and those that ended within its retention. -o json prints\n"
+              "the search's answer ({totalHits, results: [WorkflowSummary]}).\n"
+              "  weft list --status FAILED --since 1h\n"
+              "  weft list --name orders,refunds --status RUNNING,PAUSED --limit 100",
+     .opts = CLI_O_SHOW | CLI_O_REMOTE | CLI_O_STATUS | CLI_O_NAME | CLI_O_SINCE | CLI_O_LIMIT |
+             CLI_O_CORRELATION_ID,
+     .min_args = 0,
+     .where = ON_REDIS,
+     .run = cli_list},
     {.name = "wait",
      .args = "ID",
      .summary = "until it ends; prints its output",

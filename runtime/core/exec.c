@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void init_variables(xc_exec *x);
 
@@ -350,6 +351,67 @@ json_object *xc_to_json(const xc_exec *x)
         json_object_array_add(tasks, xc_task_to_json(x, x->tasks.items[i]));
     json_object_object_add(o, "tasks", tasks);
     json_object_object_add(o, "workflowDefinition", json_object_get(x->def->json));
+    return o;
+}
+
+/* ms as Conductor's summaries write times: "2026-11-26T08:00:00.123Z" (UTC). */
+static json_object *iso_time(int64_t ms)
+{
+    char buf[40];
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (ms <= 0 || !gmtime_r(&t, &tm)) return NULL;
+    snprintf(buf + strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm), 16, ".%03dZ",
+             (int)(ms % 1000));
+    return json_object_new_string(buf);
+}
+
+/* The JSON text of v (null for none). */
+static json_object *text_of(json_object *v)
+{
+    return json_object_new_string(
+        v ? json_object_to_json_string_ext(v,
+                                           JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+          : "null");
+}
+
+json_object *xc_summary(const xc_exec *x)
+{
+    json_object *o = json_object_new_object(), *failed = json_object_new_array();
+    wu_buf refs = {0};
+    size_t i;
+    add_str(o, "workflowType", x->def->name);
+    json_object_object_add(o, "version", json_object_new_int(x->def->version));
+    add_str(o, "workflowId", x->id);
+    add_str(o, "correlationId", x->correlation_id);
+    json_object_object_add(o, "startTime", iso_time(x->created_ms));
+    json_object_object_add(o, "updateTime", iso_time(x->updated_ms));
+    if (xc_wf_terminal(x->status)) json_object_object_add(o, "endTime", iso_time(x->ended_ms));
+    add_str(o, "status", weft_wf_status_name(x->status));
+    json_object_object_add(o, "input", text_of(x->input));
+    json_object_object_add(o, "output", text_of(x->output));
+    add_str(o, "reasonForIncompletion", x->reason);
+    json_object_object_add(o, "executionTime",
+                           json_object_new_int64(xc_wf_terminal(x->status) && x->ended_ms
+                                                     ? x->ended_ms - x->created_ms
+                                                     : 0));
+    add_str(o, "event", "");
+    for (i = 0; i < x->tasks.len; i++) {
+        const xc_task *t = x->tasks.items[i];
+        if (t->retried ||
+            (t->status != WEFT_TASK_FAILED && t->status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR &&
+             t->status != WEFT_TASK_TIMED_OUT))
+            continue;
+        if ((refs.len && wu_buf_add(&refs, ",", 1)) || wu_buf_add(&refs, t->ref, strlen(t->ref)))
+            break;
+        json_object_array_add(failed, json_object_new_string(t->def->name));
+    }
+    add_str(o, "failedReferenceTaskNames", refs.data ? refs.data : "");
+    json_object_object_add(o, "failedTaskNames", failed);
+    json_object_object_add(o, "priority", json_object_new_int(x->priority));
+    add_str(o, "externalInputPayloadStoragePath", x->input_ref);
+    add_str(o, "externalOutputPayloadStoragePath", x->output_ref);
+    wu_buf_free(&refs);
     return o;
 }
 

@@ -150,6 +150,10 @@ void xc_set_reason(char **slot, const char *fmt, ...) __attribute__((format(prin
 
 /* Conductor's Workflow JSON (with tasks[]) and Task JSON. Caller owns. */
 json_object *xc_to_json(const xc_exec *x);
+/* Conductor's WorkflowSummary of x (what a search answers): its times as
+ * UTC texts ("2026-11-26T08:00:00.123Z"), input and output as JSON texts,
+ * failedReferenceTaskNames comma-separated. */
+json_object *xc_summary(const xc_exec *x);
 json_object *xc_task_to_json(const xc_exec *x, const xc_task *t);
 
 int xc_wf_status_parse(const char *s, weft_wf_status *out);

@@ -38,6 +38,40 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
     return ST(env->st, exec_load, id, out, fence, err);
 }
 
+int op_find(op_env *env, const st_query *q, json_object *(*shape)(const xc_exec *x, int arg),
+            int arg, long long *total, json_object **out, weft_error *err)
+{
+    st_hit *h = NULL;
+    size_t n = 0, i;
+    const char **ids = NULL;
+    xc_exec **xs = NULL;
+    int *rcs = NULL, rc;
+    *out = NULL;
+    if ((rc = ST(env->st, search, q, total, &h, &n, err)) != 0) return rc;
+    ids = calloc(n + 1, sizeof *ids);
+    xs = calloc(n + 1, sizeof *xs);
+    rcs = calloc(n + 1, sizeof *rcs);
+    if (!ids || !xs || !rcs) {
+        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (i = 0; i < n; i++)
+        ids[i] = h[i].id;
+    if (n && (rc = ST(env->st, exec_load_many, ids, n, xs, rcs, err)) != 0) goto out;
+    *out = json_object_new_array();
+    for (i = 0; i < n; i++)
+        if (rcs[i] == 0) { /* (one gone since the search is left out) */
+            json_object_array_add(*out, shape(xs[i], arg));
+            xc_free(xs[i]);
+        }
+out:
+    free(h);
+    free(ids);
+    free(xs);
+    free(rcs);
+    return rc;
+}
+
 /* ---- status lane events, collected while a change runs ---- */
 
 typedef struct collect {

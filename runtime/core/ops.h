@@ -148,6 +148,11 @@ int op_load_many(op_env *env, const char *const *ids, size_t n, xc_exec **out, i
 
 /* Load an execution (caller frees with xc_free). */
 int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_error *err);
+/* The runs q finds (st_ops.search), loaded, each made into JSON by shape
+ * (given arg): *total of them match, the page in the array *out (owned; a
+ * run gone since the search is left out). */
+int op_find(op_env *env, const st_query *q, json_object *(*shape)(const xc_exec *x, int arg),
+            int arg, long long *total, json_object **out, weft_error *err);
 
 /* dec_env.domain_active over a store (ud: an op_domains): a claim polled the
  * domain's queue within the last 10 seconds, as Conductor counts an active

@@ -3,7 +3,7 @@
 # generated `weft --help`, and usage errors (exit 2) that name what was wrong.
 . "$WEFT_TOP_SRCDIR/tests/integration/lib.sh"
 
-commands="run compile validate plugins start status wait watch register terminate pause resume
+commands="run compile validate plugins start status list wait watch register terminate pause resume
 retry restart signal secret"
 
 run_weft --help

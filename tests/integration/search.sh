@@ -243,6 +243,34 @@ other=$ext1
 search "query=$(enc 'status IN (RUNNING)')"
 expect_eq "and only s_ext's other run RUNNING" "$(jq -r '[.results[].workflowId]|join(" ")' <<<"$body")" "$other"
 
+# ---- weft list: over Redis and through the API ----
+for via in redis api; do
+    set -- ; [ $via = api ] && set -- --api "$API"
+    COLUMNS=200 run_weft list --status FAILED "$@"
+    expect_rc "weft list --status FAILED ($via)" 0
+    case $out in *"$bad1"*"s_bad v1"*FAILED*kaboom*) ok "weft list ($via): a row per run, with its reason" ;; *)
+        not_ok "weft list ($via): $out" ;; esac
+    expect_eq "weft list ($via): how many of how many" "$(tail -n 1 <<<"$out")" "2 of 2 runs"
+    case $(head -n 1 <<<"$out") in ID*WORKFLOW*STATUS*STARTED*TOOK*CORRELATION*REASON) ok "weft list ($via): its header" ;; *)
+        not_ok "header: $(head -n 1 <<<"$out")" ;; esac
+    run_weft list --name s_good,s_ext --limit 2 -o json "$@"
+    expect_eq "weft list --name a,b --limit 2 -o json ($via)" "$(jq -c '[.totalHits, (.results|length)]' <<<"$out")" '[5,2]'
+    run_weft list --since 1h --correlation-id order-2 "$@"
+    expect_eq "weft list --since 1h --correlation-id ($via)" "$(tail -n 1 <<<"$out")" "1 of 1 run"
+    run_weft list --status DONE "$@"
+    expect_rc "weft list --status DONE ($via)" 2
+    expect_err "weft list --status DONE ($via)" "--status DONE: use RUNNING"
+done
+run_weft list --limit 0
+expect_rc "weft list --limit 0" 2
+run_weft list --since soon
+expect_rc "weft list --since soon" 2
+expect_err "weft list --since soon" "a duration such as"
+run_weft list --status FAILED --name nothing_like_it
+expect_eq "weft list: none" "$out" "(no runs)"
+run_weft list --redis redis://127.0.0.1:1
+expect_rc "weft list, Redis unreachable" 4
+
 # ---- unknown routes and methods ----
 get "/api/nothing/here"
 expect_code "an unknown route" 404
