@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "base/log.h"
 #include "core/def.h"
 #include "daemon/metrics.h"
 #include "store/payload.h"
@@ -49,8 +50,9 @@ typedef struct ap_config {
     ps_store *payloads;       /* large payloads (shared, thread-safe); may be NULL */
     const char *const *types; /* queues whose depth /metrics reports (borrowed) */
     size_t ntypes;
-    /* Log one line (level: WEFT_LOG_*); msg has no newline. */
-    void (*log)(void *ud, int level, const char *msg);
+    /* Log one line (level: WEFT_LOG_*) with its fields (ended by a NULL
+     * key; NULL: none); msg has no newline. */
+    void (*log)(void *ud, int level, const lg_field *fields, const char *msg);
     void *log_ud;
 } ap_config;
 

@@ -131,8 +131,11 @@ typedef mhd_result (*handler)(ctx *c);
 /* Whether ap_stop has begun. */
 int ap_stopping(const ap_server *s);
 
-/* Log one line through cfg.log (nothing when it is NULL). */
-__attribute__((format(printf, 3, 4))) void ap_say(ap_server *s, int level, const char *fmt, ...);
+/* Log one line with fields (NULL: none) through cfg.log (nothing when it is
+ * NULL); ap_say without fields. */
+__attribute__((format(printf, 4, 5))) void ap_log(ap_server *s, int level, const lg_field *fields,
+                                                  const char *fmt, ...);
+#define ap_say(s, level, ...) ap_log((s), (level), NULL, __VA_ARGS__)
 
 /* This thread's state, made on first use (freed when the thread ends);
  * NULL when out of memory. Owned by the thread. */

@@ -49,7 +49,7 @@ int ap_stopping(const ap_server *s)
     return __atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE);
 }
 
-void ap_say(ap_server *s, int level, const char *fmt, ...)
+void ap_log(ap_server *s, int level, const lg_field *fields, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
@@ -57,7 +57,7 @@ void ap_say(ap_server *s, int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    s->cfg.log(s->cfg.log_ud, level, msg);
+    s->cfg.log(s->cfg.log_ud, level, fields, msg);
 }
 
 /* ---- per-thread state ---- */
@@ -100,9 +100,9 @@ int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err
     return st_redis_open(&o, out, err);
 }
 
-static void api_note(void *ud, int level, const char *msg)
+static void api_note(void *ud, int level, const lg_field *fields, const char *msg)
 {
-    ap_say(ud, level, "%s", msg);
+    ap_log(ud, level, fields, "%s", msg);
 }
 
 /* This thread's state, made on first use. A Redis that cannot be reached
@@ -746,11 +746,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (!q) return;
     if (q->code) {
-        ap_say(s, q->code >= 500 ? WEFT_LOG_WARN : WEFT_LOG_DEBUG,
-               "api method=%s path=%s status=%d ms=%lld%s%s%s", q->method, q->url, q->code,
-               (long long)(wu_mono_ms() - q->t0),
-               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)",
-               q->why[0] ? " error=" : "", q->why);
+        char code[8], ms[24];
+        snprintf(code, sizeof code, "%d", q->code);
+        snprintf(ms, sizeof ms, "%lld", (long long)(wu_mono_ms() - q->t0));
+        ap_log(s, q->code >= 500 ? WEFT_LOG_WARN : WEFT_LOG_DEBUG,
+               LG_FIELDS({"method", q->method}, {"path", q->url}, {"status", code}, {"ms", ms},
+                         {"error", q->why[0] ? q->why : NULL}),
+               "api request%s",
+               toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
         mt_api_request(s->cfg.metrics, q->code);
     }
     if (q->lp) json_object_put(q->lp->arr);

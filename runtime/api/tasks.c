@@ -119,7 +119,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
 
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    ap_say(ud, WEFT_LOG_WARN, "api: workflow %s: %s", workflow_id, msg);
+    ap_log(ud, WEFT_LOG_WARN, LG_FIELDS({"workflow", workflow_id}), "api: %s", msg);
 }
 
 /* Members whose lease expired too often fail their task (the decider retries it). */
@@ -167,8 +167,8 @@ static int hand_out(ap_server *s, tls *t, const st_lease *l, int64_t lease_ms, c
         weft_error e2 = {0};
         /* contention: let it expire now, so the next poll gets it again */
         ST(t->st, lease_extend, l->type, l->workflow_id, l->task_id, 0, &e2);
-        ap_say(s, WEFT_LOG_WARN, "api: task %s of workflow %s: %s", l->task_id, l->workflow_id,
-               err.msg);
+        ap_log(s, WEFT_LOG_WARN, LG_FIELDS({"workflow", l->workflow_id}, {"task_id", l->task_id}),
+               "api: %s", err.msg);
     }
     return 0;
 }
@@ -393,8 +393,8 @@ static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, 
         weft_error e2 = {0};
         if (ST(t->st, task_log_add, wfid, a->found_id, (const char *const *)a->lines.v, a->lines.n,
                &e2))
-            ap_say(s, WEFT_LOG_WARN, "api: task %s: its logs were not kept: %s", a->found_id,
-                   e2.msg);
+            ap_log(s, WEFT_LOG_WARN, LG_FIELDS({"task_id", a->found_id}),
+                   "api: its logs were not kept: %s", e2.msg);
     }
     if (a->status == WEFT_TASK_IN_PROGRESS) {
         if (a->callback_ms <= 0) {

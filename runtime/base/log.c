@@ -221,8 +221,8 @@ void lg_say(int level, const char *fmt, ...)
     va_end(ap);
 }
 
-void lg_hook(void *ud, int level, const char *msg)
+void lg_hook(void *ud, int level, const lg_field *fields, const char *msg)
 {
     (void)ud;
-    lg_log(level, NULL, "%s", msg);
+    lg_log(level, fields, "%s", msg);
 }

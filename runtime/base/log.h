@@ -64,8 +64,8 @@ void lg_vlog(int level, const lg_field *fields, const char *fmt, va_list ap);
 /* lg_log without fields. */
 void lg_say(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A ready message, for log hooks of the shape (ud, level, msg) such as the
- * REST API's ap_config.log; ud is unused. */
-void lg_hook(void *ud, int level, const char *msg);
+/* A ready message and its fields (NULL: none), for log hooks of the shape
+ * (ud, level, fields, msg) such as the REST API's ap_config.log; ud is unused. */
+void lg_hook(void *ud, int level, const lg_field *fields, const char *msg);
 
 #endif

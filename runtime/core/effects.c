@@ -230,7 +230,7 @@ static void warn(op_env *env, const char *fmt, ...)
     if (env->hooks->warn)
         env->hooks->warn(env->hooks->ud, line);
     else
-        env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, line);
+        env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, NULL, line);
 }
 
 /* A child ended: its parent's SUB_WORKFLOW task completes with its result. */

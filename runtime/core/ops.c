@@ -74,9 +74,17 @@ out:
 
 /* ---- status lane events, collected while a change runs ---- */
 
+/* A log line of a change (op_hooks.note): its level, what it is about as
+ * fields, its message. One allocation: the strings follow the struct. */
+typedef struct note {
+    int level;
+    lg_field f[7]; /* workflow, name, task, type, status, reason; the end */
+    const char *msg;
+} note;
+
 typedef struct collect {
     wu_vec events;         /* char * JSON texts */
-    wu_vec notes;          /* log lines for op_hooks.note: the level's digit, then the text */
+    wu_vec notes;          /* note *: log lines for op_hooks.note */
     int ended;             /* the workflow's end is noted */
     const op_hooks *hooks; /* its change hook hears of every change */
 } collect;
@@ -84,37 +92,56 @@ typedef struct collect {
 /* A log line of a change, kept until the change is saved: failures,
  * retries, timeouts and the workflow's end. Plain progress (a task started or
  * completed) is left to the status lane, so successes cost nothing here. */
+/* A note of level with msg about x (and t), with its reason (NULL: none),
+ * kept in c. */
+static void add_note(collect *c, int level, const xc_exec *x, const xc_task *t, const char *status,
+                     const char *reason, const char *msg)
+{
+    const char *v[6] = {x->id,  x->def->name, t ? t->ref : NULL, t ? t->def->type_name : NULL,
+                        status, reason};
+    static const char *const keys[6] = {"workflow", "name", "task", "type", "status", "reason"};
+    size_t len = sizeof(note) + strlen(msg) + 1, i, k = 0;
+    note *n;
+    char *p;
+    for (i = 0; i < 6; i++)
+        len += v[i] ? strlen(v[i]) + 1 : 0;
+    if (!(n = malloc(len))) return;
+    n->level = level;
+    p = (char *)(n + 1);
+    for (i = 0; i < 6; i++)
+        if (v[i]) {
+            n->f[k].key = keys[i];
+            n->f[k++].value = strcpy(p, v[i]);
+            p += strlen(v[i]) + 1;
+        }
+    n->f[k].key = n->f[k].value = NULL;
+    n->msg = strcpy(p, msg);
+    if (wu_vec_push(&c->notes, n)) free(n);
+}
+
 static void note_change(collect *c, const xc_exec *x, const xc_task *t)
 {
-    char line[WEFT_ERROR_MAX + 256], *dup;
-    int level = WEFT_LOG_WARN;
+    char msg[128];
+    const char *why;
     if (!t) {
         if (!xc_wf_terminal(x->status) || c->ended) return;
         c->ended = 1;
-        if (x->status == WEFT_WF_COMPLETED) {
-            level = WEFT_LOG_INFO;
-            snprintf(line, sizeof line, "%dworkflow %s (%s) COMPLETED", level, x->id, x->def->name);
-        } else {
-            snprintf(line, sizeof line, "%dworkflow %s (%s) %s: %s", level, x->id, x->def->name,
-                     weft_wf_status_name(x->status), x->reason ? x->reason : "no reason given");
-        }
+        why = x->status == WEFT_WF_COMPLETED ? NULL : x->reason ? x->reason : "no reason given";
+        snprintf(msg, sizeof msg, "workflow %s", weft_wf_status_name(x->status));
+        add_note(c, why ? WEFT_LOG_WARN : WEFT_LOG_INFO, x, NULL, weft_wf_status_name(x->status),
+                 why, msg);
     } else if (t->status == WEFT_TASK_FAILED || t->status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR ||
                t->status == WEFT_TASK_TIMED_OUT) {
-        snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) %s: %s", level, x->id, t->ref,
-                 t->def->type_name, weft_task_status_name(t->status),
-                 t->reason ? t->reason : "no reason given");
+        snprintf(msg, sizeof msg, "task %s", weft_task_status_name(t->status));
+        add_note(c, WEFT_LOG_WARN, x, t, weft_task_status_name(t->status),
+                 t->reason ? t->reason : "no reason given", msg);
     } else if (t->status == WEFT_TASK_SCHEDULED && t->retry_count > 0) {
-        level = WEFT_LOG_INFO;
         if (t->retry_count <= t->def->retry_count)
-            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d of %d", level,
-                     x->id, t->ref, t->def->type_name, t->retry_count, t->def->retry_count);
+            snprintf(msg, sizeof msg, "task retry %d of %d", t->retry_count, t->def->retry_count);
         else /* an operator's retry of the workflow */
-            snprintf(line, sizeof line, "%dworkflow %s: task '%s' (%s) retry %d", level, x->id,
-                     t->ref, t->def->type_name, t->retry_count);
-    } else {
-        return;
+            snprintf(msg, sizeof msg, "task retry %d", t->retry_count);
+        add_note(c, WEFT_LOG_INFO, x, t, NULL, NULL, msg);
     }
-    if ((dup = strdup(line)) && wu_vec_push(&c->notes, dup)) free(dup);
 }
 
 static void on_change(void *ud, const xc_exec *x, const xc_task *t)
@@ -145,8 +172,8 @@ static void say_notes(op_env *env, const collect *col)
 {
     size_t i;
     for (i = 0; env->hooks && env->hooks->note && i < col->notes.len; i++) {
-        const char *n = col->notes.items[i];
-        env->hooks->note(env->hooks->ud, n[0] - '0', n + 1);
+        const note *n = col->notes.items[i];
+        env->hooks->note(env->hooks->ud, n->level, n->f, n->msg);
     }
 }
 

@@ -13,6 +13,7 @@
 #define WEFT_OPS_H
 
 #include <pthread.h>
+#include "base/log.h"
 #include "core/decider.h"
 #include "core/def.h"
 #include "core/exec.h"
@@ -40,9 +41,10 @@ typedef struct op_hooks {
      * process saves it, wherever it was started. */
     void (*started)(void *ud, const xc_exec *x);
     /* A line to log (WEFT_LOG_*), once its change is saved: a task failed,
-     * timed out or is retried, a workflow ended; each names the workflow id,
-     * the task ref and the reason. */
-    void (*note)(void *ud, int level, const char *msg);
+     * timed out or is retried, a workflow ended. What it is about goes in
+     * fields (ended by a NULL key): workflow (its id), name, task (its ref),
+     * type, status, reason; msg says what happened ("task FAILED"). */
+    void (*note)(void *ud, int level, const lg_field *fields, const char *msg);
     /* A cascade that failed (effects.h): a parent not told, a failure
      * workflow not started. NULL: a WEFT_LOG_WARN note. */
     void (*warn)(void *ud, const char *msg);

@@ -2,9 +2,9 @@
  * and the decider's notes (logged). */
 #include "daemon/internal.h"
 
-static void on_note(void *ud, int level, const char *msg)
+static void on_note(void *ud, int level, const lg_field *fields, const char *msg)
 {
-    lg_say(level, "%s", msg);
+    lg_log(level, fields, "%s", msg);
 }
 
 /* What follows an end (its parent, its failure workflow) is the effects'

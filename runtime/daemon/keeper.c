@@ -7,7 +7,7 @@
 
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    lg_say(WEFT_LOG_WARN, "workflow %s: %s", workflow_id, msg);
+    lg_log(WEFT_LOG_WARN, LG_FIELDS({"workflow", workflow_id}), "%s", msg);
 }
 
 static int execs_alive(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err)
@@ -66,8 +66,9 @@ static void keep(worker *k)
     if (nr && ST(k->st, renew_many, renew, (size_t)nr, n->cfg->lease_ms, ok, &err) == 0) {
         for (i = 0; i < nr; i++)
             if (!ok[i])
-                lg_say(WEFT_LOG_WARN, "task %s of workflow %s: lost its lease", renew[i].task_id,
-                       renew[i].workflow_id);
+                lg_log(WEFT_LOG_WARN,
+                       LG_FIELDS({"workflow", renew[i].workflow_id}, {"task_id", renew[i].task_id}),
+                       "lost its lease");
     } else if (nr && !ST(k->st, broken)) {
         lg_say(WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);
     }

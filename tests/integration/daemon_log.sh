@@ -19,8 +19,9 @@ expect_line() {
     if wait_for 10 grep -q -- "$2" "$TMP/d1.log"; then ok "$1"; else
         not_ok "$1: no line like: $2"; grep -v 'level=debug' "$TMP/d1.log" | tail -n 15 | sed 's/^/# /'; fi
 }
-# expect_msg NAME LEVEL MSG: a whole line of d1's, at LEVEL, saying MSG
-expect_msg() { expect_line "$1" "^$TS level=$2 node=d1 msg=\"$3\"\$"; }
+# expect_msg NAME LEVEL FIELDS MSG: a whole line of d1's, at LEVEL, with
+# FIELDS (logfmt, as written) before msg, saying MSG
+expect_msg() { expect_line "$1" "^$TS level=$2 node=d1 $3 msg=\"$4\"\$"; }
 # start_wf NAME TASKS: start the workflow NAME made of TASKS (Lua); its id in $id
 start_wf() {
     printf 'local w = require "weft"\nreturn w.workflow { name = "%s",\n%s }\n' "$1" "$2" >"$TMP/$1.lua"
@@ -34,22 +35,28 @@ start_wf flaky_wf 'w.lambda { ref = "flaky", retry = { count = 2, delay = "100ms
   input = { n = "${flaky.retryCount}" },
   script = "if input.n == 0 then error([[first try fails]]) end return input.n" }'
 flaky=$id
-expect_msg "task failure: warn, workflow id, ref, type, reason" warn \
-    "workflow $flaky: task 'flaky' (LAMBDA) FAILED: lambda 'flaky':1: first try fails"
-expect_msg "retry: info, workflow id, ref, attempt" info "workflow $flaky: task 'flaky' (LAMBDA) retry 1 of 2"
-expect_msg "workflow COMPLETED: info" info "workflow $flaky (flaky_wf) COMPLETED"
+expect_msg "task failure: warn, workflow id, ref, type, reason as fields" warn \
+    "workflow=$flaky name=flaky_wf task=flaky type=LAMBDA status=FAILED reason=\"lambda 'flaky':1: first try fails\"" \
+    "task FAILED"
+expect_msg "retry: info, workflow id, ref, attempt" info \
+    "workflow=$flaky name=flaky_wf task=flaky type=LAMBDA" "task retry 1 of 2"
+expect_msg "workflow COMPLETED: info" info "workflow=$flaky name=flaky_wf status=COMPLETED" \
+    "workflow COMPLETED"
 
 # 2. a task that fails for good fails its workflow
 start_wf fails_wf 'w.lambda { ref = "boom", script = "error([[no way]])" }'
 expect_msg "workflow FAILED: warn, with the task's reason" warn \
-    "workflow $id (fails_wf) FAILED: task 'boom' (LAMBDA) failed: lambda 'boom':1: no way"
+    "workflow=$id name=fails_wf status=FAILED reason=\"task 'boom' (LAMBDA) failed: lambda 'boom':1: no way\"" \
+    "workflow FAILED"
 
 # 3. a task that runs too long times out, and so does its workflow
 start_wf slow_wf 'w.wait { ref = "forever", timeout = "1s" }'
 expect_msg "task timeout: warn, ref and reason" warn \
-    "workflow $id: task 'forever' (WAIT) TIMED_OUT: task timed out after 1s"
+    "workflow=$id name=slow_wf task=forever type=WAIT status=TIMED_OUT reason=\"task timed out after 1s\"" \
+    "task TIMED_OUT"
 expect_msg "workflow TIMED_OUT: warn" warn \
-    "workflow $id (slow_wf) TIMED_OUT: task 'forever' (WAIT) timed out: task timed out after 1s"
+    "workflow=$id name=slow_wf status=TIMED_OUT reason=\"task 'forever' (WAIT) timed out: task timed out after 1s\"" \
+    "workflow TIMED_OUT"
 
 # 4. an operator ends one through the daemon's API (one that goes straight to
 # Redis, without --api, is not seen by any daemon: the client reports it)
@@ -57,7 +64,7 @@ start_wf waits_wf 'w.wait { ref = "hold" }'
 run_weft terminate "$id" --reason "operator says stop" --api "$API"
 expect_rc "terminate" 0
 expect_msg "workflow TERMINATED: warn, with the operator's reason" warn \
-    "workflow $id (waits_wf) TERMINATED: operator says stop"
+    "workflow=$id name=waits_wf status=TERMINATED reason=\"operator says stop\"" "workflow TERMINATED"
 
 # 5. a plugin's log line: the daemon's format, the plugin's name
 start_wf say_wf 'w.task { ref = "nap", type = "FX_SLEEP", ms = 1, say = "hello from the fixture" }'
@@ -65,7 +72,7 @@ expect_line "plugin line: daemon format, plugin name" \
     "^$TS level=info node=d1 plugin=fx_sleep msg=\"slept 1 ms: hello from the fixture\"$"
 
 # a plain success logs nothing at info per task
-if grep "$flaky" "$TMP/d1.log" | grep -v 'level=debug' | grep -q 'COMPLETED\"$' &&
+if grep "$flaky" "$TMP/d1.log" | grep -v 'level=debug' | grep -q 'COMPLETED msg="workflow COMPLETED"$' &&
     [ "$(grep "$flaky" "$TMP/d1.log" | grep -vc 'level=debug')" -eq 3 ]; then
     ok "flaky_wf: three lines (failure, retry, end), none for the success"
 else
@@ -76,10 +83,10 @@ fi
 # and weftd goes on
 echo 'return { log_level = "debug" }' >"$TMP/weftd.lua"
 kill -HUP "$(weftd_pid d1)"
-expect_msg "SIGHUP: log_level reloaded, logged" info \
-    "SIGHUP received: log_level debug (was info); other settings take a restart"
+expect_line "SIGHUP: log_level reloaded, logged" \
+    "^$TS level=info node=d1 msg=\"SIGHUP received: log_level debug (was info); other settings take a restart\"\$"
 curl -s "$API/health" >/dev/null
-expect_line "debug lines follow" "^$TS level=debug node=d1 msg=\"api method=GET path=/health status=200"
+expect_line "debug lines follow" "^$TS level=debug node=d1 method=GET path=/health status=200 ms=[0-9]* msg=\"api request\""
 echo 'return { log_level = "loud" }' >"$TMP/weftd.lua"
 kill -HUP "$(weftd_pid d1)"
 expect_line "a bad configuration is logged and left" \
@@ -108,10 +115,12 @@ fi
 run_weft start "$TMP/fails_wf.lua"
 fid=$last
 run_weft wait "$fid" --timeout 20
-if wait_for 10 grep -q "\"msg\":\"workflow $fid (fails_wf) FAILED" "$TMP/d2.log"; then
-    line=$(grep -m1 "\"msg\":\"workflow $fid (fails_wf) FAILED" "$TMP/d2.log")
+if wait_for 10 grep -q "\"workflow\":\"$fid\".*\"msg\":\"workflow FAILED\"" "$TMP/d2.log"; then
+    line=$(grep -m1 "\"workflow\":\"$fid\".*\"msg\":\"workflow FAILED\"" "$TMP/d2.log")
     "$JSONEQ" "$line" "$line" && ok "log_format=json: a workflow's end with its reason" ||
         not_ok "log_format=json: not JSON: $line"
+    [ "$(jq -r '[.workflow, .name, .status, (.reason | test("no way"))] | join(" ")' <<<"$line")" = "$fid fails_wf FAILED true" ] &&
+        ok "log_format=json: workflow, name, status and reason are members" || not_ok "log_format=json: $line"
 else
     not_ok "log_format=json: no line for $fid's end"; grep -v '"level":"debug"' "$TMP/d2.log" | tail -n 5 | sed 's/^/# /'
 fi

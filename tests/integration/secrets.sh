@@ -212,7 +212,7 @@ no_secret_in "$TMP/answers" "every API and client answer"
 
 stop_weftd_clean d1
 no_secret_in "$TMP/d1.log" "the daemon's log"
-grep -q "level=warn node=d1 msg=\"workflow $fid: task 'bad' (SIMPLE) FAILED_WITH_TERMINAL_ERROR: login with \*\*\* refused\"" "$TMP/d1.log" &&
+grep -q "level=warn node=d1 workflow=$fid name=[a-z_]* task=bad type=SIMPLE status=FAILED_WITH_TERMINAL_ERROR reason=\"login with \*\*\* refused\" msg=\"task FAILED_WITH_TERMINAL_ERROR\"" "$TMP/d1.log" &&
     ok "the daemon logs the worker's failure, masked" || not_ok "no log line of bad's failure"
 
 # ---- embedded: weft run ----

@@ -209,10 +209,13 @@ static void test_long_and_small(void **state)
 static void test_hook(void **state)
 {
     lg_set_node("d1");
-    lg_hook(NULL, WEFT_LOG_INFO, "api method=GET path=/health status=200");
-    lg_hook(NULL, WEFT_LOG_DEBUG, "dropped");
-    assert_non_null(strstr(logged(), " level=info node=d1 msg=\"api method=GET path=/health "
-                                     "status=200\"\n"));
+    lg_hook(NULL, WEFT_LOG_INFO,
+            LG_FIELDS({"method", "GET"}, {"path", "/health"}, {"status", "200"}, {"error", NULL}),
+            "api request");
+    lg_hook(NULL, WEFT_LOG_DEBUG, NULL, "dropped");
+    /* fields as fields, a NULL one left out */
+    assert_non_null(strstr(logged(), " level=info node=d1 method=GET path=/health status=200 "
+                                     "msg=\"api request\"\n"));
     assert_null(strstr(text, "dropped"));
 }
 

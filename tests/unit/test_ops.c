@@ -444,12 +444,18 @@ static void test_corrupt_doc_other_id(void **state)
 
 /* ---- notes, the decider queue ---- */
 
-/* What op_hooks.note heard: "<level> <msg>" lines. */
-static void hear_note(void *ud, int level, const char *msg)
+/* What op_hooks.note heard: "<level> <msg>[ key=value ...]" lines. */
+static void hear_note(void *ud, int level, const lg_field *fields, const char *msg)
 {
     char *seen = ud;
     size_t n = strlen(seen);
-    snprintf(seen + n, 2048 - n, "%d %s\n", level, msg);
+    snprintf(seen + n, 2048 - n, "%d %s", level, msg);
+    for (; fields && fields->key; fields++) {
+        n = strlen(seen);
+        snprintf(seen + n, 2048 - n, " %s=%s", fields->key, fields->value);
+    }
+    n = strlen(seen);
+    snprintf(seen + n, 2048 - n, "\n");
 }
 
 /* Failures and ends are told to the note hook once saved, successes not;
@@ -470,9 +476,12 @@ static void test_notes(void **state)
     assert_int_equal(op_update(&F.env, id, set_var, &c, &err), WEFT_ESTATE);
     assert_string_equal(seen, "");
     assert_int_equal(op_update(&F.env, id, fn_fail, "b", &err), 0);
+    /* what it is about as fields, not inside the message */
     snprintf(want, sizeof want,
-             "%d workflow %s: task 'b' (Q) FAILED_WITH_TERMINAL_ERROR: broken\n"
-             "%d workflow %s (ops_w) FAILED: task 'b' (Q) failed: broken\n",
+             "%d task FAILED_WITH_TERMINAL_ERROR workflow=%s name=ops_w task=b type=Q "
+             "status=FAILED_WITH_TERMINAL_ERROR reason=broken\n"
+             "%d workflow FAILED workflow=%s name=ops_w status=FAILED reason=task 'b' (Q) failed: "
+             "broken\n",
              WEFT_LOG_WARN, id, WEFT_LOG_WARN, id);
     assert_string_equal(seen, want);
     F.env.hooks = NULL;
