@@ -8,16 +8,16 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#define LIST_MAX 32     /* values of one IN (...) */
-#define PAGE_MAX 1000   /* size of one search page */
-#define LISTED_MAX 1000 /* runs running/ and correlated/ answer at most */
+#define LIST_MAX 32                /* values of one IN (...) */
+#define PAGE_MAX 1000              /* size of one search page */
+#define LISTED_MAX 1000            /* runs running/ and correlated/ answer at most */
+#define TIME_MAX 999999999999999LL /* ms: the year 33658 (and no overflow at +1) */
 
 /* A query being parsed: its text, the tokens cut from it (each
  * NUL-terminated in toks), the lists the st_query points into. */
@@ -105,9 +105,11 @@ static int time_value(qparse *x, const char *field, const char *v, int at, int64
     long long n;
     errno = 0;
     n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < 0)
-        return bad(x, "query: %s takes a time in milliseconds since 1970 (at position %d)", field,
-                   at);
+    if (!*v || *end || errno || n < 0 || n > TIME_MAX)
+        return bad(x,
+                   "query: %s takes a time in milliseconds since 1970, at most %lld (at "
+                   "position %d)",
+                   field, (long long)TIME_MAX, at);
     *ms = n;
     return 0;
 }
@@ -319,8 +321,8 @@ mhd_result ap_h_running(ctx *c)
     json_object *arr;
     memset(&q, 0, sizeof q);
     if (ap_query_long(c, "version", 0, 0, 1000000000, &version) ||
-        ap_query_long(c, "startTime", 0, 0, LONG_MAX, &from) ||
-        ap_query_long(c, "endTime", 0, 0, LONG_MAX, &to))
+        ap_query_long(c, "startTime", 0, 0, TIME_MAX, &from) ||
+        ap_query_long(c, "endTime", 0, 0, TIME_MAX, &to))
         return c->res;
     q.names = &name;
     q.nnames = 1;

@@ -87,7 +87,9 @@ static void fit(char *out, size_t size, const char *text, int max)
     if (cols(text) > max) max = max > 3 ? max - 3 : 0;
     for (; *p; p++) {
         unsigned char ch = (unsigned char)*p;
-        if ((ch & 0xC0) != 0x80 && (used++ == max || o + 4 > room)) break;
+        /* every byte is bounded, a continuation byte too: text that is not
+         * UTF-8 may hold any number of them in a row */
+        if (((ch & 0xC0) != 0x80 && used++ == max) || o + 4 > room) break;
         out[o++] = ch < 0x20 || ch == 0x7f ? ' ' : (char)ch;
     }
     if (*p) {

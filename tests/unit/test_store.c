@@ -545,6 +545,41 @@ static void test_search_stale_step(void **state)
     assert_int_equal(found(&q, ids, sizeof ids), 0);
 }
 
+/* Redis: a run's index step refused as it ends (here the index key holds
+ * another type) is kept and the run made due again, though its DONE took
+ * it off the decider queue: the sweep that comes applies it (found by
+ * helper-23: the entry stayed RUNNING for good). */
+static void test_search_step_refused(void **state)
+{
+    const char *running[] = {"RUNNING"}, *completed[] = {"COMPLETED"};
+    char ids[4][64], found_ids[64];
+    st_step done = {.kind = ST_DONE};
+    st_query q;
+    xc_exec *x;
+    (void)state;
+    if (is_memory()) skip();
+    x = run_at("wf-r", wu_now_ms() - 1000, NULL);
+    assert_int_equal(due(4, 60000, ids), 1); /* taken, and held a minute */
+    /* the index's hash put aside: index.lua's first call fails, before it writes */
+    OK(rs_command(st_redis_conn(S), &e_, "RENAME weft:{dq}:ix weft:{dq}:ix-aside"));
+    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix not-a-hash"));
+    x->status = WEFT_WF_COMPLETED;
+    x->ended_ms = wu_now_ms();
+    assert_int_equal(save(x, x->fence, &done, 1, NULL, 0, NULL), 0);
+    /* due again at once, for its outbox */
+    assert_int_equal(due(4, 60000, ids), 1);
+    assert_string_equal(ids[0], "wf-r");
+    OK(rs_command(st_redis_conn(S), &e_, "RENAME weft:{dq}:ix-aside weft:{dq}:ix"));
+    assert_true(RC(ST(S, exec_flush, "wf-r", &e_)) >= 1);
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = completed;
+    q.nstatuses = 1;
+    assert_int_equal(found(&q, found_ids, sizeof found_ids), 1);
+    q.statuses = running;
+    assert_int_equal(found(&q, found_ids, sizeof found_ids), 0);
+}
+
 static void test_task_log(void **state)
 {
     const char *lines[3] = {"{\"log\":\"one\"}", "{\"log\":\"two\"}", "{\"log\":\"three\"}"};
@@ -1601,6 +1636,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_failed_unread, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_stale_step, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_step_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),

@@ -360,11 +360,20 @@ static int save_cmd(rs *r, rs_save *s, rs_cmd *c, weft_error *err)
     rs_cmd_dup(c, evk);
     rs_cmd_addf(c, "%zu", s->nsteps + (s->ix ? 1 : 0));
     rs_cmd_add(c, s->cmd ? s->cmd : "");
-    for (i = 0; i <= s->nsteps; i++) {
-        char *t = i < s->nsteps ? rs_step_text(&s->steps[i]) : s->ix ? rs_index_text(s->ix) : NULL;
+    /* the index entry first, as save_reply applies it: before a DONE that
+     * takes the run off the decider queue */
+    if (s->ix) {
+        char *t = rs_index_text(s->ix);
         if (t)
             rs_cmd_addn(c, t, strlen(t), t);
-        else if (i < s->nsteps || s->ix)
+        else
+            c->oom = 1;
+    }
+    for (i = 0; i < s->nsteps; i++) {
+        char *t = rs_step_text(&s->steps[i]);
+        if (t)
+            rs_cmd_addn(c, t, strlen(t), t);
+        else
             c->oom = 1;
     }
     if (ev) rs_cmd_addn(c, ev, strlen(ev), ev);
@@ -431,10 +440,12 @@ static void save_reply(rs *r, rs_save *s, redisReply *x, rs_entry **e_out, size_
             memset(&e[n], 0, sizeof e[n]);
         }
     }
+    /* the index entry ahead of the steps: a pipeline cut after a DONE
+     * (the run off the decider queue, so no sweep comes) has applied it */
+    if (s->ix && rs_index_entry(&e[n], s->ix, nf) == 0) n++;
     for (i = 0; i < s->nsteps; i++, n++)
         if (rs_step_entry(&e[n], &s->steps[i], nf))
             break; /* the rest wait in the outbox for rs_exec_flush */
-    if (i == s->nsteps && s->ix && rs_index_entry(&e[n], s->ix, nf) == 0) n++;
     *e_out = e;
     *n_out = n;
 }

@@ -20,7 +20,6 @@ static void search_cmd(rs *r, const st_query *q, int part, rs_cmd *c)
     rs_cmd_script(c, r, S_SEARCH, 1);
     rs_cmd_dup(c, key);
     rs_cmd_addf(c, "%lld", (long long)wu_now_ms());
-    rs_cmd_addf(c, "%lld", (long long)r->retention_ms);
     if (q->start_after)
         rs_cmd_addf(c, "%lld", (long long)q->start_after);
     else

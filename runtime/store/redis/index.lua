@@ -8,7 +8,8 @@
 --         correlation id (a run whose document could not be read)
 -- ARGV[5] end ms (0: not ended)   ARGV[6] version
 -- ARGV[7] workflow name   ARGV[8] correlation id ("" for none)
--- ARGV[9] now ms   ARGV[10] retention ms
+-- ARGV[9] now ms   ARGV[10] retention ms: an ended run is forgotten that
+--         long after its end, as its keys expire
 -- Returns 1 when applied, 0 when a save as new or newer was.
 --@include index_lib.lua
 local id, fence = ARGV[1], tonumber(ARGV[2])
@@ -27,6 +28,6 @@ redis.call('HSET', IX, id, table.concat({fence, status, start, ended, version, #
 redis.call('ZADD', IX .. ':s:' .. status, start, id)
 redis.call('ZADD', IX .. ':n:' .. name, start, id)
 if corr ~= '' then redis.call('ZADD', IX .. ':c', 0, corr .. '\0' .. id) end
-if ended ~= '0' then redis.call('ZADD', IX .. ':e', ended, id) end
-ix_trim(tonumber(ARGV[9]), tonumber(ARGV[10]), 10)
+if ended ~= '0' then redis.call('ZADD', IX .. ':e', tonumber(ended) + tonumber(ARGV[10]), id) end
+ix_trim(tonumber(ARGV[9]), 10)
 return 1

@@ -5,7 +5,8 @@
 --   :s:<status>  the runs of a status, scored by start time
 --   :n:<name>    the runs of a workflow name, scored by start time
 --   :c           "<correlation id>\0<id>" at score 0 (by ZRANGEBYLEX)
---   :e           the ended runs, scored by end time (the retention trims them)
+--   :e           the ended runs, scored by when they expire (their end plus the
+--                retention of the save that ended them, as their keys)
 local IX = KEYS[1]
 
 local function ix_parse(rec)
@@ -28,10 +29,9 @@ local function ix_unlink(id, r)
     redis.call('ZREM', IX .. ':e', id)
 end
 
--- forget up to max runs that ended more than retention ms before now
-local function ix_trim(now, retention, max)
-    local old = redis.call('ZRANGEBYSCORE', IX .. ':e', '-inf', now - retention,
-                           'LIMIT', 0, max)
+-- forget up to max runs whose time is up
+local function ix_trim(now, max)
+    local old = redis.call('ZRANGEBYSCORE', IX .. ':e', '-inf', now, 'LIMIT', 0, max)
     for _, id in ipairs(old) do
         local rec = redis.call('HGET', IX, id)
         ix_unlink(id, rec and ix_parse(rec))

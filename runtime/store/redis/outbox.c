@@ -382,9 +382,10 @@ static size_t drop_cmds(rs *r, const rs_lease *cl, rs_cmd *c)
 
 /*
  * After a pipeline that applied e[0..n) (their replies in rep[0..n)) and
- * trimmed them from the outbox: record again the ones Redis refused, so the
- * sweeper retries them (one more round trip, only then). Returns the first
- * failure, or 0.
+ * trimmed them from the outbox: record again the ones Redis refused, and
+ * make the execution due now, so the sweeper retries them (one more round
+ * trip, only then): a finished one is off the decider queue, and would have
+ * no next save to apply them. Returns the first failure, or 0.
  */
 int rs_steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisReply **rep,
                    weft_error *err)
@@ -411,18 +412,25 @@ int rs_steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisRepl
     if (rc) {
         /* with an expiry: a finished execution's outbox must not outlive it
          * (a running one applies it at its next save or sweep) */
-        rs_cmd two[2];
-        redisReply *y[2];
+        rs_cmd three[3];
+        redisReply *y[3];
         weft_error ignored;
-        memset(two, 0, sizeof two);
-        two[0] = c;
+        char dq[KEY_MAX];
+        memset(three, 0, sizeof three);
+        three[0] = c;
         memset(&c, 0, sizeof c);
-        rs_cmd_add(&two[1], "PEXPIRE");
-        rs_cmd_add(&two[1], out_key);
-        rs_cmd_addf(&two[1], "%lld", (long long)r->retention_ms);
-        rs_pipe(r, two, 2, y, out_key, &ignored);
-        rs_replies_free(y, 2);
-        rs_cmds_free(two, 2);
+        rs_cmd_add(&three[1], "PEXPIRE");
+        rs_cmd_add(&three[1], out_key);
+        rs_cmd_addf(&three[1], "%lld", (long long)r->retention_ms);
+        rs_k_dq(r, rs_part(r, id), dq);
+        rs_cmd_add(&three[2], "ZADD");
+        rs_cmd_add(&three[2], dq);
+        rs_cmd_add(&three[2], "LT");
+        rs_cmd_addf(&three[2], "%lld", (long long)wu_now_ms());
+        rs_cmd_add(&three[2], id);
+        rs_pipe(r, three, 3, y, out_key, &ignored);
+        rs_replies_free(y, 3);
+        rs_cmds_free(three, 3);
     }
     rs_cmd_free(&c);
     return rc;

@@ -1,37 +1,41 @@
 -- search.lua: the runs of one partition's execution index (index_lib.lua)
 -- that match a query, the first `limit` of them in the order asked; the
--- caller merges the partitions. Trims runs past the retention first.
+-- caller merges the partitions. Trims runs whose time is up first.
 -- KEYS[1] P{<partition>}:ix
--- ARGV[1] now ms   ARGV[2] retention ms
--- ARGV[3] start time after (ms, exclusive; "" none)   ARGV[4] before ("" none)
--- ARGV[5] sort key: "start" or "end"   ARGV[6] "1" ascending, else descending
--- ARGV[7] limit   ARGV[8] correlation id ("" any)
--- ARGV[9] free text: a run id or a correlation id ("" none)
--- ARGV[10] version ("" any)
--- ARGV[11] n statuses, the statuses, then m names, the names (none: any)
+-- ARGV[1] now ms
+-- ARGV[2] start time after (ms, exclusive; "" none)   ARGV[3] before ("" none)
+-- ARGV[4] sort key: "start" or "end"   ARGV[5] "1" ascending, else descending
+-- ARGV[6] limit   ARGV[7] correlation id ("" any)
+-- ARGV[8] free text: a run id or a correlation id ("" none)
+-- ARGV[9] version ("" any)
+-- ARGV[10] n statuses, the statuses, then m names, the names (none: any;
+--          a value given twice counts once)
 -- Returns {total, id, key, id, key, ...}: how many match, and the first
 -- limit of them with their sort key.
 --@include index_lib.lua
-local now, retention = tonumber(ARGV[1]), tonumber(ARGV[2])
+local now = tonumber(ARGV[1])
 local lo, hi = '-inf', '+inf'
 local lo_n, hi_n = -math.huge, math.huge
-if ARGV[3] ~= '' then lo, lo_n = '(' .. ARGV[3], tonumber(ARGV[3]) end
-if ARGV[4] ~= '' then hi, hi_n = '(' .. ARGV[4], tonumber(ARGV[4]) end
-local by_end, asc, limit = ARGV[5] == 'end', ARGV[6] == '1', tonumber(ARGV[7])
-local corr, free, version = ARGV[8], ARGV[9], ARGV[10]
+if ARGV[2] ~= '' then lo, lo_n = '(' .. ARGV[2], tonumber(ARGV[2]) end
+if ARGV[3] ~= '' then hi, hi_n = '(' .. ARGV[3], tonumber(ARGV[3]) end
+local by_end, asc, limit = ARGV[4] == 'end', ARGV[5] == '1', tonumber(ARGV[6])
+local corr, free, version = ARGV[7], ARGV[8], ARGV[9]
 local statuses, names, want_status, want_name = {}, {}, {}, {}
-local i = 11
-for k = 1, tonumber(ARGV[i]) do
-    statuses[k] = ARGV[i + k]
-    want_status[ARGV[i + k]] = true
+-- a list of ARGV from i (its count first) into list and set, each value once
+local function list_at(i, list, set)
+    local n = tonumber(ARGV[i])
+    for k = 1, n do
+        local v = ARGV[i + k]
+        if not set[v] then
+            set[v] = true
+            list[#list + 1] = v
+        end
+    end
+    return i + n + 1
 end
-i = i + #statuses + 1
-for k = 1, tonumber(ARGV[i]) do
-    names[k] = ARGV[i + k]
-    want_name[ARGV[i + k]] = true
-end
+list_at(list_at(10, statuses, want_status), names, want_name)
 
-ix_trim(now, retention, 100)
+ix_trim(now, 100)
 
 local function before(a, b)
     if a[2] ~= b[2] then
