@@ -49,6 +49,9 @@ wf_status() { auth "$API/api/workflow/$1?includeTasks=false" | jq -r .status; }
 wait_status "$failed" FAILED && ok "a run failed" || not_ok "$failed did not fail"
 wait_for 20 sh -c "curl -s -H 'Authorization: Bearer $TOKEN' '$API/api/workflow/$wait2' | jq -e '.tasks[0].status == \"IN_PROGRESS\"' >/dev/null" &&
     ok "a run waits on its WAIT task" || not_ok "$wait2 has no waiting task"
+hold=$(auth "$API/api/workflow/$wait2" | jq -r '.tasks[0].taskId')
+code=$(auth -o /dev/null -w '%{http_code}' -X POST "$API/api/tasks/$hold/log" --data-binary 'waiting for the approval mail')
+[ "$code" = 200 ] && ok "a log line for the waiting task" || not_ok "POST /log: $code"
 
 shots=${WEFT_UI_SHOTS:-$TMP}
 /usr/bin/python3 "$SRC/tests/integration/ui_check.py" "$API" "$TOKEN" "$shots" "$failed" "$wait1" "$wait2" uid \

@@ -196,6 +196,8 @@ try:
     b.until("!!document.querySelector('#timeline tr[data-ref=hold]')")
     b.js("document.querySelector('#timeline tr[data-ref=hold]').click()")
     check("a waiting task offers a signal", b.until("!!document.getElementById('signal')"))
+    check("and shows its log",
+          b.until("(document.getElementById('task-logs')?.textContent || '').includes('waiting for the approval mail')"))
     b.js("document.getElementById('signal').click()")
     end = time.time() + 15
     while time.time() < end and rest(f"/api/workflow/{WAIT2}?includeTasks=false")["status"] != "COMPLETED":

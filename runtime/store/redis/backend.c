@@ -233,7 +233,9 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
         rv[i].nevents = sv[i].nevents;
         rv[i].acks = sv[i].acks;
         rv[i].nacks = sv[i].nacks;
-        if (x->stored_status != (int)x->status || x->revived) {
+        /* an end, or a run made to run again: a run not ended is found on
+         * the decider queue (a pause or resume changes nothing there) */
+        if ((xc_wf_terminal(x->status) && x->stored_status != (int)x->status) || x->revived) {
             index_of(x, &ix[i]);
             rv[i].ix = &ix[i];
         }
@@ -324,11 +326,15 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
     rs_step done = {.kind = RS_DONE};
     char ev[WEFT_ERROR_MAX + 128];
     const char *evs[1] = {ev};
-    /* start 0: the index entry keeps the name and times the create gave it */
+    /* its index entry: what its create stored of it (a run from before
+     * the field: start 0, no name) */
     rs_index ix = {.status = "FAILED", .name = "", .end_ms = wu_now_ms()};
     rs_save sv;
     json_object *r;
+    char *what = NULL;
     int rc;
+    if ((rc = rs_exec_field(rb_of(s)->r, id, "ix", &what, err)) != 0) return rc;
+    ix.what = what;
     json_object_object_add(doc, "id", json_object_new_string(id));
     json_object_object_add(doc, "status", json_object_new_string("FAILED"));
     json_object_object_add(doc, "reason", json_object_new_string(why));
@@ -351,6 +357,7 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
     sv.ix = &ix;
     rc = rs_exec_save_many(rb_of(s)->r, &sv, 1, err);
     if (rc == 0 && sv.rc) rc = wu_err(err, sv.rc, "%s", sv.why);
+    free(what);
     json_object_put(doc);
     json_object_put(r);
     return rc;

@@ -96,7 +96,8 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         rs_create *c = &cr[i];
         rs_step wake = {.kind = RS_WAKE, .at = c->due_ms};
         const rs_step *st = c->nsteps ? c->steps : &wake;
-        size_t nst = c->nsteps ? c->nsteps : 1, ne = nst + (c->ix ? 1 : 0);
+        size_t nst = c->nsteps ? c->nsteps : 1;
+        char *what = NULL;
         rs_entry *e = NULL;
         c->why[0] = 0;
         if ((c->rc = rs_check_id(c->id, &e2)) == 0 && (!c->doc || !c->def || !c->defkey))
@@ -112,10 +113,12 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         }
         if (c->rc == 0 && !(status = c->status ? strdup(c->status) : doc_status(c->doc)))
             c->rc = rs_oom(&e2);
-        if (c->rc == 0 && !(es[m] = e = calloc(ne + 1, sizeof *e))) c->rc = rs_oom(&e2);
+        if (c->rc == 0 && !(what = c->ix ? rs_index_what(c->ix) : strdup(""))) c->rc = rs_oom(&e2);
+        if (c->rc == 0 && !(es[m] = e = calloc(nst + 1, sizeof *e))) c->rc = rs_oom(&e2);
         if (c->rc) {
             free(status);
             free(evs);
+            free(what);
             snprintf(c->why, sizeof c->why, "%s", e2.msg);
             continue;
         }
@@ -130,14 +133,16 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
         rs_cmd_add(&head[m], c->def);
         rs_cmd_add(&head[m], c->defkey);
         rs_cmd_addn(&head[m], status, strlen(status), status);
+        /* a run not ended has no index entry: a search finds it on the
+         * decider queue and reads this */
+        rs_cmd_addn(&head[m], what, strlen(what), what);
         rs_cmd_add(&head[m], STREAM_MAXLEN);
-        rs_cmd_addf(&head[m], "%zu", ne);
+        rs_cmd_addf(&head[m], "%zu", nst);
         /* the outbox entries at fence 1 (a WAKE is ZADD LT, so a create of
-         * a taken id can only make that execution due earlier; its index
-         * entry is older than that execution's own); the script gets their
-         * text after the "1|" */
-        for (j = 0; j < ne; j++)
-            if (j < nst ? rs_step_entry(&e[j], &st[j], 1) : rs_index_entry(&e[j], c->ix, 1))
+         * a taken id can only make that execution due earlier); the script
+         * gets their text after the "1|" */
+        for (j = 0; j < nst; j++)
+            if (rs_step_entry(&e[j], &st[j], 1))
                 head[m].oom = 1;
             else
                 rs_cmd_add(&head[m], e[j].raw + 2);
@@ -146,13 +151,13 @@ int rs_exec_create_many(rs *r, rs_create *cr, size_t n, weft_error *err)
          * execution's outbox alone */
         rs_cmd_add(&trim[m], "ZREM");
         rs_cmd_dup(&trim[m], out);
-        for (j = 0; j < ne; j++)
+        for (j = 0; j < nst; j++)
             if (e[j].raw) rs_cmd_add(&trim[m], e[j].raw);
         sets[m].id = c->id;
         sets[m].e = e;
-        sets[m].n = ne;
+        sets[m].n = nst;
         sets[m].trim = &trim[m];
-        if (!(sets[m].rep = calloc(ne + 1, sizeof *sets[m].rep))) head[m].oom = 1;
+        if (!(sets[m].rep = calloc(nst + 1, sizeof *sets[m].rep))) head[m].oom = 1;
         at[m++] = i;
     }
     if (m == 0) goto out;
@@ -287,6 +292,27 @@ int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *
     if (want_def) rs_cmd_add(&c, "def");
     if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
     rc = exec_reply(r, id, x, want_def, out, err);
+    rs_replies_free(&x, 1);
+    return rc;
+}
+
+int rs_exec_field(rs *r, const char *id, const char *field, char **out, weft_error *err)
+{
+    char h[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    int rc;
+    *out = NULL;
+    if ((rc = rs_check_id(id, err)) != 0) return rc;
+    rs_k_exec(r, id, "", h);
+    rs_cmd_add(&c, "HGET");
+    rs_cmd_add(&c, h);
+    rs_cmd_add(&c, field);
+    if ((rc = rs_one(r, &c, &x, h, err)) != 0) return rc;
+    if (rs_is_str(x) && !(*out = rs_reply_dup(x)))
+        rc = rs_oom(err);
+    else if (!rs_is_str(x) && x->type != REDIS_REPLY_NIL)
+        rc = rs_bad_reply(r, h, err);
     rs_replies_free(&x, 1);
     return rc;
 }

@@ -1,9 +1,11 @@
 /*
  * The Redis store's execution index and task logs (redis.h). The index
- * lives in the partitions' hash tags (index_lib.lua): a save that changes
- * a run's status records its entry in the outbox, applied with its other
- * steps (outbox.c); a search asks every partition in one pipeline and
- * merges their pages.
+ * of the ended runs lives in the partitions' hash tags (index_lib.lua): a
+ * save that ends a run (or makes it run again) records its entry in the
+ * outbox, applied with its other steps (outbox.c). A run not ended has no
+ * entry (none to write at each start): it is on the decider queue, and its
+ * hash holds what a search reads of it. A search asks every partition in
+ * one pipeline and merges their pages.
  */
 #include "store/redis/internal.h"
 
@@ -45,35 +47,142 @@ static void search_cmd(rs *r, const st_query *q, int part, rs_cmd *c)
         rs_cmd_add(c, q->names[i]);
 }
 
+/* Room for n more hits in *hits (cap *cap): 0 or -1. */
+static int hits_room(st_hit **hits, size_t have, size_t *cap, size_t n)
+{
+    st_hit *h;
+    if (have + n <= *cap) return 0;
+    if (!(h = realloc(*hits, (have + n + 16) * sizeof *h))) return -1;
+    *hits = h;
+    *cap = have + n + 16;
+    return 0;
+}
+
+static int is_open(const char *status)
+{
+    return !strcmp(status, "RUNNING") || !strcmp(status, "PAUSED");
+}
+
+/* The runs not ended that q finds, from the decider queue's members ids
+ * (x->elements of them): their status and "ix" read (one round trip, one
+ * per node on a cluster), matched, added to hits and counted in *total. */
+static int open_hits(rs *r, const st_query *q, redisReply **dq, st_hit **hits, size_t *have,
+                     size_t *cap, long long *total, weft_error *err)
+{
+    size_t n = 0, k, j;
+    rs_cmd *c;
+    redisReply **x;
+    int p, rc;
+    for (p = 0; p < r->parts; p++)
+        n += dq[p]->elements;
+    if (!n) return 0;
+    c = calloc(n + 1, sizeof *c);
+    x = calloc(n + 1, sizeof *x);
+    if (!c || !x) {
+        free(c);
+        free(x);
+        return rs_oom(err);
+    }
+    for (p = 0, k = 0; p < r->parts; p++)
+        for (j = 0; j < dq[p]->elements; j++, k++) {
+            char h[KEY_MAX], id[ID_MAX];
+            rs_copy_str(id, sizeof id, dq[p]->element[j]);
+            rs_k_exec(r, id, "", h);
+            rs_cmd_add(&c[k], "HMGET");
+            rs_cmd_dup(&c[k], h);
+            rs_cmd_add(&c[k], "status");
+            rs_cmd_add(&c[k], "ix");
+        }
+    rc = rs_pipe(r, c, n, x, "search", err);
+    for (p = 0, k = 0; rc == 0 && p < r->parts; p++)
+        for (j = 0; j < dq[p]->elements; j++, k++) {
+            char id[ID_MAX], name[NAME_MAX_], corr[NAME_MAX_ * 4];
+            redisReply *y = x[k];
+            rs_what w;
+            /* gone, or ended (the index has it, or will in a moment) */
+            if (!y || y->type != REDIS_REPLY_ARRAY || y->elements != 2 ||
+                !rs_is_str(y->element[0]) || !rs_is_str(y->element[1]) ||
+                !is_open(y->element[0]->str))
+                continue;
+            rs_index_what_parse(y->element[1]->str, &w);
+            snprintf(name, sizeof name, "%.*s", (int)w.name_len, w.name);
+            snprintf(corr, sizeof corr, "%s", w.corr);
+            rs_copy_str(id, sizeof id, dq[p]->element[j]);
+            if (!st_query_match(q, id, y->element[0]->str, name, w.version, corr, w.start_ms))
+                continue;
+            (*total)++;
+            if (hits_room(hits, *have, cap, 1)) {
+                rc = rs_oom(err);
+                break;
+            }
+            snprintf((*hits)[*have].id, sizeof(*hits)[*have].id, "%s", id);
+            (*hits)[(*have)++].key = q->by_end ? 0 : w.start_ms;
+        }
+    rs_replies_free(x, n);
+    rs_cmds_free(c, n);
+    free(c);
+    free(x);
+    return rc;
+}
+
 /*
- * One round trip (one per node on a cluster): search.lua in every
- * partition, each answering its count and its first start + size runs;
- * their merge gives the page.
+ * The ended runs from search.lua in every partition (each answers its count
+ * and its first start + size runs), the runs not ended from the decider
+ * queue (every one is on it; each read and matched here): one round trip
+ * for those (one per node on a cluster), one more to read the runs not
+ * ended when they are asked for. Their merge gives the page.
  */
 int rs_search(rs *r, const st_query *q, long long *total, st_hit **hits_out, size_t *n_out,
               weft_error *err)
 {
+    const char *ended[8];
+    st_query q1 = *q;
     rs_cmd *c = NULL;
     redisReply **x = NULL;
     st_hit *hits = NULL;
-    size_t have = 0, cap = 0, j;
-    int p, rc;
+    size_t have = 0, cap = 0, j, k, ncmd = 0, nended = 0;
+    int p, rc, want_open = !q->nstatuses, want_ended = !q->nstatuses;
     *total = 0;
     *hits_out = NULL;
     *n_out = 0;
     if ((rc = st_check_query(q, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
-    c = calloc((size_t)r->parts + 1, sizeof *c);
-    x = calloc((size_t)r->parts + 1, sizeof *x);
+    for (j = 0; j < q->nstatuses; j++)
+        if (is_open(q->statuses[j]))
+            want_open = 1;
+        else if (nended < sizeof ended / sizeof ended[0])
+            ended[nended++] = q->statuses[j], want_ended = 1;
+    q1.statuses = ended;
+    q1.nstatuses = nended;
+    c = calloc(2 * (size_t)r->parts + 1, sizeof *c);
+    x = calloc(2 * (size_t)r->parts + 1, sizeof *x);
     if (!c || !x) {
         rc = rs_oom(err);
         goto out;
     }
-    for (p = 0; p < r->parts; p++)
-        search_cmd(r, q, p, &c[p]);
-    if ((rc = rs_pipe(r, c, (size_t)r->parts, x, "search", err)) != 0) goto out;
-    for (p = 0; p < r->parts && !rc; p++) {
+    for (p = 0; p < r->parts; p++) {
+        if (want_ended) search_cmd(r, &q1, p, &c[ncmd++]);
+        if (want_open) {
+            char dq[KEY_MAX];
+            rs_k_dq(r, p, dq);
+            rs_cmd_add(&c[ncmd], "ZRANGE");
+            rs_cmd_dup(&c[ncmd], dq);
+            rs_cmd_add(&c[ncmd], "0");
+            rs_cmd_add(&c[ncmd++], "-1");
+        }
+    }
+    if ((rc = rs_pipe(r, c, ncmd, x, "search", err)) != 0) goto out;
+    for (k = 0; k < ncmd && !rc; k++) {
         char key[KEY_MAX];
-        redisReply *y = x[p];
+        redisReply *y = x[k];
+        p = want_ended && want_open ? (int)(k / 2) : (int)k;
+        if (want_open && (!want_ended || k % 2)) { /* a ZRANGE of the decider queue */
+            rs_k_dq(r, p, key);
+            if (rs_is_err(y))
+                rc = rs_reply_err(r, y, key, err);
+            else if (y->type != REDIS_REPLY_ARRAY)
+                rc = rs_bad_reply(r, key, err);
+            continue;
+        }
         rs_k_ix(r, p, key);
         if (rs_is_err(y)) {
             rc = rs_reply_err(r, y, key, err);
@@ -85,22 +194,27 @@ int rs_search(rs *r, const st_query *q, long long *total, st_hit **hits_out, siz
             break;
         }
         *total += y->element[0]->integer;
-        if (have + y->elements / 2 > cap) {
-            size_t ncap = have + y->elements / 2 + 16;
-            st_hit *h = realloc(hits, ncap * sizeof *h);
-            if (!h) {
-                rc = rs_oom(err);
-                break;
-            }
-            hits = h;
-            cap = ncap;
+        if (hits_room(&hits, have, &cap, y->elements / 2)) {
+            rc = rs_oom(err);
+            break;
         }
         for (j = 1; j + 1 < y->elements; j += 2) {
-            const redisReply *id = y->element[j], *k = y->element[j + 1];
-            if (!rs_is_str(id) || k->type != REDIS_REPLY_INTEGER) continue;
+            const redisReply *id = y->element[j], *kv = y->element[j + 1];
+            if (!rs_is_str(id) || kv->type != REDIS_REPLY_INTEGER) continue;
             rs_copy_str(hits[have].id, sizeof hits[have].id, id);
-            hits[have++].key = k->integer;
+            hits[have++].key = kv->integer;
         }
+    }
+    if (rc == 0 && want_open) {
+        redisReply **dq = calloc((size_t)r->parts + 1, sizeof *dq);
+        if (!dq) {
+            rc = rs_oom(err);
+            goto out;
+        }
+        for (p = 0; p < r->parts; p++)
+            dq[p] = x[want_ended ? 2 * (size_t)p + 1 : (size_t)p];
+        rc = open_hits(r, q, dq, &hits, &have, &cap, total, err);
+        free(dq);
     }
     if (rc == 0) {
         st_hits_page(q, hits, have, n_out);
@@ -108,8 +222,8 @@ int rs_search(rs *r, const st_query *q, long long *total, st_hit **hits_out, siz
         hits = NULL;
     }
 out:
-    if (x) rs_replies_free(x, (size_t)r->parts);
-    if (c) rs_cmds_free(c, (size_t)r->parts);
+    if (x) rs_replies_free(x, ncmd);
+    if (c) rs_cmds_free(c, ncmd);
     free(c);
     free(x);
     free(hits);

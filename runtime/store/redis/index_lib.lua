@@ -1,7 +1,8 @@
 -- index_lib.lua: the execution index of one partition, shared by index.lua
--- and search.lua (--@include). KEYS[1] is P{<partition>}:ix, a hash of run
--- id -> record "<fence>|<status>|<start>|<end>|<version>|<name length>|<name><correlation id>"
--- (end 0: not ended). Beside it, in the same hash tag:
+-- and search.lua (--@include): the runs that ended (one not ended is found
+-- on the decider queue). KEYS[1] is P{<partition>}:ix, a hash of run id ->
+-- record "<fence>|<status>|<start>|<end>|<version>|<name length>|<name><correlation id>"
+-- (end 0: made to run again, in no set). Beside it, in the same hash tag:
 --   :s:<status>  the runs of a status, scored by start time
 --   :n:<name>    the runs of a workflow name, scored by start time
 --   :c           "<correlation id>\0<id>" at score 0 (by ZRANGEBYLEX)

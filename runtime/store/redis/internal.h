@@ -304,9 +304,22 @@ int rs_entry_parse(rs_entry *e, const redisReply *x);
 int rs_controls_parse(char *text, rs_entry *e);
 char *rs_step_text(const rs_step *s);
 int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence);
-/* An index entry's step text (after its fence), and its entry (owning its
+/* What a search reads of a run: "<start>:<version>:<name length>:<name>
+ * <correlation id>" (a run's field "ix", the end of its index entries);
+ * an index entry's step text (after its fence), and its entry (owning its
  * strings); NULL / -1 when out of memory. */
+char *rs_index_what(const rs_index *ix);
 char *rs_index_text(const rs_index *ix);
+/* A run's "ix" text read back (pointing into what): 0, or -1 when
+ * malformed (what could be read is in w). */
+typedef struct rs_what {
+    int64_t start_ms;
+    int version;
+    const char *name; /* name_len bytes, then the correlation id */
+    size_t name_len;
+    const char *corr;
+} rs_what;
+int rs_index_what_parse(const char *what, rs_what *w);
 int rs_index_entry(rs_entry *e, const rs_index *ix, uint64_t fence);
 int rs_check_step(const rs_step *s, weft_error *err);
 void rs_lease_cmd(rs *r, const rs_lease *cl, int s, int64_t expiry, rs_cmd *c);

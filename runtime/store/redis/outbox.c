@@ -74,14 +74,28 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
     return entry_fields(e);
 }
 
-char *rs_index_text(const rs_index *ix)
+char *rs_index_what(const rs_index *ix)
 {
     const char *corr = ix->correlation_id ? ix->correlation_id : "";
-    size_t n = strlen(ix->status) + strlen(ix->name) + strlen(corr) + 100;
-    char *t = malloc(n);
-    if (t)
-        snprintf(t, n, "index|%s||%lld|%lld:%d:%zu:%s%s", ix->status, (long long)ix->end_ms,
-                 (long long)ix->start_ms, ix->version, strlen(ix->name), ix->name, corr);
+    size_t n = strlen(ix->name) + strlen(corr) + 64;
+    char *t;
+    if (ix->what) return strdup(ix->what);
+    if ((t = malloc(n)))
+        snprintf(t, n, "%lld:%d:%zu:%s%s", (long long)ix->start_ms, ix->version, strlen(ix->name),
+                 ix->name, corr);
+    return t;
+}
+
+char *rs_index_text(const rs_index *ix)
+{
+    char *what = rs_index_what(ix), *t;
+    size_t n = what ? strlen(what) + strlen(ix->status) + 48 : 0;
+    if (!what || !(t = malloc(n))) {
+        free(what);
+        return NULL;
+    }
+    snprintf(t, n, "index|%s||%lld|%s", ix->status, (long long)ix->end_ms, what);
+    free(what);
     return t;
 }
 
@@ -104,32 +118,42 @@ int rs_index_entry(rs_entry *e, const rs_index *ix, uint64_t fence)
     return entry_fields(e);
 }
 
+int rs_index_what_parse(const char *what, rs_what *w)
+{
+    char *end;
+    size_t rest;
+    int ok;
+    memset(w, 0, sizeof *w);
+    w->start_ms = strtoll(what, &end, 10);
+    ok = *end == ':';
+    if (ok) w->version = (int)strtol(end + 1, &end, 10);
+    ok = ok && *end == ':';
+    if (ok) w->name_len = (size_t)strtoull(end + 1, &end, 10);
+    ok = ok && *end == ':';
+    w->name = ok ? end + 1 : "";
+    rest = strlen(w->name);
+    if (w->name_len > rest) w->name_len = rest, ok = 0;
+    w->corr = w->name + w->name_len;
+    return ok ? 0 : -1;
+}
+
 /* index.lua for an index entry into c (the partition's index key into key). */
 static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
 {
-    long long start = 0, version = 0;
-    size_t nlen = 0, rest;
-    const char *p = e->ix;
-    char *end;
-    /* "<start>:<version>:<name length>:<name><correlation id>"; a malformed
-     * one goes in as start 0 (the entry keeps its own) with an empty name */
-    start = strtoll(p, &end, 10);
-    if (*end == ':') version = strtoll(end + 1, &end, 10);
-    if (*end == ':') nlen = (size_t)strtoull(end + 1, &end, 10);
-    p = *end == ':' ? end + 1 : "";
-    rest = strlen(p);
-    if (nlen > rest) nlen = rest;
+    rs_what w;
+    /* a malformed one goes in with what it has: start 0, an empty name */
+    rs_index_what_parse(e->ix, &w);
     rs_k_ix(r, rs_part(r, id), key);
     rs_cmd_script(c, r, S_INDEX, 1);
     rs_cmd_dup(c, key);
     rs_cmd_add(c, id);
     rs_cmd_addf(c, "%llu", (unsigned long long)e->fence);
     rs_cmd_add(c, e->type);
-    rs_cmd_addf(c, "%lld", start);
+    rs_cmd_addf(c, "%lld", (long long)w.start_ms);
     rs_cmd_addf(c, "%lld", (long long)e->at);
-    rs_cmd_addf(c, "%lld", version);
-    rs_cmd_addn(c, p, nlen, NULL);
-    rs_cmd_add(c, p + nlen);
+    rs_cmd_addf(c, "%d", w.version);
+    rs_cmd_addn(c, w.name, w.name_len, NULL);
+    rs_cmd_add(c, w.corr);
     rs_cmd_addf(c, "%lld", (long long)wu_now_ms());
     rs_cmd_addf(c, "%lld", (long long)r->retention_ms);
 }

@@ -133,16 +133,19 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
                    int64_t due_ms, weft_error *err);
 
 /*
- * A run's entry in the execution index, recorded in the outbox of the save
- * (or create) that changes its status and applied with its steps: by
- * index.lua, in its partition's hash tag (the decider queue's), so a search
+ * A run's entry in the execution index: recorded in the outbox of the save
+ * that ends it (or makes it run again) and applied with its steps, by
+ * index.lua in its partition's hash tag (the decider queue's), so a search
  * asks each partition once. Status, name, correlation id, start and end
- * time; start 0 keeps what the entry has (a run failed unread).
+ * time. A run not ended has none: every one is on the decider queue, and
+ * its create stores what a search reads of it in its field "ix".
  */
 typedef struct rs_index {
     const char *status, *name, *correlation_id; /* correlation id NULL: none */
     int version;
     int64_t start_ms, end_ms; /* end 0: not ended */
+    const char *what;         /* optional: the run's field "ix" as stored, in place of start,
+                               * version, name and correlation id (a run failed unread) */
 } rs_index;
 
 /* One create of rs_exec_create_many: rs_exec_create's arguments and outcome. */
@@ -156,7 +159,7 @@ typedef struct rs_create {
     size_t nsteps;
     const char *const *events;
     size_t nevents;
-    const rs_index *ix; /* optional: its index entry */
+    const rs_index *ix; /* what a search reads of it (its field "ix") */
     int rc;             /* out */
     char why[WEFT_ERROR_MAX];
 } rs_create;
@@ -177,6 +180,9 @@ void rs_exec_clear(rs_exec *e);
 /* Load doc, defkey, status, fence, cmd (and def if want_def). WEFT_ENOTFOUND for
  * an unknown id; WEFT_EINVAL when the key holds something else. */
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
+/* One field of an execution's hash into *out (malloc'd; NULL when it has
+ * none). One round trip: HGET. */
+int rs_exec_field(rs *r, const char *id, const char *field, char **out, weft_error *err);
 /* Just the definition JSON (after a cache miss on defkey). */
 int rs_exec_def(rs *r, const char *id, char **def, weft_error *err);
 
@@ -223,7 +229,7 @@ typedef struct rs_save {
      * ago): dropped without a token check once the save is committed */
     const rs_lease *acks;
     size_t nacks;
-    const rs_index *ix;       /* optional: the index entry of a status it changes */
+    const rs_index *ix;       /* optional: the index entry of an end or a revival */
     int rc;                   /* out: as rs_exec_save returns */
     uint64_t new_fence;       /* out */
     char why[WEFT_ERROR_MAX]; /* out: the message when rc != 0 */

@@ -1,6 +1,7 @@
--- search.lua: the runs of one partition's execution index (index_lib.lua)
--- that match a query, the first `limit` of them in the order asked; the
--- caller merges the partitions. Trims runs whose time is up first.
+-- search.lua: the ended runs of one partition's execution index
+-- (index_lib.lua) that match a query, the first `limit` of them in the
+-- order asked; the caller merges the partitions (and the runs not ended,
+-- from the decider queue). Trims runs whose time is up first.
 -- KEYS[1] P{<partition>}:ix
 -- ARGV[1] now ms
 -- ARGV[2] start time after (ms, exclusive; "" none)   ARGV[3] before ("" none)
@@ -8,8 +9,8 @@
 -- ARGV[6] limit   ARGV[7] correlation id ("" any)
 -- ARGV[8] free text: a run id or a correlation id ("" none)
 -- ARGV[9] version ("" any)
--- ARGV[10] n statuses, the statuses, then m names, the names (none: any;
---          a value given twice counts once)
+-- ARGV[10] n statuses (ended ones), the statuses, then m names, the names
+--          (none: any; a value given twice counts once)
 -- Returns {total, id, key, id, key, ...}: how many match, and the first
 -- limit of them with their sort key.
 --@include index_lib.lua
@@ -69,7 +70,7 @@ local function count(keys)
 end
 
 local status_sets = sets(':s:', #statuses > 0 and statuses or
-    {'RUNNING', 'PAUSED', 'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'})
+    {'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'})
 local name_sets = sets(':n:', names)
 
 -- one kind of filter and the start time's order: the sets answer alone
@@ -117,7 +118,7 @@ for _, id in ipairs(ids) do
     local rec = not seen[id] and redis.call('HGET', IX, id)
     seen[id] = true
     local r = rec and ix_parse(rec)
-    if r and (#statuses == 0 or want_status[r.status]) and (#names == 0 or want_name[r.name]) and
+    if r and r.ended > 0 and (#statuses == 0 or want_status[r.status]) and (#names == 0 or want_name[r.name]) and
         r.start > lo_n and r.start < hi_n and (corr == '' or r.corr == corr) and
         (version == '' or r.version == tonumber(version)) then
         hits[#hits + 1] = {id, by_end and r.ended or r.start}
