@@ -3,7 +3,7 @@
 -- fence) moves it, so a step applied late or twice changes nothing. An
 -- ended run goes into the index's sets; one made to run again comes out of
 -- them (a run not ended is found on the decider queue), its record kept for
--- the fence. Trims a few runs whose time is up on the way.
+-- the fence. Trims runs whose time is up on the way, now and then.
 -- KEYS[1] P{<partition>}:ix
 -- ARGV[1] workflow id   ARGV[2] fence of the save   ARGV[3] status
 -- ARGV[4] start ms   ARGV[5] end ms (0: not ended)   ARGV[6] version
@@ -26,6 +26,8 @@ if ended ~= '0' then
     redis.call('ZADD', IX .. ':n:' .. name, start, id)
     if corr ~= '' then redis.call('ZADD', IX .. ':c', 0, corr .. '\0' .. id) end
     redis.call('ZADD', IX .. ':e', tonumber(ended) + tonumber(ARGV[10]), id)
-    ix_trim(tonumber(ARGV[9]), 10)
+    -- one end in 8 (by its time) trims up to 80: each write's share of it,
+    -- one ZRANGEBYSCORE in 8
+    if tonumber(ended) % 8 == 0 then ix_trim(tonumber(ARGV[9]), 80) end
 end
 return 1

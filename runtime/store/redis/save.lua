@@ -33,8 +33,8 @@ local function call_in_parts(head, args, per)
     end
 end
 
-local got = redis.call('HMGET', KEYS[1], 'fence', 'cmd', 'cmdf')
-local cur, cmd, cmdf = got[1], got[2], got[3]
+local got = redis.call('HMGET', KEYS[1], 'fence', 'cmd', 'cmdf', 'log')
+local cur, cmd, cmdf, has_log = got[1], got[2], got[3], got[4]
 if not cur then
     return {-1}
 end
@@ -70,12 +70,13 @@ if ev then
     redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'json', ev)
     redis.call('PUBLISH', ARGV[7], ev)
 end
--- the tasks' logs (tasklog.lua), when there are any, end with the execution
+-- the tasks' logs (tasklog.lua marks a run that has some: field "log") end
+-- with the execution
 local logs = KEYS[1] .. ':log'
 if ARGV[4] == '1' then
     redis.call('PEXPIRE', KEYS[1], ARGV[5])
     redis.call('PEXPIRE', KEYS[2], ARGV[5])
-    redis.call('PEXPIRE', logs, ARGV[5])
+    if has_log then redis.call('PEXPIRE', logs, ARGV[5]) end
     -- the finished stream, written once more and packed: Redis gives a
     -- stream's newest node a whole listpack (4 KB) up front, a restored
     -- stream only what it holds
@@ -87,7 +88,7 @@ elseif ARGV[4] == '2' then
     for i = 1, 3 do
         redis.call('PERSIST', KEYS[i])
     end
-    redis.call('PERSIST', logs)
+    if has_log then redis.call('PERSIST', logs) end
 end
 local out = {1, fence}
 for _, e in ipairs(leftover) do
