@@ -502,6 +502,23 @@ static void test_search(void **state)
     }
 }
 
+/* A run not ended whose correlation id is long (here 3000 bytes) is found by
+ * it, as an ended one is. */
+static void test_search_long_correlation(void **state)
+{
+    char corr[3001], ids[64];
+    st_query q;
+    (void)state;
+    memset(corr, 'c', sizeof corr - 1);
+    corr[sizeof corr - 1] = 0;
+    run_at("wf-lc", wu_now_ms() - 1000, corr);
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.correlation_id = corr;
+    assert_int_equal(found(&q, ids, sizeof ids), 1);
+    assert_string_equal(ids, "wf-lc");
+}
+
 /* A run whose document could not be read is failed: its index entry keeps
  * what the create gave it. */
 static void test_search_failed_unread(void **state)
@@ -1634,6 +1651,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_failed_unread, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_long_correlation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_stale_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_step_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),

@@ -96,20 +96,25 @@ static int open_hits(rs *r, const st_query *q, redisReply **dq, st_hit **hits, s
     rc = rs_pipe(r, c, n, x, "search", err);
     for (p = 0, k = 0; rc == 0 && p < r->parts; p++)
         for (j = 0; j < dq[p]->elements; j++, k++) {
-            char id[ID_MAX], name[NAME_MAX_], corr[NAME_MAX_ * 4];
+            char id[ID_MAX], *name;
             redisReply *y = x[k];
             rs_what w;
+            int match;
             /* gone, or ended (the index has it, or will in a moment) */
             if (!y || y->type != REDIS_REPLY_ARRAY || y->elements != 2 ||
                 !rs_is_str(y->element[0]) || !rs_is_str(y->element[1]) ||
                 !is_open(y->element[0]->str))
                 continue;
+            /* (the correlation id ends the text; the name is followed by it) */
             rs_index_what_parse(y->element[1]->str, &w);
-            snprintf(name, sizeof name, "%.*s", (int)w.name_len, w.name);
-            snprintf(corr, sizeof corr, "%s", w.corr);
+            if (!(name = strndup(w.name, w.name_len))) {
+                rc = rs_oom(err);
+                break;
+            }
             rs_copy_str(id, sizeof id, dq[p]->element[j]);
-            if (!st_query_match(q, id, y->element[0]->str, name, w.version, corr, w.start_ms))
-                continue;
+            match = st_query_match(q, id, y->element[0]->str, name, w.version, w.corr, w.start_ms);
+            free(name);
+            if (!match) continue;
             (*total)++;
             if (hits_room(hits, *have, cap, 1)) {
                 rc = rs_oom(err);
