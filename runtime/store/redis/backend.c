@@ -333,7 +333,7 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
     json_object *r;
     char *what = NULL;
     int rc;
-    if ((rc = rs_exec_field(rb_of(s)->r, id, "ix", &what, err)) != 0) return rc;
+    if ((rc = rs_exec_field(rb_of(s)->r, id, "", "ix", &what, err)) != 0) return rc;
     ix.what = what;
     json_object_object_add(doc, "id", json_object_new_string(id));
     json_object_object_add(doc, "status", json_object_new_string("FAILED"));

@@ -296,7 +296,8 @@ int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *
     return rc;
 }
 
-int rs_exec_field(rs *r, const char *id, const char *field, char **out, weft_error *err)
+int rs_exec_field(rs *r, const char *id, const char *suffix, const char *field, char **out,
+                  weft_error *err)
 {
     char h[KEY_MAX];
     rs_cmd c = {0};
@@ -304,7 +305,7 @@ int rs_exec_field(rs *r, const char *id, const char *field, char **out, weft_err
     int rc;
     *out = NULL;
     if ((rc = rs_check_id(id, err)) != 0) return rc;
-    rs_k_exec(r, id, "", h);
+    rs_k_exec(r, id, suffix, h);
     rs_cmd_add(&c, "HGET");
     rs_cmd_add(&c, h);
     rs_cmd_add(&c, field);

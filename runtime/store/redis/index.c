@@ -268,29 +268,14 @@ int rs_task_log_add(rs *r, const char *workflow_id, const char *task_id, const c
     return rc;
 }
 
-/* One round trip: HGET. */
+/* One round trip: HGET (rs_exec_field). */
 int rs_task_log(rs *r, const char *workflow_id, const char *task_id, char **lines, weft_error *err)
 {
-    char lk[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
     int rc;
     *lines = NULL;
-    if ((rc = rs_check_id(workflow_id, err)) != 0 ||
-        (rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0)
+    if ((rc = st_check_name("task id", task_id, ID_MAX, 0, err)) != 0 ||
+        (rc = rs_exec_field(r, workflow_id, ":log", task_id, lines, err)) != 0)
         return rc;
-    rs_k_exec(r, workflow_id, ":log", lk);
-    rs_cmd_add(&c, "HGET");
-    rs_cmd_add(&c, lk);
-    rs_cmd_add(&c, task_id);
-    if ((rc = rs_one(r, &c, &x, lk, err)) != 0) return rc;
-    if (x->type == REDIS_REPLY_NIL)
-        *lines = strdup("");
-    else if (rs_is_str(x))
-        *lines = rs_reply_dup(x);
-    else
-        rc = rs_bad_reply(r, lk, err);
-    if (!rc && !*lines) rc = rs_oom(err);
-    rs_replies_free(&x, 1);
-    return rc;
+    if (!*lines && !(*lines = strdup(""))) return rs_oom(err);
+    return 0;
 }

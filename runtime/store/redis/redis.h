@@ -180,9 +180,11 @@ void rs_exec_clear(rs_exec *e);
 /* Load doc, defkey, status, fence, cmd (and def if want_def). WEFT_ENOTFOUND for
  * an unknown id; WEFT_EINVAL when the key holds something else. */
 int rs_exec_load(rs *r, const char *id, int want_def, rs_exec *out, weft_error *err);
-/* One field of an execution's hash into *out (malloc'd; NULL when it has
- * none). One round trip: HGET. */
-int rs_exec_field(rs *r, const char *id, const char *field, char **out, weft_error *err);
+/* One field of a hash of execution id (its own: suffix "", its task logs:
+ * ":log") into *out (malloc'd; NULL when it has none). One round trip:
+ * HGET. */
+int rs_exec_field(rs *r, const char *id, const char *suffix, const char *field, char **out,
+                  weft_error *err);
 /* Just the definition JSON (after a cache miss on defkey). */
 int rs_exec_def(rs *r, const char *id, char **def, weft_error *err);
 
