@@ -99,16 +99,22 @@ char *rs_index_text(const rs_index *ix)
     return t;
 }
 
+/* An outbox member: "<fence>|<text>" (malloc'd; NULL for text NULL or when
+ * out of memory). text is freed. */
+static char *fenced(uint64_t fence, char *text)
+{
+    char num[24], *m = NULL;
+    size_t len = text ? strlen(text) + 24 : 0;
+    if (text && (m = malloc(len)))
+        rs_cat(m, len, rs_digits(num, fence, 0), "|", text, (char *)NULL);
+    free(text);
+    return m;
+}
+
 int rs_index_entry(rs_entry *e, const rs_index *ix, uint64_t fence)
 {
-    char *t = rs_index_text(ix), num[24];
-    size_t len = t ? strlen(t) + 24 : 0;
     memset(e, 0, sizeof *e);
-    if (t && (e->raw = malloc(len))) {
-        rs_cat(e->raw, len, rs_digits(num, fence, 0), "|", t, (char *)NULL);
-        e->buf = strdup(e->raw);
-    }
-    free(t);
+    if ((e->raw = fenced(fence, rs_index_text(ix)))) e->buf = strdup(e->raw);
     if (!e->raw || !e->buf) {
         free(e->raw);
         free(e->buf);
@@ -231,8 +237,6 @@ char *rs_step_text(const rs_step *s)
  * pointing to st's strings. 0, or -1 when out of memory (e->raw NULL). */
 int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence)
 {
-    char *t = rs_step_text(st), num[24];
-    size_t len = t ? strlen(t) + 24 : 0;
     memset(e, 0, sizeof *e);
     e->fence = fence;
     e->kind = st->kind;
@@ -246,9 +250,7 @@ int rs_step_entry(rs_entry *e, const rs_step *st, uint64_t fence)
         e->limit_name = st->limit && st->limit_name ? st->limit_name : NULL;
         if (e->limit_name) e->limit = *st->limit;
     }
-    if (t && (e->raw = malloc(len)))
-        rs_cat(e->raw, len, rs_digits(num, fence, 0), "|", t, (char *)NULL);
-    free(t);
+    e->raw = fenced(fence, rs_step_text(st));
     return e->raw ? 0 : -1;
 }
 
