@@ -206,11 +206,26 @@ static void show_summary(FILE *f, json_object *wf, json_object *tasks, int color
     }
 }
 
+/* A table's header line: its n columns of widths w (each padded two more),
+ * then its last one, the reason; returns the columns left for that one,
+ * at least REASON_MIN. */
+static int table_head(FILE *f, const char *const *head, const int *w, int n, int color)
+{
+    int room = line_width(f), c;
+    for (c = 0; c < n; c++) {
+        room -= w[c] + 2;
+        cell(f, head[c], w[c] + 2, color ? BOLD : NULL);
+    }
+    cell(f, head[n], 0, color ? BOLD : NULL);
+    fputc('\n', f);
+    return room < REASON_MIN ? REASON_MIN : room;
+}
+
 /* The task table: widths from what the cells hold, the reason cut to fit. */
 static void show_tasks(FILE *f, json_object *tasks, int color)
 {
-    static const char *head[] = {"REF", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "REASON"};
-    int w[5] = {3, 4, STATUS_COLS, 8, 8}, room, c;
+    static const char *const head[] = {"REF", "TYPE", "STATUS", "ATTEMPTS", "DURATION", "REASON"};
+    int w[5] = {3, 4, STATUS_COLS, 8, 8}, room;
     size_t i, n = tasks ? json_object_array_length(tasks) : 0;
     char buf[64], why[4096];
     if (!n) {
@@ -225,14 +240,8 @@ static void show_tasks(FILE *f, json_object *tasks, int color)
         task_duration(t, buf, sizeof buf);
         if (cols(buf) > w[4]) w[4] = cols(buf);
     }
-    room = line_width(f);
-    for (c = 0; c < 5; c++)
-        room -= w[c] + 2;
-    if (room < REASON_MIN) room = REASON_MIN;
     fputc('\n', f);
-    for (c = 0; c < 6; c++)
-        cell(f, head[c], c < 5 ? w[c] + 2 : 0, color ? BOLD : NULL);
-    fputc('\n', f);
+    room = table_head(f, head, w, 5, color);
     for (i = 0; i < n; i++) {
         json_object *t = json_object_array_get_idx(tasks, i);
         const char *s = str(t, "status"), *why_text = str(t, "reasonForIncompletion");
@@ -348,10 +357,10 @@ static int64_t iso_ms(const char *s)
 
 void cli_show_list(FILE *f, json_object *res, int color)
 {
-    static const char *head[] = {"ID",   "WORKFLOW",    "STATUS", "STARTED",
-                                 "TOOK", "CORRELATION", "REASON"};
+    static const char *const head[] = {"ID",   "WORKFLOW",    "STATUS", "STARTED",
+                                       "TOOK", "CORRELATION", "REASON"};
     json_object *results = NULL;
-    int w[6] = {2, 8, STATUS_COLS, 19, 4, 11}, room, c;
+    int w[6] = {2, 8, STATUS_COLS, 19, 8, 11}, room;
     size_t i, n;
     char buf[512], why[4096];
     if (!json_object_object_get_ex(res, "results", &results) ||
@@ -371,14 +380,7 @@ void cli_show_list(FILE *f, json_object *res, int color)
         if (cols(buf) > w[1]) w[1] = cols(buf) > 40 ? 40 : cols(buf);
         if (corr && cols(corr) > w[5]) w[5] = cols(corr) > 30 ? 30 : cols(corr);
     }
-    w[4] = 8;
-    room = line_width(f);
-    for (c = 0; c < 6; c++)
-        room -= w[c] + 2;
-    if (room < REASON_MIN) room = REASON_MIN;
-    for (c = 0; c < 7; c++)
-        cell(f, head[c], c < 6 ? w[c] + 2 : 0, color ? BOLD : NULL);
-    fputc('\n', f);
+    room = table_head(f, head, w, 6, color);
     for (i = 0; i < n; i++) {
         json_object *r = json_object_array_get_idx(results, i);
         const char *s = str(r, "status"), *reason = str(r, "reasonForIncompletion");
