@@ -246,20 +246,6 @@ fail:
     return -1;
 }
 
-static json_object *as_summary(const xc_exec *x, int tasks)
-{
-    (void)tasks;
-    return xc_summary(x);
-}
-
-/* Conductor's Workflow, with its tasks or without. */
-static json_object *as_workflow(const xc_exec *x, int tasks)
-{
-    json_object *j = xc_to_json(x);
-    if (!tasks) json_object_object_add(j, "tasks", json_object_new_array());
-    return j;
-}
-
 static mhd_result search(ctx *c, int v2)
 {
     weft_error err = {0};
@@ -267,8 +253,7 @@ static mhd_result search(ctx *c, int v2)
     qparse x;
     const char *text = ap_query(c, "query"), *free_text = ap_query(c, "freeText");
     long start, size;
-    long long total = 0;
-    json_object *res, *arr;
+    json_object *res;
     int rc;
     memset(&q, 0, sizeof q);
     memset(&x, 0, sizeof x);
@@ -283,12 +268,9 @@ static mhd_result search(ctx *c, int v2)
     q.free_text = free_text && strcmp(free_text, "*") ? free_text : NULL;
     q.start = (size_t)start;
     q.size = (size_t)size;
-    rc = op_find(&c->t->op, &q, v2 ? as_workflow : as_summary, 0, &total, &arr, &err);
+    rc = op_search(&c->t->op, &q, v2, &res, &err);
     free(x.toks);
     if (rc) return ap_send_werr(c, &err);
-    res = json_object_new_object();
-    json_object_object_add(res, "totalHits", json_object_new_int64(total));
-    json_object_object_add(res, "results", arr);
     return ap_send_json(c, 200, res);
 }
 
@@ -365,7 +347,7 @@ mhd_result ap_h_correlated(ctx *c)
         q.nstatuses = 2;
     }
     q.size = LISTED_MAX;
-    if (op_find(&c->t->op, &q, as_workflow, flag(c, "includeTasks"), &total, &arr, &err))
+    if (op_find(&c->t->op, &q, op_workflow, flag(c, "includeTasks"), &total, &arr, &err))
         return ap_send_werr(c, &err);
     return ap_send_json(c, 200, arr);
 }

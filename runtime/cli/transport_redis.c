@@ -327,24 +327,11 @@ st_store *tp_store(cli_tp *t)
     return ((rtp *)t->impl)->st;
 }
 
-static json_object *summary_of(const xc_exec *x, int arg)
-{
-    (void)arg;
-    return xc_summary(x);
-}
-
 /* The runs q finds, as GET /api/workflow/search answers them. */
 static int r_list(cli_tp *t, const st_query *q, json_object **res)
 {
-    rtp *k = t->impl;
     weft_error err = {0};
-    long long total = 0;
-    json_object *results;
-    *res = NULL;
-    if (op_find(&k->op, q, summary_of, 0, &total, &results, &err)) return cli_fail(&err);
-    *res = json_object_new_object();
-    json_object_object_add(*res, "totalHits", json_object_new_int64(total));
-    json_object_object_add(*res, "results", results);
+    if (op_search(&((rtp *)t->impl)->op, q, 0, res, &err)) return cli_fail(&err);
     return EXIT_OK;
 }
 

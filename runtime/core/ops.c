@@ -38,6 +38,32 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
     return ST(env->st, exec_load, id, out, fence, err);
 }
 
+json_object *op_summary(const xc_exec *x, int arg)
+{
+    (void)arg;
+    return xc_summary(x);
+}
+
+json_object *op_workflow(const xc_exec *x, int tasks)
+{
+    json_object *j = xc_to_json(x);
+    if (!tasks) json_object_object_add(j, "tasks", json_object_new_array());
+    return j;
+}
+
+int op_search(op_env *env, const st_query *q, int workflows, json_object **res, weft_error *err)
+{
+    long long total = 0;
+    json_object *results;
+    int rc = op_find(env, q, workflows ? op_workflow : op_summary, 0, &total, &results, err);
+    *res = NULL;
+    if (rc) return rc;
+    *res = json_object_new_object();
+    json_object_object_add(*res, "totalHits", json_object_new_int64(total));
+    json_object_object_add(*res, "results", results);
+    return 0;
+}
+
 int op_find(op_env *env, const st_query *q, json_object *(*shape)(const xc_exec *x, int arg),
             int arg, long long *total, json_object **out, weft_error *err)
 {

@@ -155,6 +155,13 @@ int op_load(op_env *env, const char *id, xc_exec **out, uint64_t *fence, weft_er
  * run gone since the search is left out). */
 int op_find(op_env *env, const st_query *q, json_object *(*shape)(const xc_exec *x, int arg),
             int arg, long long *total, json_object **out, weft_error *err);
+/* op_find's shapes: Conductor's WorkflowSummary (arg unused); its Workflow,
+ * with its tasks when tasks is set, else an empty list of them. */
+json_object *op_summary(const xc_exec *x, int arg);
+json_object *op_workflow(const xc_exec *x, int tasks);
+/* Conductor's SearchResult of q into *res: {totalHits, results}, the
+ * results summaries, or Workflow objects without tasks with workflows set. */
+int op_search(op_env *env, const st_query *q, int workflows, json_object **res, weft_error *err);
 
 /* dec_env.domain_active over a store (ud: an op_domains): a claim polled the
  * domain's queue within the last 10 seconds, as Conductor counts an active
