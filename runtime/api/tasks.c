@@ -278,7 +278,7 @@ static int log_lines_of(st_store *st, const xc_task *t, json_object *entries, lo
  * answering 400. */
 static int result_logs(ctx *c, json_object *body, json_object **out)
 {
-    json_object *logs, *e, *v;
+    json_object *logs, *e, *text, *at;
     size_t i, n;
     *out = NULL;
     if (!json_object_object_get_ex(body, "logs", &logs) || !logs) return 0;
@@ -289,25 +289,28 @@ static int result_logs(ctx *c, json_object *body, json_object **out)
     n = json_object_array_length(logs);
     *out = json_object_new_array();
     for (i = 0; i < n; i++) {
-        json_object *entry = json_object_new_object();
+        json_object *entry;
         e = json_object_array_get_idx(logs, i);
-        if (json_object_is_type(e, json_type_string)) {
-            json_object_object_add(entry, "log", json_object_get(e));
-        } else if (json_object_is_type(e, json_type_object) &&
-                   json_object_object_get_ex(e, "log", &v) &&
-                   json_object_is_type(v, json_type_string)) {
-            json_object_object_add(entry, "log", json_object_get(v));
-            if (json_object_object_get_ex(e, "createdTime", &v) &&
-                json_object_is_type(v, json_type_int))
-                json_object_object_add(entry, "createdTime", json_object_get(v));
-        } else {
-            json_object_put(entry);
-            json_object_put(*out);
-            *out = NULL;
-            ap_send_error(c, 400, "logs[%zu]: expected {\"log\": \"...\", \"createdTime\": ms}", i);
-            return -1;
-        }
+        text =
+            json_object_is_type(e, json_type_object) && json_object_object_get_ex(e, "log", &text)
+                ? text
+                : e;
+        if (!json_object_is_type(text, json_type_string)) break;
+        /* every one checked, the newest ST_LOG_LINES_MAX kept: a task keeps
+         * no more, so the rest need no masking nor a trip to Redis */
+        if (i + ST_LOG_LINES_MAX < n) continue;
+        entry = json_object_new_object();
+        json_object_object_add(entry, "log", json_object_get(text));
+        if (text != e && json_object_object_get_ex(e, "createdTime", &at) &&
+            json_object_is_type(at, json_type_int))
+            json_object_object_add(entry, "createdTime", json_object_get(at));
         json_object_array_add(*out, entry);
+    }
+    if (i < n) {
+        json_object_put(*out);
+        *out = NULL;
+        ap_send_error(c, 400, "logs[%zu]: expected {\"log\": \"...\", \"createdTime\": ms}", i);
+        return -1;
     }
     return 0;
 }
