@@ -145,6 +145,9 @@ expect_body "an unknown field" "unknown field 'colour' at position 1"
 search "query=$(enc "correlationId = 'open")"
 expect_code "an unclosed quote" 400
 expect_body "an unclosed quote" "not closed"
+search "query=$(enc "workflowType IN ($(seq -s, 1 33))")"
+expect_code "an IN list of 33 values" 400
+expect_body "an IN list of 33 values" "lists more than 32 values"
 search "query=$(enc 'status IN (DONE)')"
 expect_code "an unknown status" 400
 expect_body "an unknown status" "status 'DONE' is none of"
@@ -170,6 +173,20 @@ get "/api/workflow/running/s_ext"
 expect_eq "running/s_ext: both" "$(jq -r 'sort|join(" ")' <<<"$body")" "$(tr ' ' '\n' <<<"$ext1 $ext2" | sort | tr '\n' ' ' | sed 's/ $//')"
 get "/api/workflow/running/s_good"
 expect_eq "running/s_good: none (they ended)" "$body" "[]"
+if [ -z "${WEFT_TEST_CLUSTER:-}" ]; then
+    # 1001 runs not ended (their hash's fields and decider-queue entries, as a
+    # create writes them): running/ answers the newest 1000
+    for i in $(seq 1000 2000); do
+        printf 'HSET %s{fake-%d} status RUNNING ix %d:1:6:s_many\n' "$WEFT_KEY_PREFIX" "$i" "$i"
+        printf 'ZADD %s{dq}:due 9999999999999 fake-%d\n' "$WEFT_KEY_PREFIX" "$i"
+    done | rcli >/dev/null
+    get "/api/workflow/running/s_many"
+    expect_eq "running/: at most 1000, newest first" "$(jq -r '[length, .[0], .[999]]|join(" ")' <<<"$body")" \
+        "1000 fake-2000 fake-1001"
+    for i in $(seq 1000 2000); do
+        printf 'DEL %s{fake-%d}\nZREM %s{dq}:due fake-%d\n' "$WEFT_KEY_PREFIX" "$i" "$WEFT_KEY_PREFIX" "$i"
+    done | rcli >/dev/null
+fi
 get "/api/workflow/running/s_good?version=7"
 expect_eq "running, another version" "$body" "[]"
 get "/api/workflow/s_ext/correlated/$(enc 'shared id')"
@@ -233,6 +250,16 @@ expect_eq "the newest 200 lines kept" "$(jq -r '[length, .[0].log, .[199].log]|j
 post "/api/tasks/$tid/log" '"quoted" and more'
 get "/api/tasks/$tid/log"
 expect_eq "a body that only begins as a JSON string is text" "$(jq -r '.[199].log' <<<"$body")" '"quoted" and more'
+# a result with more logs than a task keeps: each checked, the newest kept
+post /api/tasks "{\"workflowInstanceId\":\"$twf\",\"taskId\":\"$tid\",\"status\":\"IN_PROGRESS\",
+  \"logs\":[7$(for i in $(seq 1 250); do printf ',"r%d"' "$i"; done)]}"
+expect_code "250 logs, the first a number" 400
+expect_body "250 logs, the first a number" "logs[0]"
+post /api/tasks "{\"workflowInstanceId\":\"$twf\",\"taskId\":\"$tid\",\"status\":\"IN_PROGRESS\",
+  \"logs\":[\"r0\"$(for i in $(seq 1 250); do printf ',"r%d"' "$i"; done)]}"
+expect_code "a result with 251 logs" 200
+get "/api/tasks/$tid/log"
+expect_eq "its newest 200 kept" "$(jq -r '[length, .[0].log, .[199].log]|join(" ")' <<<"$body")" "200 r51 r250"
 post /api/tasks "{\"workflowInstanceId\":\"$twf\",\"taskId\":\"$tid\",\"status\":\"COMPLETED\"}"
 expect_code "complete the task" 200
 wait_status "$twf" COMPLETED && ok "its run completed" || not_ok "its run did not complete"
@@ -270,6 +297,9 @@ for via in redis api; do
 done
 run_weft list --limit 0
 expect_rc "weft list --limit 0" 2
+run_weft list --limit 1001
+expect_rc "weft list --limit 1001" 2
+expect_err "weft list --limit 1001" "from 1 to 1000"
 run_weft list --since soon
 expect_rc "weft list --since soon" 2
 expect_err "weft list --since soon" "a duration such as"

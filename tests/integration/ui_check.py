@@ -40,6 +40,16 @@ def rest(path):
         return json.loads(r.read().decode())
 
 
+def rest_status(wf, want, seconds=15):
+    """The run's status through the REST API, once it is want (or the time is up)."""
+    end = time.time() + seconds
+    while True:
+        got = rest(f"/api/workflow/{wf}?includeTasks=false")["status"]
+        if got == want or time.time() > end:
+            return got
+        time.sleep(0.1)
+
+
 class Browser:
     """One Chromium and its first page, over the DevTools protocol."""
 
@@ -181,11 +191,8 @@ try:
     b.js(f"location.hash = '#/run/{WAIT1}'")
     check("a running run offers terminate", b.until("!!document.querySelector('[data-action=terminate]')"))
     b.js("document.querySelector('[data-action=terminate]').click()")
-    end = time.time() + 15
-    while time.time() < end and rest(f"/api/workflow/{WAIT1}?includeTasks=false")["status"] != "TERMINATED":
-        time.sleep(0.1)
     check("the terminate button terminated it (REST says TERMINATED)",
-          rest(f"/api/workflow/{WAIT1}?includeTasks=false")["status"] == "TERMINATED")
+          rest_status(WAIT1, "TERMINATED") == "TERMINATED")
     check("the page shows it TERMINATED",
           b.until("document.querySelector('h1 .badge')?.dataset.status === 'TERMINATED'"))
     check("the status lane shows the change live",
@@ -199,11 +206,8 @@ try:
     check("and shows its log",
           b.until("(document.getElementById('task-logs')?.textContent || '').includes('waiting for the approval mail')"))
     b.js("document.getElementById('signal').click()")
-    end = time.time() + 15
-    while time.time() < end and rest(f"/api/workflow/{WAIT2}?includeTasks=false")["status"] != "COMPLETED":
-        time.sleep(0.1)
     check("the signal completed the run (REST says COMPLETED)",
-          rest(f"/api/workflow/{WAIT2}?includeTasks=false")["status"] == "COMPLETED")
+          rest_status(WAIT2, "COMPLETED") == "COMPLETED")
     check("its timeline draws the wait across the run",
           b.until("(() => { const r = document.querySelector('#timeline tr[data-ref=hold]');"
                   " const bar = r && r.querySelector('.runbar'), track = r && r.querySelector('.track');"
