@@ -577,15 +577,15 @@ static void test_search_step_refused(void **state)
     if (is_memory()) skip();
     x = run_at("wf-r", wu_now_ms() - 1000, NULL);
     assert_int_equal(due(4, 60000, ids), 1); /* taken, and held a minute */
-    /* the index's hash another type: index.lua's first call fails, before it writes */
-    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix not-a-hash"));
+    /* the index's log another type: the step's RPUSH is refused */
+    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix:log not-a-list"));
     x->status = WEFT_WF_COMPLETED;
     x->ended_ms = wu_now_ms();
     assert_int_equal(save(x, x->fence, &done, 1, NULL, 0, NULL), 0);
     /* due again at once, for its outbox */
     assert_int_equal(due(4, 60000, ids), 1);
     assert_string_equal(ids[0], "wf-r");
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix"));
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
     assert_true(RC(ST(S, exec_flush, "wf-r", &e_)) >= 1);
     memset(&q, 0, sizeof q);
     q.size = 10;

@@ -54,9 +54,12 @@ static int wait_part(const rs *r, int start)
 static void due_cmd(rs *r, int part, int max, int64_t hold_ms, long long now, rs_cmd *c,
                     char dq[KEY_MAX])
 {
+    char ix[KEY_MAX];
     rs_k_dq(r, part, dq);
-    rs_cmd_script(c, r, S_DUE, 1);
+    rs_k_ix(r, part, ix);
+    rs_cmd_script(c, r, S_DUE, 2);
     rs_cmd_dup(c, dq); /* dq is reused for the next partition */
+    rs_cmd_dup(c, ix);
     rs_cmd_addf(c, "%lld", now);
     rs_cmd_addf(c, "%d", max);
     rs_cmd_addf(c, "%lld", (long long)hold_ms);

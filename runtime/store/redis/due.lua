@@ -1,14 +1,22 @@
 -- due.lua: take executions due for a decider, holding them for a while so
--- other deciders skip them meanwhile.
--- KEYS[1] P{dq}:due
+-- other deciders skip them meanwhile; on the way, fold the partition's
+-- execution index log into its sets when it has grown (index_lib.lua), so
+-- a run's end costs its save one RPUSH and the index's sets are written
+-- in bulk.
+-- KEYS[1] P{dq}:due   KEYS[2] P{dq}:ix (the same hash tag)
 -- ARGV[1] now ms ("0": Redis's clock, for a poll queued behind a wait)
 -- ARGV[2] max   ARGV[3] hold ms
 -- Returns {id...}.
+local IX = KEYS[2]
+--@include index_lib.lua
 local now = tonumber(ARGV[1])
 if now == 0 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
+-- (the index's trouble, a key of another type, never stops the deciders)
+local len = redis.pcall('LLEN', LOG)
+if type(len) == 'number' and len >= 64 then pcall(ix_fold, 256, now) end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local later = now + tonumber(ARGV[3])
 for _, id in ipairs(ids) do

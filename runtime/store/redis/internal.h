@@ -34,7 +34,6 @@ enum {
     S_DUE,
     S_UNQUEUE,
     S_COMMAND,
-    S_INDEX,
     S_SEARCH,
     S_TASKLOG,
     S_COUNT

@@ -143,25 +143,32 @@ int rs_index_what_parse(const char *what, rs_what *w)
     return ok ? 0 : -1;
 }
 
-/* index.lua for an index entry into c (the partition's index key into key). */
+/* An index entry's RPUSH onto its partition's index log, folded into the
+ * index's sets later (index_lib.lua): "<id length>|<id><expiry>|<record>",
+ * the record "<fence>|<status>|<start>|<end>|<version>|<name length>|<name>
+ * <correlation id>". The expiry is the end plus this store's retention, as
+ * the run's keys. Into c (the log's key into key). */
 static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
 {
     rs_what w;
+    char *t;
+    size_t n;
     /* a malformed one goes in with what it has: start 0, an empty name */
     rs_index_what_parse(e->ix, &w);
     rs_k_ix(r, rs_part(r, id), key);
-    rs_cmd_script(c, r, S_INDEX, 1);
+    n = strlen(key);
+    snprintf(key + n, KEY_MAX - n, ":log");
+    rs_cmd_add(c, "RPUSH");
     rs_cmd_dup(c, key);
-    rs_cmd_add(c, id);
-    rs_cmd_addf(c, "%llu", (unsigned long long)e->fence);
-    rs_cmd_add(c, e->type);
-    rs_cmd_addf(c, "%lld", (long long)w.start_ms);
-    rs_cmd_addf(c, "%lld", (long long)e->at);
-    rs_cmd_addf(c, "%d", w.version);
-    rs_cmd_addn(c, w.name, w.name_len, NULL);
-    rs_cmd_add(c, w.corr);
-    rs_cmd_addf(c, "%lld", (long long)wu_now_ms());
-    rs_cmd_addf(c, "%lld", (long long)r->retention_ms);
+    n = strlen(id) + strlen(e->type) + strlen(w.name) + 160;
+    if (!(t = malloc(n))) {
+        c->oom = 1;
+        return;
+    }
+    snprintf(t, n, "%zu|%s%lld|%llu|%s|%lld|%lld|%d|%zu|%s", strlen(id), id,
+             (long long)(e->at + r->retention_ms), (unsigned long long)e->fence, e->type,
+             (long long)w.start_ms, (long long)e->at, w.version, w.name_len, w.name);
+    rs_cmd_addn(c, t, strlen(t), t); /* c owns it */
 }
 
 /* Whether a push has queue controls. */

@@ -1,7 +1,9 @@
 -- search.lua: the ended runs of one partition's execution index
 -- (index_lib.lua) that match a query, the first `limit` of them in the
 -- order asked; the caller merges the partitions (and the runs not ended,
--- from the decider queue). Trims runs whose time is up first.
+-- from the decider queue). Folds the index's log into its sets first (a
+-- search sees every run whose end was saved), and trims runs whose time is
+-- up.
 -- KEYS[1] P{<partition>}:ix
 -- ARGV[1] now ms
 -- ARGV[2] start time after (ms, exclusive; "" none)   ARGV[3] before ("" none)
@@ -13,6 +15,7 @@
 --          (none: any; a value given twice counts once)
 -- Returns {total, id, key, id, key, ...}: how many match, and the first
 -- limit of them with their sort key.
+local IX = KEYS[1]
 --@include index_lib.lua
 local now = tonumber(ARGV[1])
 local lo, hi = '-inf', '+inf'
@@ -36,6 +39,9 @@ local function list_at(i, list, set)
 end
 list_at(list_at(10, statuses, want_status), names, want_name)
 
+for _ = 1, 40 do
+    if ix_fold(1000, now) < 1000 then break end
+end
 ix_trim(now, 100)
 
 local function before(a, b)
@@ -57,26 +63,23 @@ local function answer(total, hits)
     return out
 end
 
-local function sets(prefix, list)
-    local s = {}
-    for k, v in ipairs(list) do s[k] = IX .. prefix .. v end
-    return s
-end
-
 local function count(keys)
     local n = 0
     for _, k in ipairs(keys) do n = n + redis.call('ZCOUNT', k, lo, hi) end
     return n
 end
 
-local status_sets = sets(':s:', #statuses > 0 and statuses or
-    {'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'})
-local name_sets = sets(':n:', names)
+-- the sets to read: each status asked (or each ended one) with each name
+-- asked (or each name that has runs)
+local keys, in_names = {}, #names > 0 and names or redis.call('SMEMBERS', NAMES)
+for _, st in ipairs(#statuses > 0 and statuses or {'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'}) do
+    for _, name in ipairs(in_names) do
+        keys[#keys + 1] = ix_set(st, name)
+    end
+end
 
--- one kind of filter and the start time's order: the sets answer alone
-if corr == '' and free == '' and version == '' and not by_end and
-    (#names == 0 or #statuses == 0) then
-    local keys = #names > 0 and name_sets or status_sets
+-- filters the sets answer alone, in start time's order
+if corr == '' and free == '' and version == '' and not by_end then
     local hits = {}
     for _, k in ipairs(keys) do
         local got
@@ -93,7 +96,7 @@ end
 -- else each candidate's record is read: the candidates of the narrowest filter
 local ids = {}
 local function by_corr(c)
-    local got = redis.call('ZRANGEBYLEX', IX .. ':c', '[' .. c .. '\0', '[' .. c .. '\1')
+    local got = redis.call('ZRANGEBYLEX', CORR, '[' .. c .. '\0', '[' .. c .. '\1')
     for _, m in ipairs(got) do
         local id = string.sub(m, #c + 2)
         if id ~= '' then ids[#ids + 1] = id end
@@ -105,17 +108,13 @@ if free ~= '' then
 elseif corr ~= '' then
     by_corr(corr)
 else
-    local keys = status_sets
-    if #names > 0 and (#statuses == 0 or count(name_sets) < count(status_sets)) then
-        keys = name_sets
-    end
     for _, k in ipairs(keys) do
         for _, id in ipairs(redis.call('ZRANGEBYSCORE', k, lo, hi)) do ids[#ids + 1] = id end
     end
 end
-local hits, seen = {}, {}
-for _, id in ipairs(ids) do
-    local rec = not seen[id] and redis.call('HGET', IX, id)
+local hits, seen, recs = {}, {}, ix_records(ids)
+for i, id in ipairs(ids) do
+    local rec = not seen[id] and recs[i]
     seen[id] = true
     local r = rec and ix_parse(rec)
     if r and r.ended > 0 and (#statuses == 0 or want_status[r.status]) and (#names == 0 or want_name[r.name]) and
