@@ -16,7 +16,7 @@ if now == 0 then
 end
 -- (the index's trouble, a key of another type, never stops the deciders)
 local len = redis.pcall('LLEN', LOG)
-if type(len) == 'number' and len >= 64 then pcall(ix_fold, 256, now) end
+if type(len) == 'number' and len >= 64 * LOG_N then pcall(ix_fold, 256, now) end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local later = now + tonumber(ARGV[3])
 for _, id in ipairs(ids) do

@@ -4,18 +4,23 @@
 -- a hash of run id -> record
 --   "<fence>|<status>|<start>|<end>|<version>|<name length>|<name><correlation id>"
 -- (end 0: made to run again, in no set). Beside it, in the same hash tag:
---   :log  what the saves' outbox steps appended (RPUSH, no script): entries
---         "<id length>|<id><expiry>|<record>", not yet folded into the sets
---   :sn:<status>:<name>  the ended runs of a status and name, by start time
---   :names  the workflow names that have such sets
+--   :log  what the saves' outbox steps appended (one RPUSH, no script), not
+--         yet folded into the rest: 6 elements an entry, made by the store
+--         (outbox.c) so that a fold parses nothing but a fence, and that only
+--         for a run it has seen before: id, record, set key ("" for a run made
+--         to run again), start, expiry, correlation member ("" for none)
+--   :sn:<status>:<name>  the ended runs of a status and workflow name, by start
+--   :sets the keys of those sets (a set emptied by a trim leaves)
 --   :c    "<correlation id>\0<id>" at score 0 (by ZRANGEBYLEX)
---   :e    "<expiry>|<fence>|<id>" in the order folded: an ended run and when
---         it expires (its end plus the retention of the save that ended it,
---         as its keys); trimmed from the head while its time is up
--- A step is appended whatever its fence: the fold keeps a record only when
--- its fence is newer than the one it has, so a step applied late or twice
--- changes nothing.
-local LOG, NAMES, CORR, EXP = IX .. ':log', IX .. ':names', IX .. ':c', IX .. ':e'
+--   :e    the ended runs in the order folded, 5 elements each: expiry (its
+--         end plus the retention of the save that ended it, as its keys),
+--         record, id, set key, correlation member; trimmed from the head
+--         while the time is up (a run whose record is another since, left)
+-- A step is appended whatever its fence: a fold keeps a record only when its
+-- fence is newer than the one kept, so a step applied late or twice changes
+-- nothing.
+local LOG, SETS, CORR, EXP = IX .. ':log', IX .. ':sets', IX .. ':c', IX .. ':e'
+local LOG_N, EXP_N = 6, 5
 
 local function ix_parse(rec)
     local f, st, s, e, v, nl, rest =
@@ -27,20 +32,16 @@ local function ix_parse(rec)
             corr = string.sub(rest, nl + 1)}
 end
 
+-- a record's fence (0 when unreadable)
+local function ix_fence(rec)
+    return tonumber(string.match(rec, '^%d+')) or 0
+end
+
 local function ix_set(status, name)
     return IX .. ':sn:' .. status .. ':' .. name
 end
 
--- take run id (record r) out of the sets; its :e entry stays, passed over
--- when trimmed (its fence no longer the record's)
-local function ix_unlink(id, r)
-    if r.ended > 0 then
-        redis.call('ZREM', ix_set(r.status, r.name), id)
-        if r.corr ~= '' then redis.call('ZREM', CORR, r.corr .. '\0' .. id) end
-    end
-end
-
--- the commands of a set of calls grouped by key, args appended as they come
+-- append a, b to the list of key in calls (the arguments of one command per key)
 local function ix_add(calls, key, a, b)
     local t = calls[key]
     if not t then
@@ -68,96 +69,94 @@ local function ix_records(ids)
     return got
 end
 
+-- take run id (record r, parsed) out of its sets; its :e entry stays,
+-- passed over when trimmed (its record no longer the one kept)
+local function ix_unlink(id, r)
+    if r and r.ended > 0 then
+        redis.call('ZREM', ix_set(r.status, r.name), id)
+        if r.corr ~= '' then redis.call('ZREM', CORR, r.corr .. '\0' .. id) end
+    end
+end
+
 -- forget up to max runs whose time is up (from the head of :e)
 local function ix_trim(now, max)
-    local old = redis.call('LRANGE', EXP, 0, max - 1)
-    local n, ids, fences = 0, {}, {}
-    for _, m in ipairs(old) do
-        local exp, fence, id = string.match(m, '^(%d+)|(%d+)|(.+)$')
-        if exp and tonumber(exp) > now then break end
-        n = n + 1
-        if exp then
-            ids[#ids + 1] = id
-            fences[#ids] = tonumber(fence)
-        end
+    local head = tonumber(redis.call('LINDEX', EXP, 0))
+    if not head or head > now then return 0 end
+    local old = redis.call('LRANGE', EXP, 0, max * EXP_N - 1)
+    local n, ids, at = 0, {}, {}
+    while n + EXP_N <= #old and (tonumber(old[n + 1]) or 0) <= now do
+        ids[#ids + 1] = old[n + 3]
+        at[#ids] = n
+        n = n + EXP_N
     end
     if n == 0 then return 0 end
-    local recs, zrem, corr, hdel, names = ix_records(ids), {}, {}, {}, {}
+    local recs, zrem, corr, hdel = ix_records(ids), {}, {}, {}
     for i, id in ipairs(ids) do
-        local r = recs[i] and ix_parse(recs[i])
-        if r and r.fence == fences[i] then
-            if r.ended > 0 then
-                ix_add(zrem, ix_set(r.status, r.name), id)
-                if r.corr ~= '' then corr[#corr + 1] = r.corr .. '\0' .. id end
-            end
+        local b = at[i]
+        if recs[i] == old[b + 2] then
+            ix_add(zrem, old[b + 4], id)
+            if old[b + 5] ~= '' then corr[#corr + 1] = old[b + 5] end
             hdel[#hdel + 1] = id
-            names[r.name] = true
         end
     end
-    for key, args in pairs(zrem) do ix_flush('ZREM', key, args) end
+    for key, args in pairs(zrem) do
+        ix_flush('ZREM', key, args)
+        if redis.call('EXISTS', key) == 0 then redis.call('SREM', SETS, key) end
+    end
     if #corr > 0 then ix_flush('ZREM', CORR, corr) end
     if #hdel > 0 then ix_flush('HDEL', IX, hdel) end
     redis.call('LTRIM', EXP, n, -1)
-    -- a name with no run left in any set leaves :names
-    for name in pairs(names) do
-        if redis.call('EXISTS', ix_set('COMPLETED', name), ix_set('FAILED', name),
-                      ix_set('TIMED_OUT', name), ix_set('TERMINATED', name)) == 0 then
-            redis.call('SREM', NAMES, name)
-        end
-    end
-    return n
+    return n / EXP_N
 end
 
--- Fold up to max entries of :log into the sets (the newest record of each
--- run, if newer than the one kept), then trim; how many were taken. A
--- malformed entry is dropped.
+-- Fold up to max entries of :log into the rest (the newest record of each
+-- run, if newer than the one kept), then trim as many; how many were taken.
 local function ix_fold(max, now)
-    local got = redis.call('LPOP', LOG, max)
+    local got = redis.call('LPOP', LOG, max * LOG_N)
     if not got then return 0 end
-    local best, ids = {}, {}
-    for _, m in ipairs(got) do
-        local il, rest = string.match(m, '^(%d+)|(.*)$')
-        il = il and tonumber(il)
-        if il and il > 0 and il <= #rest then
-            local id = string.sub(rest, 1, il)
-            local exp, rec = string.match(string.sub(rest, il + 1), '^(%d+)|(.*)$')
-            local r = rec and ix_parse(rec)
-            if r then
-                r.rec, r.exp = rec, exp
-                local b = best[id]
-                if not b then ids[#ids + 1] = id end
-                if not b or r.fence > b.fence then best[id] = r end
-            end
+    local at, ids = {}, {}
+    for b = 0, #got - LOG_N, LOG_N do
+        local id = got[b + 1]
+        local prev = at[id]
+        if not prev then
+            ids[#ids + 1] = id
+            at[id] = b
+        elseif ix_fence(got[b + 2]) > ix_fence(got[prev + 2]) then
+            at[id] = b
         end
     end
-    if #ids == 0 then return #got end
     local kept = ix_records(ids)
-    local hset, zadd, corr, exp, names, named = {}, {}, {}, {}, {}, {}
+    local hset, zadd, sets, added, corr, exp = {}, {}, {}, {}, {}, {}
     for i, id in ipairs(ids) do
-        local r, old = best[id], kept[i] and ix_parse(kept[i])
-        if not old or old.fence < r.fence then
-            if old then ix_unlink(id, old) end
+        local b = at[id]
+        local old = kept[i]
+        if not old or ix_fence(old) < ix_fence(got[b + 2]) then
+            if old then ix_unlink(id, ix_parse(old)) end
             hset[#hset + 1] = id
-            hset[#hset + 1] = r.rec
-            if r.ended > 0 then
-                ix_add(zadd, ix_set(r.status, r.name), r.start, id)
-                if not named[r.name] then
-                    named[r.name] = true
-                    names[#names + 1] = r.name
+            hset[#hset + 1] = got[b + 2]
+            local key = got[b + 3]
+            if key ~= '' then
+                ix_add(zadd, key, got[b + 4], id)
+                if not added[key] then
+                    added[key] = true
+                    sets[#sets + 1] = key
                 end
-                if r.corr ~= '' then
+                if got[b + 6] ~= '' then
                     corr[#corr + 1] = 0
-                    corr[#corr + 1] = r.corr .. '\0' .. id
+                    corr[#corr + 1] = got[b + 6]
                 end
-                exp[#exp + 1] = r.exp .. '|' .. r.fence .. '|' .. id
+                local e = #exp
+                exp[e + 1], exp[e + 2], exp[e + 3], exp[e + 4], exp[e + 5] =
+                    got[b + 5], got[b + 2], id, key, got[b + 6]
             end
         end
     end
     if #hset > 0 then ix_flush('HSET', IX, hset) end
     for key, args in pairs(zadd) do ix_flush('ZADD', key, args) end
-    if #names > 0 then ix_flush('SADD', NAMES, names) end
+    if #sets > 0 then ix_flush('SADD', SETS, sets) end
     if #corr > 0 then ix_flush('ZADD', CORR, corr) end
     if #exp > 0 then ix_flush('RPUSH', EXP, exp) end
-    ix_trim(now, #got + 16)
-    return #got
+    local n = math.floor(#got / LOG_N)
+    ix_trim(now, n + 16)
+    return n
 end

@@ -143,32 +143,60 @@ int rs_index_what_parse(const char *what, rs_what *w)
     return ok ? 0 : -1;
 }
 
-/* An index entry's RPUSH onto its partition's index log, folded into the
- * index's sets later (index_lib.lua): "<id length>|<id><expiry>|<record>",
- * the record "<fence>|<status>|<start>|<end>|<version>|<name length>|<name>
- * <correlation id>". The expiry is the end plus this store's retention, as
- * the run's keys. Into c (the log's key into key). */
+/* Add t (malloc'd, NULL when out of memory) to c, which owns it. */
+static void own(rs_cmd *c, char *t)
+{
+    if (t)
+        rs_cmd_addn(c, t, strlen(t), t);
+    else
+        c->oom = 1;
+}
+
+/* An index entry's RPUSH onto its partition's index log (index_lib.lua has
+ * its 6 elements), folded into the index later with no parsing: id, record
+ * "<fence>|<status>|<start>|<end>|<version>|<name length>|<name><correlation
+ * id>", the key of its status's and name's set, start, expiry (the end plus
+ * this store's retention, as the run's keys) and correlation member; a run
+ * made to run again (end 0) has no set, expiry or member. Into c (the log's
+ * key into key). */
 static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char key[KEY_MAX])
 {
     rs_what w;
-    char *t;
-    size_t n;
+    size_t n, klen;
+    int ended = e->at > 0;
+    char ix[KEY_MAX], *t = NULL;
     /* a malformed one goes in with what it has: start 0, an empty name */
     rs_index_what_parse(e->ix, &w);
-    rs_k_ix(r, rs_part(r, id), key);
-    n = strlen(key);
-    snprintf(key + n, KEY_MAX - n, ":log");
+    rs_k_ix(r, rs_part(r, id), ix);
+    klen = strlen(ix);
+    rs_cat(key, KEY_MAX, ix, ":log", (char *)NULL);
     rs_cmd_add(c, "RPUSH");
     rs_cmd_dup(c, key);
-    n = strlen(id) + strlen(e->type) + strlen(w.name) + 160;
-    if (!(t = malloc(n))) {
+    rs_cmd_add(c, id);
+    n = strlen(e->type) + strlen(w.name) + 96;
+    if ((t = malloc(n)))
+        snprintf(t, n, "%llu|%s|%lld|%lld|%d|%zu|%s", (unsigned long long)e->fence, e->type,
+                 (long long)w.start_ms, (long long)e->at, w.version, w.name_len, w.name);
+    own(c, t);
+    n = klen + strlen(e->type) + w.name_len + 8;
+    t = NULL;
+    if (!ended)
+        rs_cmd_add(c, "");
+    else if ((t = malloc(n)))
+        snprintf(t, n, "%s:sn:%s:%.*s", ix, e->type, (int)w.name_len, w.name);
+    if (ended) own(c, t);
+    rs_cmd_addf(c, "%lld", (long long)w.start_ms);
+    rs_cmd_addf(c, "%lld", ended ? (long long)(e->at + r->retention_ms) : 0LL);
+    /* "<correlation id>\0<id>" */
+    n = strlen(w.corr) + 1 + strlen(id);
+    if (!ended || !*w.corr)
+        rs_cmd_add(c, "");
+    else if ((t = malloc(n + 1))) {
+        memcpy(t, w.corr, strlen(w.corr) + 1);
+        memcpy(t + strlen(w.corr) + 1, id, strlen(id) + 1);
+        rs_cmd_addn(c, t, n, t); /* c owns it */
+    } else
         c->oom = 1;
-        return;
-    }
-    snprintf(t, n, "%zu|%s%lld|%llu|%s|%lld|%lld|%d|%zu|%s", strlen(id), id,
-             (long long)(e->at + r->retention_ms), (unsigned long long)e->fence, e->type,
-             (long long)w.start_ms, (long long)e->at, w.version, w.name_len, w.name);
-    rs_cmd_addn(c, t, strlen(t), t); /* c owns it */
 }
 
 /* Whether a push has queue controls. */

@@ -71,10 +71,19 @@ end
 
 -- the sets to read: each status asked (or each ended one) with each name
 -- asked (or each name that has runs)
-local keys, in_names = {}, #names > 0 and names or redis.call('SMEMBERS', NAMES)
-for _, st in ipairs(#statuses > 0 and statuses or {'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'}) do
-    for _, name in ipairs(in_names) do
-        keys[#keys + 1] = ix_set(st, name)
+local keys = {}
+local in_statuses = #statuses > 0 and statuses or {'COMPLETED', 'FAILED', 'TIMED_OUT', 'TERMINATED'}
+if #names > 0 then
+    for _, st in ipairs(in_statuses) do
+        for _, name in ipairs(names) do keys[#keys + 1] = ix_set(st, name) end
+    end
+else
+    local all = redis.call('SMEMBERS', SETS)
+    for _, st in ipairs(in_statuses) do
+        local prefix = ix_set(st, '')
+        for _, k in ipairs(all) do
+            if string.sub(k, 1, #prefix) == prefix then keys[#keys + 1] = k end
+        end
     end
 end
 
