@@ -67,7 +67,7 @@ static st_store *S;
 static weft_error e_;
 
 /* executions a case made: freed by the teardown, also after a failure */
-static xc_exec *made[16];
+static xc_exec *made[160];
 static size_t nmade;
 
 #define OK(call)                                                                                   \
@@ -594,6 +594,65 @@ static void test_search_step_refused(void **state)
     assert_int_equal(found(&q, found_ids, sizeof found_ids), 1);
     q.statuses = running;
     assert_int_equal(found(&q, found_ids, sizeof found_ids), 0);
+}
+
+/* n runs "<prefix><i>" started and COMPLETED a second ago (Redis: each end
+ * one entry on the index's log). */
+static void ended_runs(const char *prefix, int n)
+{
+    char id[64];
+    int i;
+    for (i = 0; i < n; i++) {
+        xc_exec *x;
+        snprintf(id, sizeof id, "%s%d", prefix, i);
+        x = run_at(id, wu_now_ms() - 1000, i % 2 ? "corr-f" : NULL);
+        end_run(x, WEFT_WF_COMPLETED, wu_now_ms());
+    }
+}
+
+static long long completed_runs(void)
+{
+    const char *completed[] = {"COMPLETED"};
+    char ids[4096];
+    st_query q;
+    memset(&q, 0, sizeof q);
+    q.size = 1;
+    q.statuses = completed;
+    q.nstatuses = 1;
+    return found(&q, ids, sizeof ids);
+}
+
+/* Redis: a decider's poll folds the index's log into the index once 64 ends
+ * wait there (fewer wait for a search): with the log gone after the poll,
+ * the index still has the 64; the 10 of a log below that are lost with it. */
+static void test_search_folded_by_due(void **state)
+{
+    char ids[4][64];
+    (void)state;
+    if (is_memory()) skip();
+    ended_runs("wf-few", 10);
+    due(4, 0, ids);
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
+    assert_int_equal(completed_runs(), 0);
+    ended_runs("wf-fold", 64);
+    due(4, 0, ids);
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
+    assert_int_equal(completed_runs(), 64);
+}
+
+/* Redis: a fold that fails (a key of the index another type) neither stops
+ * the deciders' polls (due.lua would fail with it) nor loses the ends
+ * waiting: the search after the key is mended finds every one. */
+static void test_search_fold_fails(void **state)
+{
+    char ids[4][64];
+    (void)state;
+    if (is_memory()) skip();
+    ended_runs("wf-ff", 70);
+    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix:sets not-a-set"));
+    assert_int_equal(due(4, 0, ids), 4); /* (ended, but no DONE step saved) */
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:sets"));
+    assert_int_equal(completed_runs(), 70);
 }
 
 static void test_task_log(void **state)
@@ -1654,6 +1713,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_search_long_correlation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_stale_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_step_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_folded_by_due, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_fold_fails, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),

@@ -12,14 +12,14 @@
 --   :sn:<status>:<name>  the ended runs of a status and workflow name, by start
 --   :sets the keys of those sets (a set emptied by a trim leaves)
 --   :c    "<correlation id>\0<id>" at score 0 (by ZRANGEBYLEX)
---   :e    the ended runs in the order folded, 5 elements each: expiry (its
+--   :ends the ended runs in the order folded, 5 elements each: expiry (its
 --         end plus the retention of the save that ended it, as its keys),
 --         record, id, set key, correlation member; trimmed from the head
 --         while the time is up (a run whose record is another since, left)
--- A step is appended whatever its fence: a fold keeps a record only when its
--- fence is newer than the one kept, so a step applied late or twice changes
--- nothing.
-local LOG, SETS, CORR, EXP = IX .. ':log', IX .. ':sets', IX .. ':c', IX .. ':e'
+-- A step is appended whatever its fence: a fold keeps a record unless the
+-- one kept has a newer fence, so a step applied late changes nothing, and
+-- one applied twice writes the same again.
+local LOG, SETS, CORR, EXP = IX .. ':log', IX .. ':sets', IX .. ':c', IX .. ':ends'
 local LOG_N, EXP_N = 6, 5
 
 local function ix_parse(rec)
@@ -69,7 +69,7 @@ local function ix_records(ids)
     return got
 end
 
--- take run id (record r, parsed) out of its sets; its :e entry stays,
+-- take run id (record r, parsed) out of its sets; its :ends entry stays,
 -- passed over when trimmed (its record no longer the one kept)
 local function ix_unlink(id, r)
     if r and r.ended > 0 then
@@ -78,7 +78,7 @@ local function ix_unlink(id, r)
     end
 end
 
--- forget up to max runs whose time is up (from the head of :e)
+-- forget up to max runs whose time is up (from the head of :ends)
 local function ix_trim(now, max)
     local head = tonumber(redis.call('LINDEX', EXP, 0))
     if not head or head > now then return 0 end
@@ -110,10 +110,12 @@ local function ix_trim(now, max)
 end
 
 -- Fold up to max entries of :log into the rest (the newest record of each
--- run, if newer than the one kept), then trim as many; how many were taken.
+-- run, unless the one kept is newer), then trim as many; how many were taken.
+-- They leave the log last: a fold that fails on the way loses none (the
+-- next one writes again what this one did, the same).
 local function ix_fold(max, now)
-    local got = redis.call('LPOP', LOG, max * LOG_N)
-    if not got then return 0 end
+    local got = redis.call('LRANGE', LOG, 0, max * LOG_N - 1)
+    if #got == 0 then return 0 end
     local at, ids = {}, {}
     for b = 0, #got - LOG_N, LOG_N do
         local id = got[b + 1]
@@ -130,7 +132,8 @@ local function ix_fold(max, now)
     for i, id in ipairs(ids) do
         local b = at[id]
         local old = kept[i]
-        if not old or ix_fence(old) < ix_fence(got[b + 2]) then
+        -- (as new: written again, the same, after a fold that failed)
+        if not old or ix_fence(old) <= ix_fence(got[b + 2]) then
             if old then ix_unlink(id, ix_parse(old)) end
             hset[#hset + 1] = id
             hset[#hset + 1] = got[b + 2]
@@ -156,7 +159,7 @@ local function ix_fold(max, now)
     if #sets > 0 then ix_flush('SADD', SETS, sets) end
     if #corr > 0 then ix_flush('ZADD', CORR, corr) end
     if #exp > 0 then ix_flush('RPUSH', EXP, exp) end
-    local n = math.floor(#got / LOG_N)
-    ix_trim(now, n + 16)
-    return n
+    redis.call('LTRIM', LOG, #got, -1)
+    ix_trim(now, math.floor(#got / LOG_N) + 16)
+    return math.floor(#got / LOG_N)
 end
