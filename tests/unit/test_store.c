@@ -538,28 +538,56 @@ static void test_search_failed_unread(void **state)
     assert_string_equal(ids, "wf-u");
 }
 
+/* The runs of status a search finds (a page of 10 into ids); the total. */
+static long long of_status(const char *status, char *ids, size_t cap)
+{
+    const char *one[1] = {status};
+    st_query q;
+    memset(&q, 0, sizeof q);
+    q.size = 10;
+    q.statuses = one;
+    q.nstatuses = 1;
+    return found(&q, ids, cap);
+}
+
+/* Redis: x's index entry of status (end ms; 0: made to run again) at fence 1
+ * put in its outbox, as if left there, and applied. */
+static void step_late(const xc_exec *x, const char *status, long long end)
+{
+    OK(rs_command(st_redis_conn(S), &e_, "ZADD weft:{%s}:out 1 1|index|%s||%lld|%lld:1:5:order",
+                  x->id, status, end, (long long)x->created_ms));
+    assert_int_equal(RC(ST(S, exec_flush, x->id, &e_)), 1);
+}
+
 /* Redis: an index step applied late (an older fence, from an outbox a
  * sweep applies after a newer save's steps) changes nothing. */
 static void test_search_stale_step(void **state)
 {
-    const char *running[] = {"RUNNING"};
-    char ids[64], key[128];
-    st_query q;
+    char ids[64];
     xc_exec *x;
     (void)state;
     if (is_memory()) skip();
     x = run_at("wf-s", wu_now_ms() - 1000, NULL);
     end_run(x, WEFT_WF_COMPLETED, wu_now_ms());
-    /* the create's entry again, as if left in the outbox */
-    snprintf(key, sizeof key, "%s", "{wf-s}:out");
-    OK(rs_command(st_redis_conn(S), &e_, "ZADD weft:%s 1 1|index|RUNNING||0|%lld:1:5:order", key,
-                  (long long)x->created_ms));
-    assert_int_equal(RC(ST(S, exec_flush, "wf-s", &e_)), 1);
-    memset(&q, 0, sizeof q);
-    q.size = 10;
-    q.statuses = running;
-    q.nstatuses = 1;
-    assert_int_equal(found(&q, ids, sizeof ids), 0);
+    step_late(x, "RUNNING", 0); /* the create's entry again, as if left in the outbox */
+    assert_int_equal(of_status("RUNNING", ids, sizeof ids), 0);
+}
+
+/* Redis: an end step applied after its run's time is up (its keys gone) is
+ * not indexed, though an end still in its time heads the index's list of
+ * ends (it would be trimmed only after that one). */
+static void test_search_late_end(void **state)
+{
+    char ids[64];
+    xc_exec *x;
+    (void)state;
+    if (is_memory()) skip();
+    x = run_at("wf-live", wu_now_ms() - 1000, NULL);
+    end_run(x, WEFT_WF_COMPLETED, wu_now_ms());
+    x = run_at("wf-late", wu_now_ms() - 1000, NULL);
+    step_late(x, "COMPLETED", 1000); /* its end at 1970-01-01T00:00:01Z, applied now */
+    assert_int_equal(of_status("COMPLETED", ids, sizeof ids), 1);
+    assert_string_equal(ids, "wf-live");
 }
 
 /* Redis: a run's index step refused as it ends (here the index key holds
@@ -612,14 +640,54 @@ static void ended_runs(const char *prefix, int n)
 
 static long long completed_runs(void)
 {
-    const char *completed[] = {"COMPLETED"};
-    char ids[4096];
+    char ids[1024];
+    return of_status("COMPLETED", ids, sizeof ids);
+}
+
+/* The newest (or oldest) of several sets, by start: 60 COMPLETED runs newer
+ * than 5 TERMINATED, newer than 20 FAILED; pages of 45 and 30 come out in
+ * order though one set holds most of a page (Redis reads a few of each set
+ * first, then more of the sets that could hold more). */
+static void test_search_merge(void **state)
+{
+    static const struct {
+        const char *prefix;
+        weft_wf_status st;
+        int n, at;
+    } runs[3] = {{"c", WEFT_WF_COMPLETED, 60, 1000},
+                 {"x", WEFT_WF_TERMINATED, 5, 500},
+                 {"f", WEFT_WF_FAILED, 20, 0}};
+    int64_t t = wu_now_ms() - 60000;
+    char ids[2048], want[2048] = "", id[32];
     st_query q;
+    int i, k;
+    (void)state;
+    for (k = 0; k < 3; k++)
+        for (i = 0; i < runs[k].n; i++) {
+            xc_exec *x;
+            snprintf(id, sizeof id, "%s%02d", runs[k].prefix, i);
+            x = run_at(id, t + runs[k].at + i, NULL);
+            end_run(x, runs[k].st, t + 2000);
+        }
     memset(&q, 0, sizeof q);
-    q.size = 1;
-    q.statuses = completed;
-    q.nstatuses = 1;
-    return found(&q, ids, sizeof ids);
+    q.size = 45;
+    assert_int_equal(found(&q, ids, sizeof ids), 85);
+    for (i = 59; i >= 15; i--)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%sc%02d", i < 59 ? " " : "", i);
+    assert_string_equal(ids, want);
+    q.size = 30;
+    q.asc = 1;
+    assert_int_equal(found(&q, ids, sizeof ids), 85);
+    want[0] = 0;
+    for (i = 0; i < 30; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%s%02d", i ? " " : "",
+                 i < 20   ? "f"
+                 : i < 25 ? "x"
+                          : "c",
+                 i < 20   ? i
+                 : i < 25 ? i - 20
+                          : i - 25);
+    assert_string_equal(ids, want);
 }
 
 /* Redis: a decider's poll folds the index's log into the index once 64 ends
@@ -640,18 +708,39 @@ static void test_search_folded_by_due(void **state)
     assert_int_equal(completed_runs(), 64);
 }
 
+/* 70 runs ended, a poll's fold of their index entries failed (a key of the
+ * index another type; the poll still answers), the key mended. */
+static void fold_broken(void)
+{
+    char ids[4][64];
+    ended_runs("wf-fb", 70);
+    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix:sets not-a-set"));
+    assert_int_equal(due(4, 0, ids), 4); /* (ended, but no DONE step saved) */
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:sets"));
+}
+
+/* Redis: after a fold failed, the polls of the next minute fold nothing
+ * (each would redo the work and fail again): the log gone after one, the
+ * index has none of the 70. */
+static void test_search_fold_backs_off(void **state)
+{
+    char ids[4][64];
+    (void)state;
+    if (is_memory()) skip();
+    fold_broken();
+    due(4, 0, ids);
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
+    assert_int_equal(completed_runs(), 0);
+}
+
 /* Redis: a fold that fails (a key of the index another type) neither stops
  * the deciders' polls (due.lua would fail with it) nor loses the ends
  * waiting: the search after the key is mended finds every one. */
 static void test_search_fold_fails(void **state)
 {
-    char ids[4][64];
     (void)state;
     if (is_memory()) skip();
-    ended_runs("wf-ff", 70);
-    OK(rs_command(st_redis_conn(S), &e_, "SET weft:{dq}:ix:sets not-a-set"));
-    assert_int_equal(due(4, 0, ids), 4); /* (ended, but no DONE step saved) */
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:sets"));
+    fold_broken();
     assert_int_equal(completed_runs(), 70);
 }
 
@@ -1713,8 +1802,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_search_long_correlation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_stale_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_step_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_folded_by_due, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_fold_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_fold_backs_off, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_late_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),
         cmocka_unit_test_setup_teardown(test_claim_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_priority_order, setup, teardown),

@@ -29,7 +29,7 @@ extern const char *const rs_script_src[];
 extern const size_t rs_script_count;
 
 static const char *const script_names[S_COUNT] = {
-    "create", "save", "flush",   "claim",   "renew", "ack",    "check",
+    "create", "save", "flush",   "claim",   "renew",  "ack",     "check",
     "reap",   "due",  "unqueue", "command", "search", "tasklog",
 };
 

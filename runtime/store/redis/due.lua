@@ -14,9 +14,17 @@ if now == 0 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
--- (the index's trouble, a key of another type, never stops the deciders)
+-- The index's trouble (a key of another type) never stops the deciders: a
+-- fold that fails leaves its entries in the log and its error in :fold_error
+-- for a minute, when folds are tried again (searches fail with it meanwhile).
 local len = redis.pcall('LLEN', LOG)
-if type(len) == 'number' and len >= 64 * LOG_N then pcall(ix_fold, 256, now) end
+if type(len) == 'number' and len >= 64 * LOG_N and redis.call('EXISTS', IX .. ':fold_error') == 0 then
+    local ok, err = pcall(ix_fold, 256, now)
+    if not ok then
+        redis.call('SET', IX .. ':fold_error', type(err) == 'table' and tostring(err.err) or tostring(err),
+                   'PX', 60000)
+    end
+end
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 local later = now + tonumber(ARGV[3])
 for _, id in ipairs(ids) do

@@ -80,8 +80,8 @@ end
 
 -- forget up to max runs whose time is up (from the head of :ends)
 local function ix_trim(now, max)
-    local head = tonumber(redis.call('LINDEX', EXP, 0))
-    if not head or head > now then return 0 end
+    local head = redis.call('LINDEX', EXP, 0)
+    if not head or (tonumber(head) or 0) > now then return 0 end
     local old = redis.call('LRANGE', EXP, 0, max * EXP_N - 1)
     local n, ids, at = 0, {}, {}
     while n + EXP_N <= #old and (tonumber(old[n + 1]) or 0) <= now do
@@ -131,13 +131,15 @@ local function ix_fold(max, now)
     local hset, zadd, sets, added, corr, exp = {}, {}, {}, {}, {}, {}
     for i, id in ipairs(ids) do
         local b = at[id]
-        local old = kept[i]
-        -- (as new: written again, the same, after a fold that failed)
-        if not old or ix_fence(old) <= ix_fence(got[b + 2]) then
+        local old, key = kept[i], got[b + 3]
+        -- an end whose time is up is not written (its keys are gone: a step
+        -- applied that late); one as new as the record kept is written again,
+        -- the same (after a fold that failed)
+        if (key == '' or (tonumber(got[b + 5]) or 0) > now) and
+            (not old or ix_fence(old) <= ix_fence(got[b + 2])) then
             if old then ix_unlink(id, ix_parse(old)) end
             hset[#hset + 1] = id
             hset[#hset + 1] = got[b + 2]
-            local key = got[b + 3]
             if key ~= '' then
                 ix_add(zadd, key, got[b + 4], id)
                 if not added[key] then

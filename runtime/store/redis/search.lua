@@ -30,7 +30,8 @@ local function list_at(i, list, set)
     local n = tonumber(ARGV[i])
     for k = 1, n do
         local v = ARGV[i + k]
-        if not set[v] then
+        -- (a status is a word of capitals: no other can name a set)
+        if not set[v] and (i > 10 or string.match(v, '^[%u_]+$')) then
             set[v] = true
             list[#list + 1] = v
         end
@@ -38,6 +39,7 @@ local function list_at(i, list, set)
     return i + n + 1
 end
 list_at(list_at(10, statuses, want_status), names, want_name)
+if #statuses == 0 and tonumber(ARGV[10]) > 0 then return {0} end
 
 for _ = 1, 40 do
     if ix_fold(1000, now) < 1000 then break end
@@ -87,19 +89,49 @@ else
     end
 end
 
+-- The first `limit` members of the sets in start time's order: a few from
+-- each set, then more from a set only while the last read of it could still
+-- be among them (with many names, not limit from each).
+local function first_of(sets)
+    local got, more, full = {}, {}, {}
+    if limit < 1 then return {} end
+    local per = math.min(limit, math.max(16, math.ceil(2 * limit / math.max(#sets, 1))))
+    for i = 1, #sets do
+        got[i], more[i] = {}, per
+    end
+    while true do
+        for i, k in ipairs(sets) do
+            local n = more[i]
+            if n then
+                local r, t = nil, got[i]
+                if asc then
+                    r = redis.call('ZRANGEBYSCORE', k, lo, hi, 'WITHSCORES', 'LIMIT', #t, n)
+                else
+                    r = redis.call('ZREVRANGEBYSCORE', k, hi, lo, 'WITHSCORES', 'LIMIT', #t, n)
+                end
+                for j = 1, #r, 2 do t[#t + 1] = {r[j], tonumber(r[j + 1])} end
+                more[i], full[i] = nil, #r == 2 * n
+            end
+        end
+        local hits, again = {}, false
+        for i = 1, #sets do
+            for _, h in ipairs(got[i]) do hits[#hits + 1] = h end
+        end
+        table.sort(hits, before)
+        local cut = hits[limit]
+        for i = 1, #sets do
+            local t = got[i]
+            if full[i] and (not cut or before(t[#t], cut)) then
+                more[i], again = math.max(#t, 16), true
+            end
+        end
+        if not again then return hits end
+    end
+end
+
 -- filters the sets answer alone, in start time's order
 if corr == '' and free == '' and version == '' and not by_end then
-    local hits = {}
-    for _, k in ipairs(keys) do
-        local got
-        if asc then
-            got = redis.call('ZRANGEBYSCORE', k, lo, hi, 'WITHSCORES', 'LIMIT', 0, limit)
-        else
-            got = redis.call('ZREVRANGEBYSCORE', k, hi, lo, 'WITHSCORES', 'LIMIT', 0, limit)
-        end
-        for j = 1, #got, 2 do hits[#hits + 1] = {got[j], tonumber(got[j + 1])} end
-    end
-    return answer(count(keys), hits)
+    return answer(count(keys), first_of(keys))
 end
 
 -- else each candidate's record is read: the candidates of the narrowest filter
