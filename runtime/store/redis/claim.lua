@@ -8,19 +8,22 @@
 -- ARGV[6] "1": a domain's queue: the poll's time is kept 10 s (P{q:<type>}:polled)
 -- Returns {member, token, controlled, ...}; token = seed .. ":" .. counter,
 -- controlled 1 when the member has controls (its ack runs ack.lua).
-local now = tonumber(ARGV[2])
+local now, now_s = tonumber(ARGV[2]), ARGV[2]
 if now == 0 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
+    now_s = string.format('%d', now)
 end
-local expiry = now + tonumber(ARGV[3])
+-- numbers go to Redis as text made once with %d: Lua makes a number text
+-- with a floating-point printf at each use, the dearest part of a claim
+local expiry = string.format('%d', now + tonumber(ARGV[3]))
 local max = tonumber(ARGV[4])
 local out = {}
 if ARGV[6] == '1' then
-    redis.call('SET', ARGV[1] .. 'polled', now, 'PX', 10000)
+    redis.call('SET', ARGV[1] .. 'polled', now_s, 'PX', 10000)
 end
 local function lease(m, ctl)
-    local token = ARGV[5] .. ':' .. (#out / 3 + 1)
+    local token = ARGV[5] .. ':' .. string.format('%d', #out / 3 + 1)
     redis.call('ZADD', KEYS[2], expiry, m)
     redis.call('HSET', KEYS[3], m, token)
     out[#out + 1] = m
@@ -29,7 +32,7 @@ local function lease(m, ctl)
 end
 if redis.call('EXISTS', ARGV[1] .. 'due', ARGV[1] .. 'meta') == 0 then
     -- nothing here has controls: by visible-at, as they come
-    local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, max)
+    local got = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, ARGV[4])
     for _, m in ipairs(got) do
         redis.call('ZREM', KEYS[1], m)
         lease(m, 0)

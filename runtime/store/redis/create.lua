@@ -17,12 +17,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     return 0
 end
 redis.call('HSET', KEYS[1], 'doc', ARGV[1], 'def', ARGV[2], 'defkey', ARGV[3],
-           'status', ARGV[4], 'fence', 1, 'ix', ARGV[5])
+           'status', ARGV[4], 'fence', '1', 'ix', ARGV[5])
 local n = tonumber(ARGV[7])
 if n > 0 then
     local z = {}
     for i = 8, 7 + n do
-        z[#z + 1] = 1
+        z[#z + 1] = '1'
         z[#z + 1] = '1|' .. ARGV[i]
     end
     redis.call('ZADD', KEYS[2], unpack(z))

@@ -9,10 +9,11 @@
 -- Returns {id...}.
 local IX = KEYS[2]
 --@include index_lib.lua
-local now = tonumber(ARGV[1])
+local now, now_s = tonumber(ARGV[1]), ARGV[1]
 if now == 0 then
     local t = redis.call('TIME')
     now = t[1] * 1000 + math.floor(t[2] / 1000)
+    now_s = string.format('%d', now)
 end
 -- The index's trouble (a key of another type) never stops the deciders: a
 -- fold that fails leaves its entries in the log and its error in :fold_error
@@ -25,8 +26,9 @@ if type(len) == 'number' and len >= 64 * LOG_N and redis.call('EXISTS', IX .. ':
                    'PX', 60000)
     end
 end
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
-local later = now + tonumber(ARGV[3])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_s, 'LIMIT', 0, ARGV[2])
+-- (a number's text made once: Lua's is a floating-point printf at each use)
+local later = string.format('%d', now + tonumber(ARGV[3]))
 for _, id in ipairs(ids) do
     redis.call('ZADD', KEYS[1], later, id)
 end

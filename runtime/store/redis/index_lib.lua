@@ -147,7 +147,7 @@ local function ix_fold(max, now)
                     sets[#sets + 1] = key
                 end
                 if got[b + 6] ~= '' then
-                    corr[#corr + 1] = 0
+                    corr[#corr + 1] = '0'
                     corr[#corr + 1] = got[b + 6]
                 end
                 local e = #exp

@@ -51,17 +51,20 @@ elseif cur ~= ARGV[1] then
 end
 local leftover = redis.call('ZRANGE', KEYS[2], 0, -1)
 local fence = tonumber(cur) + 1
-redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'fence', fence)
+-- its text made once (Lua makes a number's with a floating-point printf at
+-- each use)
+local fs = string.format('%d', fence)
+redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'status', ARGV[3], 'fence', fs)
 if cmd then
     redis.call('HDEL', KEYS[1], 'cmd')
-    redis.call('HSET', KEYS[1], 'cmdf', fence)
+    redis.call('HSET', KEYS[1], 'cmdf', fs)
 end
 local n = tonumber(ARGV[8])
 if n > 0 then
     local z = {}
     for i = 10, 9 + n do
-        z[#z + 1] = fence
-        z[#z + 1] = fence .. '|' .. ARGV[i]
+        z[#z + 1] = fs
+        z[#z + 1] = fs .. '|' .. ARGV[i]
     end
     call_in_parts({'ZADD', KEYS[2]}, z, 2000)
 end
