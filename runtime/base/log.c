@@ -77,24 +77,38 @@ __attribute__((format(printf, 4, 5))) static void add(char *buf, size_t size, si
     *used = n < 0 ? *used : *used + (size_t)n >= size ? size - 1 : *used + (size_t)n;
 }
 
+/* Append s to buf at *used, never past size (add without a format: a log
+ * line is made of these, one per field and quote). */
+static void put(char *buf, size_t size, size_t *used, const char *s)
+{
+    size_t n = strlen(s);
+    if (*used >= size - 1) return;
+    if (n > size - 1 - *used) n = size - 1 - *used;
+    memcpy(buf + *used, s, n);
+    *used += n;
+    buf[*used] = 0;
+}
+
 /* msg with quotes as ' and no newlines: either would break the line format. */
 static void add_quoted(char *buf, size_t size, size_t *used, const char *msg)
 {
-    add(buf, size, used, "\"");
+    put(buf, size, used, "\"");
     for (; *msg && *used < size - 1; msg++)
         if (*msg != '\n') buf[(*used)++] = *msg == '"' ? '\'' : *msg;
     buf[*used] = 0;
-    add(buf, size, used, "\"");
+    put(buf, size, used, "\"");
 }
 
 /* key=value, the value quoted when it holds a space, a quote or '='. */
 static void add_field(char *buf, size_t size, size_t *used, const lg_field *f)
 {
-    add(buf, size, used, " %s=", f->key);
+    put(buf, size, used, " ");
+    put(buf, size, used, f->key);
+    put(buf, size, used, "=");
     if (f->value[strcspn(f->value, " \"=\n")] || !*f->value)
         add_quoted(buf, size, used, f->value);
     else
-        add(buf, size, used, "%s", f->value);
+        put(buf, size, used, f->value);
 }
 
 /* The length of the well-formed UTF-8 character at s (1-4), or 0. */
@@ -186,7 +200,7 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
         lg_level_name(level), node);
     for (f = fields; f && f->key; f++)
         if (f->value) add_field(buf, size, &used, f);
-    add(buf, size, &used, " msg=");
+    put(buf, size, &used, " msg=");
     add_quoted(buf, size, &used, msg);
     return used;
 }

@@ -93,6 +93,11 @@ char *rs_digits(char buf[24], unsigned long long v, int neg)
     return p;
 }
 
+char *rs_ll(char buf[24], long long v)
+{
+    return rs_digits(buf, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, v < 0);
+}
+
 /* A number or other formatted argument (copied). The integer formats the
  * commands use are written here: snprintf was a few % of a worker's CPU. */
 __attribute__((format(printf, 2, 3))) void rs_cmd_addf(rs_cmd *c, const char *fmt, ...)
@@ -104,8 +109,7 @@ __attribute__((format(printf, 2, 3))) void rs_cmd_addf(rs_cmd *c, const char *fm
     if (!strcmp(fmt, "%d") || !strcmp(fmt, "%lld")) {
         long long v = fmt[1] == 'd' ? va_arg(ap, int) : va_arg(ap, long long);
         va_end(ap);
-        rs_cmd_dup(
-            c, rs_digits(buf, v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v, v < 0));
+        rs_cmd_dup(c, rs_ll(buf, v));
         return;
     }
     if (!strcmp(fmt, "%llu") || !strcmp(fmt, "%zu")) {

@@ -177,6 +177,8 @@ void rs_cmd_addn(rs_cmd *c, const char *s, size_t n, char *owned);
 void rs_cmd_add(rs_cmd *c, const char *s);
 void rs_cmd_dup(rs_cmd *c, const char *s);
 char *rs_digits(char buf[24], unsigned long long v, int neg);
+/* v's decimal digits (and sign) in buf: where they start. */
+char *rs_ll(char buf[24], long long v);
 void rs_cmd_addf(rs_cmd *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rs_cmd_script_load(rs_cmd *c, const rs *r, int s);
 void rs_cmd_script(rs_cmd *c, rs *r, int s, int nkeys);

@@ -74,27 +74,29 @@ int rs_entry_parse(rs_entry *e, const redisReply *x)
     return entry_fields(e);
 }
 
+/* (the strings of an index entry are made with rs_cat, not snprintf: one
+ * per run, with the save, its outbox entry and its step) */
 char *rs_index_what(const rs_index *ix)
 {
     const char *corr = ix->correlation_id ? ix->correlation_id : "";
-    size_t n = strlen(ix->name) + strlen(corr) + 64;
-    char *t;
+    size_t n = strlen(ix->name) + strlen(corr) + 3 * 24;
+    char a[24], b[24], c[24], *t;
     if (ix->what) return strdup(ix->what);
     if ((t = malloc(n)))
-        snprintf(t, n, "%lld:%d:%zu:%s%s", (long long)ix->start_ms, ix->version, strlen(ix->name),
-                 ix->name, corr);
+        rs_cat(t, n, rs_ll(a, ix->start_ms), ":", rs_ll(b, ix->version), ":",
+               rs_digits(c, strlen(ix->name), 0), ":", ix->name, corr, (char *)NULL);
     return t;
 }
 
 char *rs_index_text(const rs_index *ix)
 {
-    char *what = rs_index_what(ix), *t;
-    size_t n = what ? strlen(what) + strlen(ix->status) + 48 : 0;
+    char *what = rs_index_what(ix), *t, a[24];
+    size_t n = what ? strlen(what) + strlen(ix->status) + 40 : 0;
     if (!what || !(t = malloc(n))) {
         free(what);
         return NULL;
     }
-    snprintf(t, n, "index|%s||%lld|%s", ix->status, (long long)ix->end_ms, what);
+    rs_cat(t, n, "index|", ix->status, "||", rs_ll(a, ix->end_ms), "|", what, (char *)NULL);
     free(what);
     return t;
 }
@@ -173,17 +175,22 @@ static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char 
     rs_cmd_add(c, "RPUSH");
     rs_cmd_dup(c, key);
     rs_cmd_add(c, id);
-    n = strlen(e->type) + strlen(w.name) + 96;
-    if ((t = malloc(n)))
-        snprintf(t, n, "%llu|%s|%lld|%lld|%d|%zu|%s", (unsigned long long)e->fence, e->type,
-                 (long long)w.start_ms, (long long)e->at, w.version, w.name_len, w.name);
+    n = strlen(e->type) + strlen(w.name) + 5 * 24;
+    if ((t = malloc(n))) {
+        char f[24], s[24], a[24], v[24], l[24];
+        rs_cat(t, n, rs_digits(f, e->fence, 0), "|", e->type, "|", rs_ll(s, w.start_ms), "|",
+               rs_ll(a, e->at), "|", rs_ll(v, w.version), "|", rs_digits(l, w.name_len, 0), "|",
+               w.name, (char *)NULL);
+    }
     own(c, t);
     n = klen + strlen(e->type) + w.name_len + 8;
     t = NULL;
     if (!ended)
         rs_cmd_add(c, "");
-    else if ((t = malloc(n)))
-        snprintf(t, n, "%s:sn:%s:%.*s", ix, e->type, (int)w.name_len, w.name);
+    else if ((t = malloc(n))) {
+        rs_cat(t, n, ix, ":sn:", e->type, ":", w.name, (char *)NULL);
+        t[klen + 5 + strlen(e->type) + w.name_len] = 0; /* the name, not its correlation id */
+    }
     if (ended) own(c, t);
     rs_cmd_addf(c, "%lld", (long long)w.start_ms);
     rs_cmd_addf(c, "%lld", ended ? (long long)(e->at + r->retention_ms) : 0LL);
