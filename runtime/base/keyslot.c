@@ -5,16 +5,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* CRC16-CCITT (XMODEM) of each byte value, made at load: a byte at a time,
+ * not a bit (every command's key slot, every run's partition) */
+static uint16_t crc_table[256];
+
+__attribute__((constructor)) static void crc_table_make(void)
+{
+    int v, b;
+    for (v = 0; v < 256; v++) {
+        uint16_t crc = (uint16_t)(v << 8);
+        for (b = 0; b < 8; b++)
+            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+        crc_table[v] = crc;
+    }
+}
+
 uint16_t rc_crc16(const char *buf, size_t len)
 {
     uint16_t crc = 0;
     size_t i;
-    int b;
-    for (i = 0; i < len; i++) {
-        crc ^= (uint16_t)((unsigned char)buf[i] << 8);
-        for (b = 0; b < 8; b++)
-            crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
-    }
+    for (i = 0; i < len; i++)
+        crc = (uint16_t)((crc << 8) ^ crc_table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
     return crc;
 }
 
@@ -35,8 +46,7 @@ int rc_key_slot(const char *key, size_t len)
 
 int rc_range_of(const char *id, size_t len, int parts)
 {
-    long slot = rc_crc16(id, len) & (RC_SLOTS - 1);
-    return parts > 1 ? (int)(slot * parts / RC_SLOTS) : 0;
+    return parts > 1 ? (int)((long)(rc_crc16(id, len) & (RC_SLOTS - 1)) * parts / RC_SLOTS) : 0;
 }
 
 int rc_part_of(const char *id, int parts)
