@@ -2,7 +2,8 @@
  * The Redis store's execution index and task logs (redis.h). The index
  * of the ended runs lives in the partitions' hash tags (index_lib.lua): a
  * save that ends a run (or makes it run again) records its entry in the
- * outbox, applied with its other steps (outbox.c). A run not ended has no
+ * outbox, applied with its other steps (outbox.c): pushed onto the
+ * partition's index log, which search.lua folds in first. A run not ended has no
  * entry (none to write at each start): it is on the decider queue, and its
  * hash holds what a search reads of it. A search asks every partition in
  * one pipeline and merges their pages.

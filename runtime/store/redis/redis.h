@@ -134,11 +134,12 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
 
 /*
  * A run's entry in the execution index: recorded in the outbox of the save
- * that ends it (or makes it run again) and applied with its steps, by
- * index.lua in its partition's hash tag (the decider queue's), so a search
- * asks each partition once. Status, name, correlation id, start and end
- * time. A run not ended has none: every one is on the decider queue, and
- * its create stores what a search reads of it in its field "ix".
+ * that ends it (or makes it run again) and applied with its steps, one
+ * RPUSH onto the index log of its partition (the decider queue's hash tag),
+ * folded into the index in bulk by the deciders' polls and by each search
+ * (index_lib.lua), so a search asks each partition once. Status, name, correlation id, start and
+ * end time. A run not ended has none: every one is on the decider queue, and its create stores what
+ * a search reads of it in its field "ix".
  */
 typedef struct rs_index {
     const char *status, *name, *correlation_id; /* correlation id NULL: none */
