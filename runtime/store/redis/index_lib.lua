@@ -128,7 +128,7 @@ local function ix_fold(max, now)
         end
     end
     local kept = ix_records(ids)
-    local hset, zadd, sets, added, corr, exp = {}, {}, {}, {}, {}, {}
+    local hset, zadd, corr, exp = {}, {}, {}, {}
     for i, id in ipairs(ids) do
         local b = at[id]
         local old, key = kept[i], got[b + 3]
@@ -142,10 +142,6 @@ local function ix_fold(max, now)
             hset[#hset + 1] = got[b + 2]
             if key ~= '' then
                 ix_add(zadd, key, got[b + 4], id)
-                if not added[key] then
-                    added[key] = true
-                    sets[#sets + 1] = key
-                end
                 if got[b + 6] ~= '' then
                     corr[#corr + 1] = '0'
                     corr[#corr + 1] = got[b + 6]
@@ -157,7 +153,11 @@ local function ix_fold(max, now)
         end
     end
     if #hset > 0 then ix_flush('HSET', IX, hset) end
-    for key, args in pairs(zadd) do ix_flush('ZADD', key, args) end
+    local sets = {}
+    for key, args in pairs(zadd) do
+        ix_flush('ZADD', key, args)
+        sets[#sets + 1] = key
+    end
     if #sets > 0 then ix_flush('SADD', SETS, sets) end
     if #corr > 0 then ix_flush('ZADD', CORR, corr) end
     if #exp > 0 then ix_flush('RPUSH', EXP, exp) end

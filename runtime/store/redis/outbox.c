@@ -166,7 +166,7 @@ static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char 
     rs_what w;
     size_t n, klen;
     int ended = e->at > 0;
-    char ix[KEY_MAX], *t = NULL;
+    char ix[KEY_MAX], *t;
     /* a malformed one goes in with what it has: start 0, an empty name */
     rs_index_what_parse(e->ix, &w);
     rs_k_ix(r, rs_part(r, id), ix);
@@ -183,27 +183,34 @@ static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char 
                w.name, (char *)NULL);
     }
     own(c, t);
-    n = klen + strlen(e->type) + w.name_len + 8;
-    t = NULL;
-    if (!ended)
+    if (!ended) { /* no set, its start, no expiry, no member */
         rs_cmd_add(c, "");
-    else if ((t = malloc(n))) {
+        rs_cmd_addf(c, "%lld", (long long)w.start_ms);
+        rs_cmd_add(c, "0");
+        rs_cmd_add(c, "");
+        return;
+    }
+    n = klen + strlen(e->type) + w.name_len + 8;
+    if ((t = malloc(n))) {
         rs_cat(t, n, ix, ":sn:", e->type, ":", w.name, (char *)NULL);
         t[klen + 5 + strlen(e->type) + w.name_len] = 0; /* the name, not its correlation id */
     }
-    if (ended) own(c, t);
+    own(c, t);
     rs_cmd_addf(c, "%lld", (long long)w.start_ms);
-    rs_cmd_addf(c, "%lld", ended ? (long long)(e->at + r->retention_ms) : 0LL);
+    rs_cmd_addf(c, "%lld", (long long)(e->at + r->retention_ms));
+    if (!*w.corr) {
+        rs_cmd_add(c, "");
+        return;
+    }
     /* "<correlation id>\0<id>" */
     n = strlen(w.corr) + 1 + strlen(id);
-    if (!ended || !*w.corr)
-        rs_cmd_add(c, "");
-    else if ((t = malloc(n + 1))) {
-        memcpy(t, w.corr, strlen(w.corr) + 1);
-        memcpy(t + strlen(w.corr) + 1, id, strlen(id) + 1);
-        rs_cmd_addn(c, t, n, t); /* c owns it */
-    } else
+    if (!(t = malloc(n + 1))) {
         c->oom = 1;
+        return;
+    }
+    memcpy(t, w.corr, strlen(w.corr) + 1);
+    memcpy(t + strlen(w.corr) + 1, id, strlen(id) + 1);
+    rs_cmd_addn(c, t, n, t); /* c owns it */
 }
 
 /* Whether a push has queue controls. */
