@@ -67,7 +67,7 @@ static st_store *S;
 static weft_error e_;
 
 /* executions a case made: freed by the teardown, also after a failure */
-static xc_exec *made[160];
+static xc_exec *made[400];
 static size_t nmade;
 
 #define OK(call)                                                                                   \
@@ -719,6 +719,19 @@ static void fold_broken(void)
     OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:sets"));
 }
 
+/* Redis: a poll folds at most 256 ends (a fold blocks Redis while it runs):
+ * with the log gone after one poll, the index has 256 of 300. */
+static void test_search_fold_capped(void **state)
+{
+    char ids[4][64];
+    (void)state;
+    if (is_memory()) skip();
+    ended_runs("wf-cap", 300);
+    due(4, 0, ids);
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
+    assert_int_equal(completed_runs(), 256);
+}
+
 /* Redis: after a fold failed, the polls of the next minute fold nothing
  * (each would redo the work and fail again): the log gone after one, the
  * index has none of the 70. */
@@ -728,6 +741,11 @@ static void test_search_fold_backs_off(void **state)
     (void)state;
     if (is_memory()) skip();
     fold_broken();
+    /* the failure kept for a minute (an error reply fails the command) */
+    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 1 weft:{dq}:ix:fold_error",
+                  "local t = redis.call('PTTL', KEYS[1]) "
+                  "if t > 55000 and t <= 60000 then return 1 end "
+                  "return redis.error_reply('fold_error PTTL ' .. t)"));
     due(4, 0, ids);
     OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
     assert_int_equal(completed_runs(), 0);
@@ -1805,6 +1823,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_search_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_folded_by_due, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_fold_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_fold_capped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_fold_backs_off, setup, teardown),
         cmocka_unit_test_setup_teardown(test_search_late_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_log, setup, teardown),
