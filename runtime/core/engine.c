@@ -365,7 +365,7 @@ static void commit(eng *e, xc_exec *x, dec_out *o, const st_lease *claim, int lo
     for (i = 0; looked && i < n; i++)
         next |= steps[i].kind == ST_WAKE || steps[i].kind == ST_DONE;
     if (looked && !next) /* it waits on its tasks: off the decider queue until they say */
-        ST(e->st, forget, x->id, &err);
+        ST(e->st, forget, x->id, 0, &err);
     fx_free(&buf, steps, eager);
     fx_after(&e->op, x, o);
     fx_drain(&e->op);
@@ -383,7 +383,7 @@ static void look(eng *e, const char *id)
     if (rc == 0)
         commit(e, x, &o, NULL, 1);
     else if (rc == OP_NOCHANGE)
-        ST(e->st, forget, id, &err);
+        ST(e->st, forget, id, 0, &err);
     dec_out_free(&o);
     xc_free(x);
 }

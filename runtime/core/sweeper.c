@@ -1,12 +1,16 @@
 #include "core/sweeper.h"
+#include <stdio.h>
+#include <stdlib.h>
 
-/* Read a child's end (a parent whose notice was lost). 1 = it ended, filled in c. */
+/* Read a child's end (a parent whose notice was lost). 1 = it ended, filled
+ * in c; -1 = it is not there; 0 = it runs, or could not be read now. */
 static int child_ended(op_env *env, const char *child_id, op_complete *c, json_object **out,
                        char *reason, size_t rsize)
 {
     xc_exec *cx = NULL;
     weft_error err = {0};
-    if (op_load(env, child_id, &cx, NULL, &err)) return 0;
+    int rc = op_load(env, child_id, &cx, NULL, &err);
+    if (rc) return rc == WEFT_ENOTFOUND ? -1 : 0;
     if (!xc_wf_terminal(cx->status)) {
         xc_free(cx);
         return 0;
@@ -16,6 +20,33 @@ static int child_ended(op_env *env, const char *child_id, op_complete *c, json_o
     c->output = *out;
     xc_free(cx);
     return 1;
+}
+
+/*
+ * A child that is not there though task t names it: its start was lost.
+ * A Redis failover loses the writes its primary had not yet replicated, and
+ * on a cluster the child's create and the parent's save that took its id are
+ * on different nodes, so the save may be kept and the create lost. The task
+ * is queued again and starts the child again, under its idempotency key: the
+ * same id while the key is kept, a new one if that was lost too.
+ */
+static void start_again(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t, int64_t now,
+                        dec_out *o)
+{
+    if (env->hooks && env->hooks->note) {
+        char msg[WEFT_ERROR_MAX];
+        lg_field f[] = {{"workflow", x->id}, {"task", t->ref}, {NULL, NULL}};
+        snprintf(msg, sizeof msg,
+                 "its sub-workflow %s is gone (a Redis failover lost its start?): "
+                 "starting it again",
+                 t->child_id);
+        env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, f, msg);
+    }
+    free(t->child_id);
+    t->child_id = NULL;
+    if (json_object_is_type(t->output, json_type_object))
+        json_object_object_del(t->output, "subWorkflowId");
+    dec_enqueue(dec, x, t, now, o);
 }
 
 int sw_look(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, weft_error *err)
@@ -38,8 +69,11 @@ int sw_look(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, w
             op_complete c = {0};
             json_object *out = NULL;
             char reason[WEFT_ERROR_MAX];
-            if (child_ended(env, t->child_id, &c, &out, reason, sizeof reason))
+            int ended = child_ended(env, t->child_id, &c, &out, reason, sizeof reason);
+            if (ended > 0)
                 dec_complete(dec, x, t, c.status, c.output, c.reason, o, err);
+            else if (ended < 0)
+                start_again(env, dec, x, t, now, o);
             json_object_put(out);
         } else if (t->queued && ST(env->st, queue_has, xc_task_queue(t), x->id, t->id, err) == 0) {
             /* queued in the execution but in no queue: a step lost to a crash */

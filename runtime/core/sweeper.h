@@ -2,7 +2,8 @@
  * The sweeper's look at an execution that came due on the decider queue
  * (a timer, a timeout, a result, or nothing heard for sweep_ms): it
  * remaps control-flow tasks whose timer fired, reads the end of a child
- * whose notice was lost, queues again a task a crash left in no queue,
+ * whose notice was lost (and starts again a child whose start was lost),
+ * queues again a task a crash left in no queue,
  * times out what is overdue and decides. The daemon's workers and the
  * embedded engine both look through here. Prefix sw_.
  */

@@ -262,11 +262,12 @@ static int poll_work(worker *w, int wait, char (*due)[64], int *ndue, int64_t *b
     return 0;
 }
 
-/* A due execution that no longer exists: off the decider queue. */
-static void forget_due(worker *w, const char *id)
+/* A due execution off the decider queue: it ended, or it is missing (it
+ * leaves once it has been missing for a while: its create may be on its way). */
+static void forget_due(worker *w, const char *id, int missing)
 {
     weft_error err = {0};
-    ST(w->st, forget, id, &err);
+    ST(w->st, forget, id, missing, &err);
 }
 
 /*
@@ -280,7 +281,7 @@ static void forget_ended(worker *w, const char *id)
     weft_error err = {0};
     st_doc e = {0};
     weft_wf_status st;
-    forget_due(w, id);
+    forget_due(w, id, 0);
     if (ST(w->st, exec_read, id, &e, &err) == 0 &&
         !(xc_wf_status_parse(e.status, &st) == 0 && xc_wf_terminal(st)))
         ST(w->st, wake, id, wu_now_ms(), 0, &err);
@@ -356,7 +357,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
         op_item *it = &items[ni];
         if (!j->x && j->due) {
             if (j->load_rc == WEFT_ENOTFOUND)
-                forget_due(w, j->id);
+                forget_due(w, j->id, 1);
             else if (j->load_rc != WEFT_EIO)
                 op_update(&w->op, j->id, sw_look, w, &err); /* says what is wrong with it */
             continue;
@@ -391,7 +392,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
         size_t q;
         if (it->rc) {
             if (it->rc == WEFT_ENOTFOUND && j->due)
-                forget_due(w, it->id);
+                forget_due(w, it->id, 1);
             else if (it->rc != WEFT_ETIMEOUT)
                 lg_log(WEFT_LOG_WARN, LG_FIELDS({"workflow", it->id}), "%s%s",
                        j->nres ? "results not saved: " : "", it->err.msg);

@@ -819,10 +819,11 @@ static int mem_wake(st_store *s, const char *id, int64_t at, int only_earlier, w
     return 0;
 }
 
-static int mem_forget(st_store *s, const char *id, weft_error *err)
+static int mem_forget(st_store *s, const char *id, int missing, weft_error *err)
 {
     mem_exec *ex;
     int rc;
+    (void)missing; /* one process: a create is never behind its own steps */
     if ((rc = check_id(id, err)) != 0) return rc;
     if ((ex = exec_find((mem *)s, id))) ex->due_seq = 0;
     return 0;

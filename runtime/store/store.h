@@ -238,8 +238,11 @@ typedef struct st_ops {
                      int *ndue, const char *const *types, size_t ntypes, int max, int64_t lease_ms,
                      st_lease *out, weft_error *err);
     int (*wake)(st_store *s, const char *id, int64_t at, int only_earlier, weft_error *err);
-    /* Take an execution off the decider queue (it ended). */
-    int (*forget)(st_store *s, const char *id, weft_error *err);
+    /* Take an execution off the decider queue: it ended, or (missing) a
+     * decider found it not there. A missing one may be about to be created
+     * (its create's steps can land first on a Redis Cluster): it leaves only
+     * once it has been missing for a while, and is looked at again meanwhile. */
+    int (*forget)(st_store *s, const char *id, int missing, weft_error *err);
     /* How many executions have not ended (running or paused): the decider
      * queue's size, every partition's. */
     int (*unfinished)(st_store *s, long long *n, weft_error *err);

@@ -40,6 +40,12 @@ check_outcomes() {
         if [ "$wrc" != 0 ] || ! "$JSONEQ" "$got" "$(expected "$kind" "$n")"; then
             bad=$((bad + 1))
             [ $bad -le 5 ] && echo "# $kind $n $id: exit $wrc, output $got, wanted $(expected "$kind" "$n"): $(cat "$TMP/w.err")"
+            # where it stands: its tasks, and a sub-workflow's children
+            [ $bad -le 2 ] && "$WEFT" status "$id" --no-color 2>&1 | head -n 20 | sed 's/^/#   /'
+            if [ $bad -le 2 ] && [ -n "${CHAOS_KEEP:-}" ]; then
+                "$WEFT" status "$id" -o json >"$CHAOS_KEEP/$id.json" 2>&1
+                cp "$TMP"/*.log "$CHAOS_KEEP/" 2>/dev/null
+            fi
         fi
         if ! "$WEFT" status "$id" -o json | "$BUILD/tests/wfcheck" >"$TMP/dup" 2>&1; then
             dups=$((dups + 1))

@@ -1351,15 +1351,15 @@ static void test_due_wake_forget(void **state)
     assert_int_equal(due(4, 0, ids), 1);
     OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 0, &e_));
     assert_int_equal(due(4, 0, ids), 0);
-    OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, forget, "wf-d", 0, &e_));
     OK(ST(S, unfinished, &left, &e_)); /* ended: off it */
     assert_int_equal(left, 0);
     OK(ST(S, wake, "wf-d", wu_now_ms() + 60000, 1, &e_));
     assert_int_equal(due(4, 0, ids), 0);
-    OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, forget, "wf-d", 0, &e_));
     OK(ST(S, wake, "wf-d", 0, 1, &e_)); /* gone: only_earlier adds it */
     assert_int_equal(due(4, 0, ids), 1);
-    OK(ST(S, forget, "wf-d", &e_));
+    OK(ST(S, forget, "wf-d", 0, &e_));
     assert_int_equal(due(4, 0, ids), 0);
     /* a wait ends when something comes due (redis's may end sooner, on
      * an older wake-up token: then the next wait) */
@@ -1387,9 +1387,53 @@ static void test_due_wake_forget(void **state)
         assert_int_equal(RC(ST(S, exec_load, "ghost", &y, NULL, &e_)), WEFT_ENOTFOUND);
     }
     assert_int_equal(RC(ST(S, wake, "a|b", 0, 0, &e_)), WEFT_EINVAL);
-    assert_int_equal(RC(ST(S, forget, "", &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, forget, "", 0, &e_)), WEFT_EINVAL);
+    assert_int_equal(RC(ST(S, forget, "", 1, &e_)), WEFT_EINVAL);
     assert_int_equal(RC(ST(S, due_claim, 0, 1, -1, ids, NULL, NULL, 0, 0, 0, NULL, &e_)),
                      WEFT_EINVAL);
+}
+
+/* Redis: a decider that finds a due execution missing keeps its entry. On
+ * a cluster a create's steps (its entry, due now) can land before its
+ * create.lua, which a reshard's ASK or TRYAGAIN sent again: a decider that
+ * dropped the entry then left the execution, created a moment later, with
+ * none, and nothing looked at it again. The entry comes due again a second
+ * later, and leaves once the execution has been missing for 10 s. */
+static void test_due_forget_missing(void **state)
+{
+    char ids[4][64];
+    int64_t t0 = wu_now_ms();
+    (void)state;
+    if (is_memory()) skip();
+    OK(ST(S, wake, "soon", 0, 0, &e_)); /* its create's step, run first */
+    assert_int_equal(due(4, 60000, ids), 1);
+    OK(ST(S, forget, "soon", 1, &e_)); /* nothing there yet */
+    assert_int_equal(due(4, 0, ids), 0);
+    /* due again in a second (the marks kept 100 s), then found missing
+     * since 11 s ago: it leaves */
+    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 2 weft:{dq}:due weft:{dq}:gone %lld",
+                  "local s = tonumber(redis.call('ZSCORE', KEYS[1], 'soon')) "
+                  "local t = tonumber(ARGV[1]) "
+                  "if not s or s < t + 900 or s > t + 60000 then "
+                  "return redis.error_reply('score ' .. tostring(s)) end "
+                  "local g = tonumber(redis.call('HGET', KEYS[2], 'soon')) "
+                  "if not g or g < t then return redis.error_reply('mark ' .. tostring(g)) end "
+                  "local ttl = redis.call('PTTL', KEYS[2]) "
+                  "if ttl <= 90000 or ttl > 100000 then "
+                  "return redis.error_reply('gone PTTL ' .. ttl) end "
+                  "redis.call('HSET', KEYS[2], 'soon', g - 11000) "
+                  "redis.call('ZADD', KEYS[1], 0, 'soon') return 1",
+                  (long long)t0));
+    assert_int_equal(due(4, 60000, ids), 1);
+    OK(ST(S, forget, "soon", 1, &e_));
+    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 2 weft:{dq}:due weft:{dq}:gone",
+                  "if redis.call('ZSCORE', KEYS[1], 'soon') or "
+                  "redis.call('HEXISTS', KEYS[2], 'soon') == 1 then "
+                  "return redis.error_reply('still there') end return 1"));
+    /* an ended execution's entry leaves at once */
+    OK(ST(S, wake, "ended", 0, 0, &e_));
+    OK(ST(S, forget, "ended", 0, &e_));
+    assert_int_equal(due(4, 60000, ids), 0);
 }
 
 static void test_due_and_claims(void **state)
@@ -1654,7 +1698,7 @@ static void test_memory_objects(void **state)
         assert_int_equal(st_memory_next(S, types, 1), 0); /* nothing queued */
         x = queued("wf-n", &p, 1);
         assert_true(st_memory_next(S, types, 1) <= wu_now_ms()); /* due since its create */
-        OK(ST(S, forget, "wf-n", &e_));
+        OK(ST(S, forget, "wf-n", 0, &e_));
         assert_int_equal(st_memory_next(S, types, 1), later);
         assert_int_equal(st_memory_next(S, NULL, 0), 0);
     }
@@ -1844,6 +1888,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unqueue_and_acks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eager_lease, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_wake_forget, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_due_forget_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_and_claims, setup, teardown),
         cmocka_unit_test_setup_teardown(test_defs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_taskdefs, setup, teardown),

@@ -480,9 +480,9 @@ static int rb_wake(st_store *s, const char *id, int64_t at, int only_earlier, we
 {
     return rs_wake(rb_of(s)->r, id, at, only_earlier, err);
 }
-static int rb_forget(st_store *s, const char *id, weft_error *err)
+static int rb_forget(st_store *s, const char *id, int missing, weft_error *err)
 {
-    return rs_forget(rb_of(s)->r, id, err);
+    return rs_forget(rb_of(s)->r, id, missing, err);
 }
 static int rb_unfinished(st_store *s, long long *n, weft_error *err)
 {

@@ -30,7 +30,7 @@ extern const size_t rs_script_count;
 
 static const char *const script_names[S_COUNT] = {
     "create", "save", "flush",   "claim",   "renew",  "ack",     "check",
-    "reap",   "due",  "unqueue", "command", "search", "tasklog",
+    "reap",   "due",  "unqueue", "command", "search", "tasklog", "forget",
 };
 
 /* ---- commands ---- */

@@ -287,17 +287,34 @@ int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err
     return 0;
 }
 
-int rs_forget(rs *r, const char *id, weft_error *err)
+/* How long an execution found due must stay missing before its entry
+ * leaves, and how soon it is looked at again meanwhile (forget.lua): the
+ * grace is as long as a start's guard (exec.c). */
+#define FORGET_GRACE_MS 10000
+#define FORGET_AGAIN_MS 1000
+
+int rs_forget(rs *r, const char *id, int missing, weft_error *err)
 {
-    char dq[KEY_MAX];
+    char dq[KEY_MAX], gone[KEY_MAX];
     rs_cmd c = {0};
     redisReply *x = NULL;
-    int rc;
+    int rc, part;
     if ((rc = rs_check_id(id, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
-    rs_k_dq(r, rs_part(r, id), dq);
-    rs_cmd_add(&c, "ZREM");
-    rs_cmd_add(&c, dq);
-    rs_cmd_add(&c, id);
+    rs_k_dq(r, part = rs_part(r, id), dq);
+    if (missing) {
+        rs_cat(gone, KEY_MAX, r->prefix, "{", r->ptag[part], "}:gone", (char *)NULL);
+        rs_cmd_script(&c, r, S_FORGET, 2);
+        rs_cmd_add(&c, dq);
+        rs_cmd_add(&c, gone);
+        rs_cmd_add(&c, id);
+        rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
+        rs_cmd_addf(&c, "%d", FORGET_GRACE_MS);
+        rs_cmd_addf(&c, "%d", FORGET_AGAIN_MS);
+    } else {
+        rs_cmd_add(&c, "ZREM");
+        rs_cmd_add(&c, dq);
+        rs_cmd_add(&c, id);
+    }
     if ((rc = rs_one(r, &c, &x, dq, err)) != 0) return rc;
     rs_replies_free(&x, 1);
     return 0;

@@ -36,6 +36,7 @@ enum {
     S_COMMAND,
     S_SEARCH,
     S_TASKLOG,
+    S_FORGET,
     S_COUNT
 };
 

@@ -358,7 +358,7 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
 /* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
 int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);
 /* Take an execution off the decider queue (ZREM): it ended. */
-int rs_forget(rs *r, const char *id, weft_error *err);
+int rs_forget(rs *r, const char *id, int missing, weft_error *err);
 /* Executions not ended: ZCARD of every decider-queue partition, one round trip. */
 int rs_unfinished(rs *r, long long *n, weft_error *err);
 

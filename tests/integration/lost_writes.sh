@@ -1,0 +1,64 @@
+#!/bin/bash
+# What a Redis failover can lose, made by hand on one Redis: keys deleted as
+# a promoted replica would lack them (Redis replicates asynchronously, and
+# on a cluster a workflow's keys and its child's live on different nodes).
+# A sub-workflow's child whose start was lost, though its parent's task
+# names it, is started again (under its idempotency key: the same id while
+# the key is kept, else a new one) and the parent completes with its output.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/redis_lib.sh"
+start_redis
+# started through its REST API: the runs get the daemon's sweep_interval
+# (a client's start makes a run due after its own, 30 s)
+start_weftd d1 --workers 2 --set sweep_interval=1s --api 127.0.0.1:0
+API="http://$(api_of d1)" || { not_ok "weftd did not start"; finish; exit 1; }
+
+cat >"$TMP/kid.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "lost_kid", input = { "x" }, output = { doubled = "${d.output.result}" },
+  w.wait { ref = "slow", duration = "1s" },
+  w.lambda { ref = "d", input = { x = "${workflow.input.x}" }, script = "return input.x * 2" } }
+L
+cat >"$TMP/par.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "lost_par", input = { "n" }, output = { got = "${c.output.doubled}" },
+  w.sub_workflow { ref = "c", name = "lost_kid", input = { x = "${workflow.input.n}" } } }
+L
+run_weft register "$TMP/kid.lua"; expect_rc "register the child" 0
+child_of() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" doc | grep -o '"subWorkflowId":"[^"]*"' | head -n 1 | cut -d'"' -f4; }
+task_of() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" doc | grep -o '"tasks":\[{"id":"[^"]*"' | cut -d'"' -f6; }
+
+# lose_child N WHAT: a parent whose child's start is then lost (WHAT: "kid",
+# its keys and its decider queue entry; "kid+key", its idempotency key too)
+lose_child() {
+    WEFT_API_URL=$API run_weft start "$TMP/par.lua" --input "{\"n\":$1}"
+    id=$last
+    wait_for 20 sh -c "redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$id}' doc | grep -q subWorkflowId" ||
+        not_ok "$2: no child started"
+    kid=$(child_of "$id")
+    rcli DEL "${WEFT_KEY_PREFIX}{$kid}" "${WEFT_KEY_PREFIX}{$kid}:out" "${WEFT_KEY_PREFIX}{$kid}:ev" >/dev/null
+    rcli ZREM "$(dq_key "$kid")" "$kid" >/dev/null
+    [ "$2" = kid+key ] && { [ "$(rcli DEL "${WEFT_KEY_PREFIX}idem:sub:$(task_of "$id")")" = 1 ] ||
+        not_ok "$2: no idempotency key idem:sub:$(task_of "$id")"; }
+    "$WEFT" wait "$id" --timeout 20 >"$TMP/w.out" 2>"$TMP/w.err"
+    wrc=$? got=$(tail -n 1 "$TMP/w.out")
+    if [ "$wrc" = 0 ] && "$JSONEQ" "$got" "{\"got\":$(($1 * 2))}"; then
+        ok "$2 lost: the parent completed with {\"got\":$(($1 * 2))}"
+    else
+        not_ok "$2 lost: exit $wrc, output $got: $(cat "$TMP/w.err")"
+    fi
+    now=$(child_of "$id")
+    [ "$(rcli HGET "${WEFT_KEY_PREFIX}{$now}" status)" = COMPLETED ] &&
+        ok "$2 lost: its child $now is there again, COMPLETED" || not_ok "$2 lost: child $now: $(rcli HGET "${WEFT_KEY_PREFIX}{$now}" status)"
+    if [ "$2" = kid ]; then
+        [ "$now" = "$kid" ] && ok "$2 lost: started again under its id $kid" || not_ok "$2 lost: child $now, was $kid"
+    else
+        [ -n "$now" ] && [ "$now" != "$kid" ] && ok "$2 lost: a new child $now" || not_ok "$2 lost: child '$now', was $kid"
+    fi
+    grep "$id" "$TMP/d1.log" | grep -q "sub-workflow $kid is gone" &&
+        ok "$2 lost: the daemon logs it" || not_ok "$2 lost: not logged: $(grep "$id" "$TMP/d1.log" | tail -n 3)"
+}
+lose_child 21 kid
+lose_child 33 kid+key
+stop_weftd_clean d1
+finish
