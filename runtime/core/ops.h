@@ -71,12 +71,14 @@ struct op_env {
     const weft_lock_provider *lock; /* NULL = no lock (fencing alone) */
     void *lock_handle;
     int64_t lock_ttl_ms, lock_wait_ms;
-    int64_t sweep_ms; /* an unfinished execution is looked at again within this; 0: only at
-                       * its deadlines (one process, where nothing can be lost) */
-    int client;       /* changes made here are followed by a decider elsewhere: wake it now */
-    int cascade;      /* ends are followed here (a daemon's deciders): the parent told, the
-                       * failure workflow started; else the parent's decider is woken */
-    int unfenced;     /* fencing off: saves overwrite newer state (lock alone protects) */
+    int64_t sweep_ms;     /* an unfinished execution is looked at again within this; 0: only at
+                           * its deadlines (one process, where nothing can be lost) */
+    int64_t retention_ms; /* how long an ended execution is kept (a child younger than it
+                           * that is not there was lost, not expired); 0: not known */
+    int client;           /* changes made here are followed by a decider elsewhere: wake it now */
+    int cascade;          /* ends are followed here (a daemon's deciders): the parent told, the
+                           * failure workflow started; else the parent's decider is woken */
+    int unfenced;         /* fencing off: saves overwrite newer state (lock alone protects) */
     int64_t command_wait_ms; /* op_command: how long to wait for a command to land (0 = 10 s) */
     const op_hooks *hooks;
     /* Eager dispatch (op_update_many): a task that a save makes visible now

@@ -1,6 +1,7 @@
 #include "core/sweeper.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Read a child's end (a parent whose notice was lost). 1 = it ended, filled
  * in c; -1 = it is not there; 0 = it runs, or could not be read now. */
@@ -23,29 +24,45 @@ static int child_ended(op_env *env, const char *child_id, op_complete *c, json_o
 }
 
 /*
- * A child that is not there though task t names it: its start was lost.
- * A Redis failover loses the writes its primary had not yet replicated, and
- * on a cluster the child's create and the parent's save that took its id are
- * on different nodes, so the save may be kept and the create lost. The task
- * is queued again and starts the child again, under its idempotency key: the
- * same id while the key is kept, a new one if that was lost too.
+ * A child that is not there though SUB_WORKFLOW task t names it. Younger
+ * than the retention (the task started after now - retention_ms, its child
+ * after it), it cannot have expired: its start was lost. A Redis failover
+ * loses the writes its primary had not yet replicated, and on a cluster the
+ * child's create and the parent's save that took its id are on different
+ * nodes, so the save may be kept and the create lost. The task is queued
+ * again and starts the child again, under its idempotency key: the same id
+ * while the key is kept, a new one if that was lost too. A paused parent
+ * does so once resumed. A child that may have expired (its end unnoticed
+ * for longer than the retention) fails the task: run again, it would do its
+ * work twice.
  */
-static void start_again(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t, int64_t now,
-                        dec_out *o)
+static void child_gone(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t, int64_t now,
+                       dec_out *o, weft_error *err)
 {
+    char msg[WEFT_ERROR_MAX];
+    int again = env->retention_ms > 0 && now - t->started_ms < env->retention_ms;
+    if (x->status == WEFT_WF_PAUSED) return;
+    snprintf(msg, sizeof msg,
+             again ? "its sub-workflow %s is gone (a Redis failover lost its start?): "
+                     "starting it again"
+                   : "its sub-workflow %s is gone (expired after the retention?)",
+             t->child_id);
+    if (!again) {
+        dec_complete(dec, x, t, WEFT_TASK_FAILED, NULL, msg, o, err);
+        return;
+    }
     if (env->hooks && env->hooks->note) {
-        char msg[WEFT_ERROR_MAX];
         lg_field f[] = {{"workflow", x->id}, {"task", t->ref}, {NULL, NULL}};
-        snprintf(msg, sizeof msg,
-                 "its sub-workflow %s is gone (a Redis failover lost its start?): "
-                 "starting it again",
-                 t->child_id);
         env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, f, msg);
     }
     free(t->child_id);
     t->child_id = NULL;
     if (json_object_is_type(t->output, json_type_object))
         json_object_object_del(t->output, "subWorkflowId");
+    /* an output kept outside (payload.h) is written anew */
+    free(t->output_ref);
+    t->output_ref = NULL;
+    t->sized = 0;
     dec_enqueue(dec, x, t, now, o);
 }
 
@@ -72,8 +89,8 @@ int sw_look(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud, w
             int ended = child_ended(env, t->child_id, &c, &out, reason, sizeof reason);
             if (ended > 0)
                 dec_complete(dec, x, t, c.status, c.output, c.reason, o, err);
-            else if (ended < 0)
-                start_again(env, dec, x, t, now, o);
+            else if (ended < 0 && !strcmp(t->def->type_name, "SUB_WORKFLOW"))
+                child_gone(env, dec, x, t, now, o, err);
             json_object_put(out);
         } else if (t->queued && ST(env->st, queue_has, xc_task_queue(t), x->id, t->id, err) == 0) {
             /* queued in the execution but in no queue: a step lost to a crash */

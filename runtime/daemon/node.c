@@ -114,6 +114,7 @@ static int worker_init(nd_node *n, worker *w, int idx, weft_error *err)
     w->op.lock_wait_ms = n->cfg->lock_wait_ms;
     w->op.command_wait_ms = n->cfg->command_wait_ms;
     w->op.sweep_ms = n->cfg->sweep_ms;
+    w->op.retention_ms = n->cfg->retention_ms;
     w->op.unfenced = !n->cfg->fencing;
     w->op.hooks = &w->hooks;
     w->op.eager = nd_want_eager;

@@ -127,7 +127,7 @@ wait "$wpid"
 
 # the suites against weftd, on this cluster (each under its own key prefix)
 for s in daemon api api_input operator events secrets workers tree_ops queue_controls payload_refs \
-    http busy_sweep depth search; do
+    http busy_sweep depth search lost_writes; do
     WEFT_TEST_CLUSTER=$WEFT_REDIS_URL WEFT_KEY_PREFIX= bash "$(dirname "$0")/$s.sh" >"$TMP/$s.log" 2>&1
     rc=$?
     if [ "$rc" = 0 ]; then

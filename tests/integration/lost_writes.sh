@@ -1,10 +1,13 @@
 #!/bin/bash
-# What a Redis failover can lose, made by hand on one Redis: keys deleted as
-# a promoted replica would lack them (Redis replicates asynchronously, and
-# on a cluster a workflow's keys and its child's live on different nodes).
-# A sub-workflow's child whose start was lost, though its parent's task
-# names it, is started again (under its idempotency key: the same id while
-# the key is kept, else a new one) and the parent completes with its output.
+# What a Redis failover or reshard can lose or put out of order, made by
+# hand: keys deleted as a promoted replica would lack them (Redis
+# replicates asynchronously, and on a cluster a workflow's keys and its
+# child's live on different nodes). A sub-workflow's child whose start was
+# lost, though its parent's task names it, is started again (under its
+# idempotency key: the same id while the key is kept, else a new one) and
+# the parent completes with its output. A decider queue entry whose
+# execution is not there (yet: a reshard can apply a create's steps before
+# the create) stays a while before it leaves.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/redis_lib.sh"
 start_redis
@@ -16,7 +19,7 @@ API="http://$(api_of d1)" || { not_ok "weftd did not start"; finish; exit 1; }
 cat >"$TMP/kid.lua" <<'L'
 local w = require "weft"
 return w.workflow { name = "lost_kid", input = { "x" }, output = { doubled = "${d.output.result}" },
-  w.wait { ref = "slow", duration = "1s" },
+  w.wait { ref = "slow", duration = "3s" },
   w.lambda { ref = "d", input = { x = "${workflow.input.x}" }, script = "return input.x * 2" } }
 L
 cat >"$TMP/par.lua" <<'L'
@@ -60,5 +63,38 @@ lose_child() {
 }
 lose_child 21 kid
 lose_child 33 kid+key
+
+# an entry with no execution: still there, marked, after 2 s; gone after 10 s
+ghost=ghost-$$
+dq=$(dq_key "$ghost")
+rcli ZADD "$dq" 0 "$ghost" >/dev/null
+sleep 2
+[ -n "$(rcli ZSCORE "$dq" "$ghost")" ] && [ -n "$(rcli HGET "${dq%:due}:gone" "$ghost")" ] &&
+    ok "an entry whose execution is missing stays, marked" ||
+    not_ok "entry: '$(rcli ZSCORE "$dq" "$ghost")', mark: '$(rcli HGET "${dq%:due}:gone" "$ghost")'"
+wait_for 15 sh -c "[ -z \"\$(redis-cli -p $REDIS_PORT ZSCORE '$dq' '$ghost')\" ]" &&
+    ok "it leaves once missing for 10 s" || not_ok "still there: $(rcli ZSCORE "$dq" "$ghost")"
 stop_weftd_clean d1
+
+# a child gone whose task started longer than the retention ago may have
+# ended and expired unnoticed: the task fails, naming it (not run twice)
+start_weftd d2 --workers 2 --set sweep_interval=1s --set retention=4s --api 127.0.0.1:0
+API="http://$(api_of d2)" || { not_ok "weftd did not start"; finish; exit 1; }
+sed 's/duration = "3s"/duration = "30s"/' "$TMP/kid.lua" >"$TMP/kid30.lua"
+run_weft register "$TMP/kid30.lua"; expect_rc "register the slow child" 0
+WEFT_API_URL=$API run_weft start "$TMP/par.lua" --input '{"n":5}'
+id=$last
+wait_for 20 sh -c "redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$id}' doc | grep -q subWorkflowId" ||
+    not_ok "old: no child started"
+kid=$(child_of "$id")
+sleep 5
+rcli DEL "${WEFT_KEY_PREFIX}{$kid}" "${WEFT_KEY_PREFIX}{$kid}:out" "${WEFT_KEY_PREFIX}{$kid}:ev" >/dev/null
+rcli ZREM "$(dq_key "$kid")" "$kid" >/dev/null
+"$WEFT" wait "$id" --timeout 20 >"$TMP/w.out" 2>"$TMP/w.err"
+wrc=$?
+[ "$wrc" = 1 ] && ok "old: the parent ended, not COMPLETED (exit 1)" || not_ok "old: exit $wrc: $(cat "$TMP/w.err")"
+run_weft status "$id" -o json
+case $out in *"sub-workflow $kid is gone (expired after the retention?)"*) ok "old: its task failed, naming the child" ;;
+    *) not_ok "old: status ${out:0:600}" ;; esac
+stop_weftd_clean d2
 finish

@@ -1401,39 +1401,57 @@ static void test_due_wake_forget(void **state)
  * later, and leaves once the execution has been missing for 10 s. */
 static void test_due_forget_missing(void **state)
 {
+    /* Lua run on the partition (KEYS: its due, its gone marks; now in ms by
+     * Redis's clock) that fails with a message, or returns 1 */
+#define NOW_MS "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+#define ON_DQ(lua)                                                                                 \
+    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 2 weft:{dq}:due weft:{dq}:gone", NOW_MS lua))
     char ids[4][64];
-    int64_t t0 = wu_now_ms();
     (void)state;
     if (is_memory()) skip();
     OK(ST(S, wake, "soon", 0, 0, &e_)); /* its create's step, run first */
     assert_int_equal(due(4, 60000, ids), 1);
     OK(ST(S, forget, "soon", 1, &e_)); /* nothing there yet */
     assert_int_equal(due(4, 0, ids), 0);
-    /* due again in a second (the marks kept 100 s), then found missing
-     * since 11 s ago: it leaves */
-    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 2 weft:{dq}:due weft:{dq}:gone %lld",
-                  "local s = tonumber(redis.call('ZSCORE', KEYS[1], 'soon')) "
-                  "local t = tonumber(ARGV[1]) "
-                  "if not s or s < t + 900 or s > t + 60000 then "
-                  "return redis.error_reply('score ' .. tostring(s)) end "
-                  "local g = tonumber(redis.call('HGET', KEYS[2], 'soon')) "
-                  "if not g or g < t then return redis.error_reply('mark ' .. tostring(g)) end "
-                  "local ttl = redis.call('PTTL', KEYS[2]) "
-                  "if ttl <= 90000 or ttl > 100000 then "
-                  "return redis.error_reply('gone PTTL ' .. ttl) end "
-                  "redis.call('HSET', KEYS[2], 'soon', g - 11000) "
-                  "redis.call('ZADD', KEYS[1], 0, 'soon') return 1",
-                  (long long)t0));
-    assert_int_equal(due(4, 60000, ids), 1);
+    /* due again a second later; its mark "<first>:<last>", kept 100 s */
+    ON_DQ("local s = tonumber(redis.call('ZSCORE', KEYS[1], 'soon')) "
+          "if not s or s < now + 800 or s > now + 1000 then "
+          "return redis.error_reply('score ' .. tostring(s) .. ' at ' .. now) end "
+          "local m = redis.call('HGET', KEYS[2], 'soon') or 'none' "
+          "local f, l = string.match(m, '^(%d+):(%d+)$') "
+          "if not f or f ~= l or tonumber(f) > now or tonumber(f) < now - 200 then "
+          "return redis.error_reply('mark ' .. m .. ' at ' .. now) end "
+          "local ttl = redis.call('PTTL', KEYS[2]) "
+          "if ttl <= 90000 or ttl > 100000 then "
+          "return redis.error_reply('gone PTTL ' .. ttl) end "
+          "return 1");
+    /* found missing again within the 10 s: kept, its first time kept */
+    ON_DQ("redis.call('HSET', KEYS[2], 'soon', (now - 9000) .. ':' .. (now - 1000)) return 1");
     OK(ST(S, forget, "soon", 1, &e_));
-    OK(rs_command(st_redis_conn(S), &e_, "EVAL %s 2 weft:{dq}:due weft:{dq}:gone",
-                  "if redis.call('ZSCORE', KEYS[1], 'soon') or "
-                  "redis.call('HEXISTS', KEYS[2], 'soon') == 1 then "
-                  "return redis.error_reply('still there') end return 1"));
+    ON_DQ("if not redis.call('ZSCORE', KEYS[1], 'soon') then return redis.error_reply('left') end "
+          "local f = tonumber(string.match(redis.call('HGET', KEYS[2], 'soon'), '^(%d+):')) "
+          "if f > now - 9000 then return redis.error_reply('first moved') end return 1");
+    /* a mark not renewed for 10 s is of an earlier time: a new one */
+    ON_DQ("redis.call('HSET', KEYS[2], 'soon', (now - 60000) .. ':' .. (now - 11000)) return 1");
+    OK(ST(S, forget, "soon", 1, &e_));
+    ON_DQ("if not redis.call('ZSCORE', KEYS[1], 'soon') then return redis.error_reply('left') end "
+          "local f = tonumber(string.match(redis.call('HGET', KEYS[2], 'soon'), '^(%d+):')) "
+          "if f < now - 200 then return redis.error_reply('first kept') end return 1");
+    /* missing since 10 s ago, seen a second ago: it leaves, with its mark */
+    ON_DQ("redis.call('HSET', KEYS[2], 'soon', (now - 10000) .. ':' .. (now - 1000)) return 1");
+    OK(ST(S, forget, "soon", 1, &e_));
+    ON_DQ("if redis.call('ZSCORE', KEYS[1], 'soon') or redis.call('HEXISTS', KEYS[2], 'soon') == 1 "
+          "then return redis.error_reply('still there') end return 1");
+    /* an entry that left meanwhile is not made again */
+    OK(ST(S, forget, "never", 1, &e_));
+    ON_DQ("if redis.call('ZSCORE', KEYS[1], 'never') then return redis.error_reply('made') end "
+          "return 1");
     /* an ended execution's entry leaves at once */
     OK(ST(S, wake, "ended", 0, 0, &e_));
     OK(ST(S, forget, "ended", 0, &e_));
     assert_int_equal(due(4, 60000, ids), 0);
+#undef ON_DQ
+#undef NOW_MS
 }
 
 static void test_due_and_claims(void **state)

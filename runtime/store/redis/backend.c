@@ -39,11 +39,17 @@ static int exec_def(rb *b, const char *id, const char *defkey, def_workflow **ou
     return rc;
 }
 
-/* Payloads kept outside come back in. */
+/* Payloads kept outside come back in. A file that is gone makes the
+ * execution unreadable (WEFT_EINVAL), never one that is not there: a
+ * decider would take it off the decider queue, a parent start its child
+ * again. */
 static int load_one(rb *b, const xc_exec *x, const char *ref, json_object **slot, weft_error *err)
 {
+    int rc;
     if (!ref || *slot) return 0;
-    return ps_load(b->ps, x->id, ref, slot, err);
+    rc = ps_load(b->ps, x->id, ref, slot, err);
+    if (rc == WEFT_ENOTFOUND && err) err->code = WEFT_EINVAL;
+    return rc == WEFT_ENOTFOUND ? WEFT_EINVAL : rc;
 }
 
 static int load_payloads(rb *b, xc_exec *x, weft_error *err)

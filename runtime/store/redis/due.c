@@ -307,7 +307,6 @@ int rs_forget(rs *r, const char *id, int missing, weft_error *err)
         rs_cmd_add(&c, dq);
         rs_cmd_add(&c, gone);
         rs_cmd_add(&c, id);
-        rs_cmd_addf(&c, "%lld", (long long)wu_now_ms());
         rs_cmd_addf(&c, "%d", FORGET_GRACE_MS);
         rs_cmd_addf(&c, "%d", FORGET_AGAIN_MS);
     } else {
