@@ -32,17 +32,25 @@ child_of() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" doc | grep -o '"subWorkflowId":"
 task_of() { rcli HGET "${WEFT_KEY_PREFIX}{$1}" doc | grep -o '"tasks":\[{"id":"[^"]*"' | cut -d'"' -f6; }
 
 # lose_child N WHAT: a parent whose child's start is then lost (WHAT: "kid",
-# its keys and its decider queue entry; "kid+key", its idempotency key too)
+# its keys and its decider queue entry; "kid+key", its idempotency key too;
+# "paused", the kid's while the parent is paused)
 lose_child() {
     WEFT_API_URL=$API run_weft start "$TMP/par.lua" --input "{\"n\":$1}"
     id=$last
     wait_for 20 sh -c "redis-cli -p $REDIS_PORT HGET '${WEFT_KEY_PREFIX}{$id}' doc | grep -q subWorkflowId" ||
         not_ok "$2: no child started"
+    if [ "$2" = paused ]; then run_weft pause "$id"; expect_rc "$2: pause" 0; fi
     kid=$(child_of "$id")
     rcli DEL "${WEFT_KEY_PREFIX}{$kid}" "${WEFT_KEY_PREFIX}{$kid}:out" "${WEFT_KEY_PREFIX}{$kid}:ev" >/dev/null
     rcli ZREM "$(dq_key "$kid")" "$kid" >/dev/null
     [ "$2" = kid+key ] && { [ "$(rcli DEL "${WEFT_KEY_PREFIX}idem:sub:$(task_of "$id")")" = 1 ] ||
         not_ok "$2: no idempotency key idem:sub:$(task_of "$id")"; }
+    if [ "$2" = paused ]; then # nothing is started while the parent is paused
+        sleep 3
+        [ "$(rcli EXISTS "${WEFT_KEY_PREFIX}{$kid}")" = 0 ] && ! grep -q "sub-workflow $kid is gone" "$TMP/d1.log" &&
+            ok "$2: not started again while paused" || not_ok "$2: started while paused"
+        run_weft resume "$id"; expect_rc "$2: resume" 0
+    fi
     "$WEFT" wait "$id" --timeout 20 >"$TMP/w.out" 2>"$TMP/w.err"
     wrc=$? got=$(tail -n 1 "$TMP/w.out")
     if [ "$wrc" = 0 ] && "$JSONEQ" "$got" "{\"got\":$(($1 * 2))}"; then
@@ -53,7 +61,7 @@ lose_child() {
     now=$(child_of "$id")
     [ "$(rcli HGET "${WEFT_KEY_PREFIX}{$now}" status)" = COMPLETED ] &&
         ok "$2 lost: its child $now is there again, COMPLETED" || not_ok "$2 lost: child $now: $(rcli HGET "${WEFT_KEY_PREFIX}{$now}" status)"
-    if [ "$2" = kid ]; then
+    if [ "$2" != kid+key ]; then
         [ "$now" = "$kid" ] && ok "$2 lost: started again under its id $kid" || not_ok "$2 lost: child $now, was $kid"
     else
         [ -n "$now" ] && [ "$now" != "$kid" ] && ok "$2 lost: a new child $now" || not_ok "$2 lost: child '$now', was $kid"
@@ -63,6 +71,7 @@ lose_child() {
 }
 lose_child 21 kid
 lose_child 33 kid+key
+lose_child 7 paused
 
 # an entry with no execution: still there, marked, after 2 s; gone after 10 s
 ghost=ghost-$$
