@@ -45,6 +45,7 @@ struct ap_server {
     ap_config cfg;
     struct MHD_Daemon *d;
     char address[96];
+    int loopback; /* it listens on a loopback address: other hosts cannot reach it */
     pthread_key_t key;
     int key_made;
     int stopping;

@@ -626,6 +626,97 @@ static mhd_result h_token(ctx *c)
     return r;
 }
 
+/* ---- browsers on other sites ---- */
+
+/* The host of a Host header or an origin's "host[:port]" (n bytes): where
+ * the name starts and how long it is, without the port or IPv6 brackets. */
+static void host_name(const char *h, size_t n, const char **name, size_t *len)
+{
+    const char *colon;
+    if (n && h[0] == '[') {
+        const char *end = memchr(h, ']', n);
+        *name = h + 1;
+        *len = end ? (size_t)(end - h - 1) : n - 1;
+        return;
+    }
+    colon = memchr(h, ':', n);
+    *name = h;
+    *len = colon ? (size_t)(colon - h) : n;
+}
+
+/* 4: an IPv4 address, 6: IPv6, 0: a name; loop set when it is a loopback one. */
+static int host_kind(const char *name, size_t len, int *loop)
+{
+    char buf[64];
+    unsigned char a[16];
+    *loop = len == 9 && !strncasecmp(name, "localhost", 9);
+    if (len >= sizeof buf) return 0;
+    memcpy(buf, name, len);
+    buf[len] = 0;
+    if (inet_pton(AF_INET, buf, a) == 1) return *loop = a[0] == 127, 4;
+    if (inet_pton(AF_INET6, buf, a) == 1)
+        return *loop = IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a), 6;
+    return 0;
+}
+
+static int listed(const ap_server *s, const char *name, size_t len)
+{
+    size_t i;
+    for (i = 0; i < s->cfg.nhosts; i++)
+        if (!strcmp(s->cfg.hosts[i], "*") ||
+            (strlen(s->cfg.hosts[i]) == len && !strncasecmp(s->cfg.hosts[i], name, len)))
+            return 1;
+    return 0;
+}
+
+/*
+ * A request a browser sends for a page of another site, answered 403 with
+ * why in why (else 0). Without a token, a page the operator visits could
+ * otherwise start workflows through the API on localhost (cross-site
+ * request forgery), or read and drive it through a name of its own that it
+ * made resolve to this host (DNS rebinding). So: the Host header must be an
+ * address, localhost or a name in api_hosts (with none listed, any name
+ * when listening on an address other hosts reach); and on /api/, a
+ * browser's request must come from a page of this server: Sec-Fetch-Site
+ * "same-origin" or "none", an Origin whose host is the Host header's or
+ * listed. Clients that are not browsers send neither header.
+ */
+static int foreign(const ap_server *s, struct MHD_Connection *conn, int api, char *why, size_t size)
+{
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
+    const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
+    const char *name, *o;
+    size_t len;
+    int loop;
+    if (host) {
+        host_name(host, strlen(host), &name, &len);
+        if (!host_kind(name, len, &loop) && !loop && !listed(s, name, len) &&
+            (s->cfg.nhosts || s->loopback))
+            return snprintf(why, size,
+                            "Host '%.200s' is not a name of this server: list it in api_hosts "
+                            "(a page that made its own name resolve here is refused)",
+                            host);
+    }
+    if (!api) return 0;
+    if (site && strcasecmp(site, "same-origin") && strcasecmp(site, "none"))
+        return snprintf(why, size,
+                        "a browser's request from a page of another site (Sec-Fetch-Site: "
+                        "%.40s) is refused: the API takes browsers' requests from its own pages",
+                        site);
+    if (!origin) return 0;
+    o = strstr(origin, "://");
+    o = o ? o + 3 : origin;
+    if (host && !strcasecmp(o, host)) return 0;
+    host_name(o, strlen(o), &name, &len);
+    if (strcmp(origin, "null") && listed(s, name, len)) return 0;
+    return snprintf(why, size,
+                    "a browser's request from a page of another origin (Origin: %.200s) is "
+                    "refused: the API takes browsers' requests from its own pages (or those of "
+                    "api_hosts)",
+                    origin);
+}
+
 /* The first call for a request: route, auth and size, answered at once when wrong. */
 static mhd_result begin(ctx *c, const char *url, const char *method)
 {
@@ -633,6 +724,7 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
     const char *len;
     int m;
     unsigned allowed = 0;
+    char why[512];
     conn_rec *cr = conn_of(c->conn);
     if (split(q, url)) {
         q->close = 1;
@@ -654,6 +746,8 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
         return ap_send_error(c, 400,
                              "the URL holds a NUL byte (%%00) in its path or query: names and ids "
                              "cannot hold one");
+    if (foreign(c->s, c->conn, q->nseg >= 1 && !strcmp(q->seg[0], "api"), why, sizeof why))
+        return ap_send_error(c, 403, "%s", why);
     if (q->nseg >= 1 && !strcmp(q->seg[0], "api") &&
         !(q->nseg == 2 && !strcmp(q->seg[1], "token")) && !authorized(c->s, c->conn))
         return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"weft\"",
@@ -1013,6 +1107,16 @@ int ap_start(const ap_config *cfg, ap_server **out, weft_error *err)
     if ((fd = listen_on(cfg->listen, s->address, sizeof s->address, err)) < 0) {
         ap_stop(s);
         return fd;
+    }
+    {
+        struct sockaddr_storage sa;
+        socklen_t sl = sizeof sa;
+        if (!getsockname(fd, (struct sockaddr *)&sa, &sl)) {
+            if (sa.ss_family == AF_INET)
+                s->loopback = (ntohl(((struct sockaddr_in *)&sa)->sin_addr.s_addr) >> 24) == 127;
+            else if (sa.ss_family == AF_INET6)
+                s->loopback = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&sa)->sin6_addr);
+        }
     }
     if (pthread_create(&s->waiter, NULL, ap_waiter_main, s)) {
         close(fd);

@@ -51,10 +51,12 @@ typedef struct cf_config {
     size_t ntypes;
     char **domains; /* domains: task domains to serve; NULL = none (plain queues) */
     size_t ndomains;
-    json_object *plugins;       /* plugins: { <plugin or lock name> = { ... } }, owned */
-    int api;                    /* api: true (serve the REST API) */
-    char *api_listen;           /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
-    char *api_token;            /* api_token: NULL = no auth; else Bearer token for /api/ */
+    json_object *plugins; /* plugins: { <plugin or lock name> = { ... } }, owned */
+    int api;              /* api: true (serve the REST API) */
+    char *api_listen;     /* api_listen: "127.0.0.1:8080" (port 0: any free port) */
+    char *api_token;      /* api_token: NULL = no auth; else Bearer token for /api/ */
+    char **api_hosts;     /* api_hosts: names the REST API answers to besides loopback ones */
+    size_t napi_hosts;
     int64_t api_body_limit;     /* api_body_limit: "8MiB" (bytes) */
     char *payload_dir;          /* payload_dir: NULL = $TMPDIR/weft-payloads */
     int64_t payload_soft;       /* payload_soft: "128KiB" */

@@ -309,6 +309,8 @@ static int start_api(nd_node *n, weft_error *err)
     memset(a, 0, sizeof *a);
     a->listen = cfg->api_listen;
     a->token = cfg->api_token;
+    a->hosts = (const char *const *)cfg->api_hosts;
+    a->nhosts = cfg->napi_hosts;
     a->body_limit = cfg->api_body_limit;
     a->threads = cfg->api_threads;
     a->max_conns = cfg->api_max_connections;
