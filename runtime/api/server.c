@@ -644,28 +644,42 @@ static void host_name(const char *h, size_t n, const char **name, size_t *len)
     *len = colon ? (size_t)(colon - h) : n;
 }
 
-/* 4: an IPv4 address, 6: IPv6, 0: a name; loop set when it is a loopback one. */
+/* 1 when name (len bytes) is an IP address, else 0; loop set when it is a
+ * loopback address or "localhost". */
 static int host_kind(const char *name, size_t len, int *loop)
 {
     char buf[64];
-    unsigned char a[16];
+    struct in_addr a4;
+    struct in6_addr a6;
     *loop = len == 9 && !strncasecmp(name, "localhost", 9);
     if (len >= sizeof buf) return 0;
     memcpy(buf, name, len);
     buf[len] = 0;
-    if (inet_pton(AF_INET, buf, a) == 1) return *loop = a[0] == 127, 4;
-    if (inet_pton(AF_INET6, buf, a) == 1)
-        return *loop = IN6_IS_ADDR_LOOPBACK((struct in6_addr *)a), 6;
+    if (inet_pton(AF_INET, buf, &a4) == 1) return *loop = (ntohl(a4.s_addr) >> 24) == 127, 1;
+    if (inet_pton(AF_INET6, buf, &a6) == 1) return *loop = IN6_IS_ADDR_LOOPBACK(&a6), 1;
     return 0;
 }
 
-static int listed(const ap_server *s, const char *name, size_t len)
+/* Whether api_hosts lists name (len bytes): an entry's host, its port
+ * aside, or "*". */
+static int host_listed(const ap_server *s, const char *name, size_t len)
+{
+    size_t i, n;
+    const char *e;
+    for (i = 0; i < s->cfg.nhosts; i++) {
+        if (!strcmp(s->cfg.hosts[i], "*")) return 1;
+        host_name(s->cfg.hosts[i], strlen(s->cfg.hosts[i]), &e, &n);
+        if (n == len && !strncasecmp(e, name, len)) return 1;
+    }
+    return 0;
+}
+
+/* Whether api_hosts lists the origin's host[:port] exactly ("*" aside). */
+static int origin_listed(const ap_server *s, const char *auth)
 {
     size_t i;
     for (i = 0; i < s->cfg.nhosts; i++)
-        if (!strcmp(s->cfg.hosts[i], "*") ||
-            (strlen(s->cfg.hosts[i]) == len && !strncasecmp(s->cfg.hosts[i], name, len)))
-            return 1;
+        if (strcmp(s->cfg.hosts[i], "*") && !strcasecmp(s->cfg.hosts[i], auth)) return 1;
     return 0;
 }
 
@@ -675,46 +689,51 @@ static int listed(const ap_server *s, const char *name, size_t len)
  * otherwise start workflows through the API on localhost (cross-site
  * request forgery), or read and drive it through a name of its own that it
  * made resolve to this host (DNS rebinding). So: the Host header must be an
- * address, localhost or a name in api_hosts (with none listed, any name
- * when listening on an address other hosts reach); and on /api/, a
- * browser's request must come from a page of this server: Sec-Fetch-Site
- * "same-origin" or "none", an Origin whose host is the Host header's or
- * listed. Clients that are not browsers send neither header.
+ * IP address, localhost or a name in api_hosts ("*": any), or, with none
+ * listed, any name when a token guards the API and it listens where other
+ * hosts reach it. And on /api/, a browser's request must come from a page of
+ * this server: Sec-Fetch-Site "same-origin" or "none"; an Origin of http or
+ * https whose host[:port] is the Host header's or an api_hosts entry. Clients
+ * that are not browsers send neither of those two headers.
  */
 static int foreign(const ap_server *s, struct MHD_Connection *conn, int api, char *why, size_t size)
 {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     const char *site = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Sec-Fetch-Site");
     const char *origin = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Origin");
-    const char *name, *o;
+    const char *name, *auth = NULL;
     size_t len;
     int loop;
     if (host) {
         host_name(host, strlen(host), &name, &len);
-        if (!host_kind(name, len, &loop) && !loop && !listed(s, name, len) &&
-            (s->cfg.nhosts || s->loopback))
-            return snprintf(why, size,
-                            "Host '%.200s' is not a name of this server: list it in api_hosts "
-                            "(a page that made its own name resolve here is refused)",
-                            host);
+        if (!host_kind(name, len, &loop) && !loop && !host_listed(s, name, len) &&
+            (s->cfg.nhosts || s->loopback || !s->cfg.token || !*s->cfg.token)) {
+            snprintf(why, size,
+                     "Host '%.200s' is not a name of this server: list it in api_hosts (a page "
+                     "that made its own name resolve to this server is refused)",
+                     host);
+            return 1;
+        }
     }
     if (!api) return 0;
-    if (site && strcasecmp(site, "same-origin") && strcasecmp(site, "none"))
-        return snprintf(why, size,
-                        "a browser's request from a page of another site (Sec-Fetch-Site: "
-                        "%.40s) is refused: the API takes browsers' requests from its own pages",
-                        site);
+    if (site && strcasecmp(site, "same-origin") && strcasecmp(site, "none")) {
+        snprintf(why, size,
+                 "a browser's request from a page of another site (Sec-Fetch-Site: %.40s) is "
+                 "refused: the API takes browsers' requests from its own pages",
+                 site);
+        return 1;
+    }
     if (!origin) return 0;
-    o = strstr(origin, "://");
-    o = o ? o + 3 : origin;
-    if (host && !strcasecmp(o, host)) return 0;
-    host_name(o, strlen(o), &name, &len);
-    if (strcmp(origin, "null") && listed(s, name, len)) return 0;
-    return snprintf(why, size,
-                    "a browser's request from a page of another origin (Origin: %.200s) is "
-                    "refused: the API takes browsers' requests from its own pages (or those of "
-                    "api_hosts)",
-                    origin);
+    if (!strncasecmp(origin, "http://", 7))
+        auth = origin + 7;
+    else if (!strncasecmp(origin, "https://", 8))
+        auth = origin + 8;
+    if (auth && ((host && !strcasecmp(auth, host)) || origin_listed(s, auth))) return 0;
+    snprintf(why, size,
+             "a browser's request from a page of another origin (Origin: %.200s) is refused: "
+             "the API takes browsers' requests from its own pages (or those of api_hosts)",
+             origin);
+    return 1;
 }
 
 /* The first call for a request: route, auth and size, answered at once when wrong. */

@@ -104,9 +104,10 @@ static const cf_field fields[] = {
      "REST API address HOST:PORT ([v6]:PORT; port 0 = any free port, logged)"},
     {"api_token", CF_STRING, F(api_token), 0, NULL, 0, NULL, "WEFT_API_TOKEN",
      "Bearer token every /api/ request must carry (unset: no auth)"},
-    {"api_hosts", CF_LIST, F(api_hosts), F(napi_hosts), NULL, 0, NULL, NULL,
+    {"api_hosts", CF_LIST, F(api_hosts), F(napi_hosts), NULL, 0, NULL, "WEFT_API_HOSTS",
      "host names the REST API answers to (the Host header; \"*\": any), besides localhost and "
-     "IP addresses (unset: any when api_listen is not a loopback address, else none)"},
+     "IP addresses; their pages' browser requests are taken too (unset: any name when api_token "
+     "is set and api_listen is not a loopback address, else none)"},
     {"api_body_limit", CF_BYTES, F(api_body_limit), 0, "8MiB", 1, NULL, NULL,
      "largest request body the REST API accepts (bytes, or 512KiB, 8MiB ...)"},
     {"api_threads", CF_INT, F(api_threads), 0, "16", 1, NULL, NULL,

@@ -71,7 +71,7 @@ static const char usage[] =
     "The REST API listens on 127.0.0.1:8080 unless told otherwise (port 0: any free\n"
     "port, logged in the \"started\" line); see docs/rest-api.md.\n"
     "Environment: WEFT_REDIS_URL, WEFT_KEY_PREFIX, WEFT_PLUGIN_PATH, WEFT_API_LISTEN,\n"
-    "WEFT_API_TOKEN.\n";
+    "WEFT_API_TOKEN, WEFT_API_HOSTS.\n";
 
 enum {
     OPT_HELP = 'h',

@@ -5,10 +5,11 @@
 # fetch with a plain-text body needs no preflight), or read and drive it
 # through a name of its own made to resolve to 127.0.0.1 (DNS rebinding).
 # weftd refuses (403, saying why) a Host that is a name other than localhost
-# unless api_hosts lists it (any name when it listens on an address other
-# hosts reach and api_hosts is unset), and, on /api/, a browser's request
-# that is not from its own pages (Sec-Fetch-Site, Origin). Clients that are
-# not browsers (curl, the SDKs, weft --api) send neither and are served.
+# unless api_hosts lists it (with api_hosts unset, any name only when a token
+# guards the API and it listens on an address other hosts reach), and, on
+# /api/, a browser's request that is not from its own pages (Sec-Fetch-Site,
+# Origin). Clients that are not browsers (curl, the SDKs, weft --api) send
+# neither of those two headers.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/redis_lib.sh"
 command -v curl >/dev/null 2>&1 || { echo "curl not installed: skipping"; exit 77; }
@@ -33,6 +34,8 @@ post "curl, no browser headers" 200
 post "the UI's own page (same origin)" 200 -H "Origin: $API" -H 'Sec-Fetch-Site: same-origin'
 post "typed or bookmarked (Sec-Fetch-Site: none)" 200 -H 'Sec-Fetch-Site: none'
 post "localhost by name" 200 -H "Host: localhost:$port" -H "Origin: http://localhost:$port"
+post "an IPv6 address" 200 -H "Host: [::1]:$port"
+post "its own page over https (a proxy)" 200 -H "Origin: https://$hp"
 n0=$(started)
 post "a page of another site" 403 -H 'Origin: https://evil.example' -H 'Sec-Fetch-Site: cross-site'
 case $body in *"Sec-Fetch-Site: cross-site"*) ok "it says why: ${body:0:160}" ;; *) not_ok "why: $body" ;; esac
@@ -40,6 +43,7 @@ post "another site, Origin alone (an older browser)" 403 -H 'Origin: https://evi
 case $body in *"Origin: https://evil.example"*) ok "it names the origin" ;; *) not_ok "why: $body" ;; esac
 post "another port of localhost (same-site, another origin)" 403 -H 'Origin: http://127.0.0.1:1' -H 'Sec-Fetch-Site: same-site'
 post "an opaque origin (a sandboxed frame)" 403 -H 'Origin: null'
+post "an origin of another scheme" 403 -H "Origin: evil://$hp"
 post "DNS rebinding: a name of the attacker's resolving here" 403 -H "Host: evil.example:$port" -H "Origin: http://evil.example:$port" -H 'Sec-Fetch-Site: same-origin'
 case $body in *"Host 'evil.example:$port' is not a name of this server"*) ok "it names the Host" ;; *) not_ok "why: $body" ;; esac
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Host: evil.example:$port" "$API/metrics")
@@ -58,18 +62,31 @@ hp=${API#http://}
 port=${hp##*:}
 post "a listed name" 200 -H "Host: weft.example" -H 'Origin: https://weft.example' -H 'Sec-Fetch-Site: same-origin'
 post "a listed origin behind a proxy that rewrote Host" 200 -H 'Origin: https://other.example'
+post "a listed name on another port (another origin)" 403 -H 'Origin: http://other.example:31337'
 post "a name not listed" 403 -H "Host: evil.example:$port"
 stop_weftd_clean d2
 start_weftd d3 --workers 1 --api 127.0.0.1:0 --set 'api_hosts=*'
 API="http://$(api_of d3)" || { not_ok "weftd did not start"; finish; exit 1; }
 post "api_hosts=*: any name" 200 -H "Host: anything.example"
-post "api_hosts=*: any origin" 200 -H 'Origin: https://anything.example'
+post "api_hosts=*: still no other site's page" 403 -H 'Origin: https://anything.example'
 stop_weftd_clean d3
-# listening where other hosts reach it, with no api_hosts: any name
+# listening where other hosts reach it, with no api_hosts: names only with a
+# token (a token guards /api/ from a page that rebinds a name: it has none)
 start_weftd d4 --workers 1 --api 0.0.0.0:0
 wait_for 20 grep -q 'msg="started:' "$TMP/d4.log" || { not_ok "weftd did not start"; finish; exit 1; }
 API="http://127.0.0.1:$(grep -o 'api=[0-9.]*:[0-9]*' "$TMP/d4.log" | head -n 1 | cut -d: -f2)"
-post "0.0.0.0 without api_hosts: any name" 200 -H "Host: weft.lan:80"
-post "0.0.0.0: still no other site's page" 403 -H "Host: weft.lan:80" -H 'Origin: https://evil.example'
+post "0.0.0.0, no token: an address" 200
+post "0.0.0.0, no token: a name" 403 -H "Host: weft.lan:80"
 stop_weftd_clean d4
+WEFT_API_TOKEN=s3cret start_weftd d5 --workers 1 --api 0.0.0.0:0
+wait_for 20 grep -q 'msg="started:' "$TMP/d5.log" || { not_ok "weftd did not start"; finish; exit 1; }
+API="http://127.0.0.1:$(grep -o 'api=[0-9.]*:[0-9]*' "$TMP/d5.log" | head -n 1 | cut -d: -f2)"
+post "0.0.0.0 with a token: any name" 200 -H "Host: weft.lan:80" -H 'Authorization: Bearer s3cret'
+post "0.0.0.0 with a token: still no other site's page" 403 -H "Host: weft.lan:80" -H 'Authorization: Bearer s3cret' -H 'Origin: https://evil.example'
+stop_weftd_clean d5
+# WEFT_API_HOSTS, as in a container's environment
+WEFT_API_HOSTS=env.example start_weftd d6 --workers 1 --api 127.0.0.1:0
+API="http://$(api_of d6)" || { not_ok "weftd did not start"; finish; exit 1; }
+post "WEFT_API_HOSTS lists a name" 200 -H "Host: env.example"
+stop_weftd_clean d6
 finish
