@@ -32,7 +32,7 @@ typedef struct ap_config {
     const char *listen;             /* "HOST:PORT" or "[V6]:PORT"; port 0 = any free port */
     const char *token;              /* NULL or "" = no auth; else every /api/ call needs it */
     const char *const *hosts;       /* names it answers to besides localhost and addresses */
-    size_t nhosts;                  /* 0: any name unless listen is a loopback address */
+    size_t nhosts;                  /* 0: any name only with a token, off loopback */
     int64_t body_limit;             /* largest request body in bytes */
     int threads;                    /* pool threads; 0 = 16 */
     int max_conns;                  /* connections served; past it 503; 0 = 512 */

@@ -690,22 +690,27 @@ static void test_search_merge(void **state)
     assert_string_equal(ids, want);
 }
 
+/* What one decider's poll folded into the index: the runs a search finds
+ * once the log it left is gone (a search would fold the rest). */
+static long long folded_by_a_poll(void)
+{
+    char ids[4][64];
+    due(4, 0, ids);
+    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
+    return completed_runs();
+}
+
 /* Redis: a decider's poll folds the index's log into the index once 64 ends
  * wait there (fewer wait for a search): with the log gone after the poll,
  * the index still has the 64; the 10 of a log below that are lost with it. */
 static void test_search_folded_by_due(void **state)
 {
-    char ids[4][64];
     (void)state;
     if (is_memory()) skip();
     ended_runs("wf-few", 10);
-    due(4, 0, ids);
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
-    assert_int_equal(completed_runs(), 0);
+    assert_int_equal(folded_by_a_poll(), 0);
     ended_runs("wf-fold", 64);
-    due(4, 0, ids);
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
-    assert_int_equal(completed_runs(), 64);
+    assert_int_equal(folded_by_a_poll(), 64);
 }
 
 /* 70 runs ended, a poll's fold of their index entries failed (a key of the
@@ -723,13 +728,10 @@ static void fold_broken(void)
  * with the log gone after one poll, the index has 256 of 300. */
 static void test_search_fold_capped(void **state)
 {
-    char ids[4][64];
     (void)state;
     if (is_memory()) skip();
     ended_runs("wf-cap", 300);
-    due(4, 0, ids);
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
-    assert_int_equal(completed_runs(), 256);
+    assert_int_equal(folded_by_a_poll(), 256);
 }
 
 /* Redis: after a fold failed, the polls of the next minute fold nothing
@@ -737,7 +739,6 @@ static void test_search_fold_capped(void **state)
  * index has none of the 70. */
 static void test_search_fold_backs_off(void **state)
 {
-    char ids[4][64];
     (void)state;
     if (is_memory()) skip();
     fold_broken();
@@ -746,9 +747,7 @@ static void test_search_fold_backs_off(void **state)
                   "local t = redis.call('PTTL', KEYS[1]) "
                   "if t > 55000 and t <= 60000 then return 1 end "
                   "return redis.error_reply('fold_error PTTL ' .. t)"));
-    due(4, 0, ids);
-    OK(rs_command(st_redis_conn(S), &e_, "DEL weft:{dq}:ix:log"));
-    assert_int_equal(completed_runs(), 0);
+    assert_int_equal(folded_by_a_poll(), 0);
 }
 
 /* Redis: a fold that fails (a key of the index another type) neither stops

@@ -47,9 +47,11 @@ static int load_one(rb *b, const xc_exec *x, const char *ref, json_object **slot
 {
     int rc;
     if (!ref || *slot) return 0;
-    rc = ps_load(b->ps, x->id, ref, slot, err);
-    if (rc == WEFT_ENOTFOUND && err) err->code = WEFT_EINVAL;
-    return rc == WEFT_ENOTFOUND ? WEFT_EINVAL : rc;
+    if ((rc = ps_load(b->ps, x->id, ref, slot, err)) == WEFT_ENOTFOUND) {
+        rc = WEFT_EINVAL;
+        if (err) err->code = rc;
+    }
+    return rc;
 }
 
 static int load_payloads(rb *b, xc_exec *x, weft_error *err)

@@ -927,15 +927,20 @@ int rs_part(const rs *r, const char *id)
     return r->parts_crc ? rc_part_of_crc(id, r->parts) : rc_part_of(id, r->parts);
 }
 
+void rs_k_part(const rs *r, int part, const char *suffix, char key[KEY_MAX])
+{
+    rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}", suffix, (char *)NULL);
+}
+
 /* Partition part of the decider queue: P{dq}:due with one partition. */
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX])
 {
-    rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:due", (char *)NULL);
+    rs_k_part(r, part, ":due", key);
 }
 
 void rs_k_ix(const rs *r, int part, char key[KEY_MAX])
 {
-    rs_cat(key, KEY_MAX, r->prefix, "{", r->ptag[part], "}:ix", (char *)NULL);
+    rs_k_part(r, part, ":ix", key);
 }
 
 /* Wake tokens for idle workers, per partition: Pwake with one partition. */

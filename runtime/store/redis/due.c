@@ -302,7 +302,7 @@ int rs_forget(rs *r, const char *id, int missing, weft_error *err)
     if ((rc = rs_check_id(id, err)) != 0 || (rc = rs_ensure(r, err)) != 0) return rc;
     rs_k_dq(r, part = rs_part(r, id), dq);
     if (missing) {
-        rs_cat(gone, KEY_MAX, r->prefix, "{", r->ptag[part], "}:gone", (char *)NULL);
+        rs_k_part(r, part, ":gone", gone);
         rs_cmd_script(&c, r, S_FORGET, 2);
         rs_cmd_add(&c, dq);
         rs_cmd_add(&c, gone);

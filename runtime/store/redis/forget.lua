@@ -17,8 +17,8 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local first, last
 local mark = redis.call('HGET', KEYS[2], id)
 if mark then
-    local i = string.find(mark, ':', 1, true)
-    first, last = tonumber(string.sub(mark, 1, i - 1)), tonumber(string.sub(mark, i + 1))
+    first, last = string.match(mark, '^(%d+):(%d+)$')
+    first, last = tonumber(first), tonumber(last)
 end
 -- a mark not renewed for a grace is of another time it was missing (the
 -- execution was found since)

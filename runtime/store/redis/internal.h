@@ -245,6 +245,8 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* How many queues type has: the base queue (0), then its shards (1..). */
 int rs_nqueues(const rs *r, const char *type);
+/* A key in partition part's hash tag: P{dq}<suffix> with one partition. */
+void rs_k_part(const rs *r, int part, const char *suffix, char key[KEY_MAX]);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);
 /* The execution index of partition part (index_lib.lua): P{dq}:ix with one. */
 void rs_k_ix(const rs *r, int part, char key[KEY_MAX]);

@@ -190,11 +190,9 @@ static void index_cmd(rs *r, const char *id, const rs_entry *e, rs_cmd *c, char 
         rs_cmd_add(c, "");
         return;
     }
-    n = klen + strlen(e->type) + w.name_len + 8;
-    if ((t = malloc(n))) {
-        rs_cat(t, n, ix, ":sn:", e->type, ":", w.name, (char *)NULL);
-        t[klen + 5 + strlen(e->type) + w.name_len] = 0; /* the name, not its correlation id */
-    }
+    /* sized to end with the name, not its correlation id */
+    n = klen + 4 + strlen(e->type) + 1 + w.name_len + 1;
+    if ((t = malloc(n))) rs_cat(t, n, ix, ":sn:", e->type, ":", w.name, (char *)NULL);
     own(c, t);
     rs_cmd_addf(c, "%lld", (long long)w.start_ms);
     rs_cmd_addf(c, "%lld", (long long)(e->at + r->retention_ms));

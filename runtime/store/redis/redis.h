@@ -135,11 +135,12 @@ int rs_exec_create(rs *r, const char *id, const char *doc, const char *def, cons
 /*
  * A run's entry in the execution index: recorded in the outbox of the save
  * that ends it (or makes it run again) and applied with its steps, one
- * RPUSH onto the index log of its partition (the decider queue's hash tag),
- * folded into the index in bulk by the deciders' polls and by each search
- * (index_lib.lua), so a search asks each partition once. Status, name, correlation id, start and
- * end time. A run not ended has none: every one is on the decider queue, and its create stores what
- * a search reads of it in its field "ix".
+ * RPUSH onto the index log of its partition (the decider queue's hash
+ * tag), folded into the index in bulk by the deciders' polls and by each
+ * search (index_lib.lua), so a search asks each partition once. Status,
+ * name, correlation id, start and end time. A run not ended has none:
+ * every one is on the decider queue, and its create stores what a search
+ * reads of it in its field "ix".
  */
 typedef struct rs_index {
     const char *status, *name, *correlation_id; /* correlation id NULL: none */
@@ -357,7 +358,9 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
                  weft_error *err);
 /* Set when an execution is next due (ZADD; `only_earlier` keeps an earlier time). */
 int rs_wake(rs *r, const char *id, int64_t at, int only_earlier, weft_error *err);
-/* Take an execution off the decider queue (ZREM): it ended. */
+/* Take an execution off the decider queue: it ended (ZREM), or (missing) a
+ * decider found it not there, and it leaves once missing for a while
+ * (forget.lua). */
 int rs_forget(rs *r, const char *id, int missing, weft_error *err);
 /* Executions not ended: ZCARD of every decider-queue partition, one round trip. */
 int rs_unfinished(rs *r, long long *n, weft_error *err);
