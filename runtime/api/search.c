@@ -177,7 +177,7 @@ static int parse_query(qparse *x, const char *text, st_query *q)
                 q->names = x->names;
             }
         } else if (!strcmp(field, "startTime")) {
-            int64_t ms;
+            int64_t ms = 0;
             if (!(op = token(x, &quoted, &at)) || quoted ||
                 (strcmp(op, ">") && strcmp(op, ">=") && strcmp(op, "<") && strcmp(op, "<=")))
                 return bad(x, "query: startTime takes >, >=, < or <= (at position %d)", at);
