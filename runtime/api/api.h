@@ -52,6 +52,9 @@ typedef struct ap_config {
     ps_store *payloads;       /* large payloads (shared, thread-safe); may be NULL */
     const char *const *types; /* queues whose depth /metrics reports (borrowed) */
     size_t ntypes;
+    const char *const *serves; /* what /health says this daemon serves (borrowed) */
+    size_t nserves;
+    const int *running; /* its worker threads running (atomic); NULL: none to wait for */
     /* Log one line (level: WEFT_LOG_*) with its fields (ended by a NULL
      * key; NULL: none); msg has no newline. */
     void (*log)(void *ud, int level, const lg_field *fields, const char *msg);

@@ -9,7 +9,40 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- handlers: health, metrics ---- */
+/* ---- handlers: health, readiness, metrics ---- */
+
+/* What this daemon serves, as a JSON array. */
+static json_object *serves(const ap_server *s)
+{
+    json_object *a = json_object_new_array();
+    size_t i;
+    for (i = 0; i < s->cfg.nserves; i++)
+        json_object_array_add(a, json_object_new_string(s->cfg.serves[i]));
+    return a;
+}
+
+/* GET /ready: 200 once the store answers and the daemon's workers run
+ * (its plugins are loaded before the API starts), else 503 saying why. */
+mhd_result ap_h_ready(ctx *c)
+{
+    weft_error err = {0};
+    json_object *j = json_object_new_object();
+    const char *why = NULL;
+    char msg[WEFT_ERROR_MAX + 32];
+    if (!c->s->cfg.nserves)
+        why = "this daemon serves no task type";
+    else if (c->s->cfg.running && __atomic_load_n(c->s->cfg.running, __ATOMIC_ACQUIRE) <= 0)
+        why = "its workers are not running (starting or stopping)";
+    else if (!c->t || ST(c->t->st, ping, &err)) {
+        snprintf(msg, sizeof msg, "the store does not answer: %s",
+                 c->t ? err.msg : "no connection");
+        why = msg;
+    }
+    json_object_object_add(j, "ready", json_object_new_boolean(!why));
+    if (why) json_object_object_add(j, "reason", json_object_new_string(why));
+    json_object_object_add(j, "serves", serves(c->s));
+    return ap_send_json(c, why ? 503 : 200, j);
+}
 
 mhd_result ap_h_health(ctx *c)
 {
@@ -24,6 +57,7 @@ mhd_result ap_h_health(ctx *c)
                                                   : l.count ? "DEGRADED"
                                                             : "UP"));
     json_object_object_add(j, "redis", json_object_new_string(up ? "UP" : "DOWN"));
+    json_object_object_add(j, "serves", serves(c->s));
     if (l.count) {
         char at[32], msg[512];
         time_t sec = (time_t)(l.at_ms / 1000);

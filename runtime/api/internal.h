@@ -27,6 +27,7 @@
 #include "api/api.h"
 #include "store/redis/backend.h"
 #include "core/ops.h"
+#include "core/served.h"
 
 #if MHD_VERSION < 0x00097002
 typedef int mhd_result;
@@ -199,6 +200,7 @@ int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker
 
 /* The handlers, one per route and method (see the table in server.c). */
 mhd_result ap_h_health(ctx *c);
+mhd_result ap_h_ready(ctx *c);
 mhd_result ap_h_metrics(ctx *c);
 mhd_result ap_h_start(ctx *c);
 mhd_result ap_h_start_name(ctx *c);

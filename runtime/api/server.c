@@ -498,6 +498,7 @@ static const route routes[] = {
     {"ui/app.css", {ap_h_ui_css, NULL, NULL, NULL}},
     {"api/daemons", {ap_h_daemons, NULL, NULL, NULL}},
     {"health", {ap_h_health, NULL, NULL, NULL}},
+    {"ready", {ap_h_ready, NULL, NULL, NULL}},
     {"metrics", {ap_h_metrics, NULL, NULL, NULL}},
     {"api/workflow", {NULL, ap_h_start, NULL, NULL}},
     {"api/workflow/search", {ap_h_search, NULL, NULL, NULL}},
@@ -836,7 +837,8 @@ static mhd_result on_request(void *cls, struct MHD_Connection *conn, const char 
                              "request body is over the limit of %lld bytes (api_body_limit)",
                              (long long)s->cfg.body_limit);
     c.t = ap_tls_get(s);
-    if (!c.t && q->route->h[q->m] != ap_h_health) return ap_send_error(&c, 500, "out of memory");
+    if (!c.t && q->route->h[q->m] != ap_h_health && q->route->h[q->m] != ap_h_ready)
+        return ap_send_error(&c, 500, "out of memory");
     /* a connection Redis closed (it restarted) is replaced before it fails the request */
     if (c.t && !q->lp) ST(c.t->st, revive);
     if ((cr = conn_of(conn)) != NULL) __atomic_store_n(&cr->busy, 1, __ATOMIC_RELEASE);

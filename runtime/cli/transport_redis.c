@@ -11,6 +11,7 @@
 #include "cli/transport.h"
 #include "core/codec.h"
 #include "core/ops.h"
+#include "core/served.h"
 #include "lua/dsl.h"
 #include "plugin/host.h"
 #include "plugin/loader.h"
@@ -38,13 +39,14 @@ static int get_def(cli_tp *t, const char *what, def_workflow **out)
 {
     rtp *k = t->impl;
     weft_error err = {0};
-    json_object *json = NULL;
+    json_object *json = NULL, *lines = NULL;
     char *text = NULL;
     int rc, got = 0;
     if (cli_is_file(what)) {
-        if (dsl_load(what, &json, NULL, &err)) return die(EXIT_USAGE, "%s", err.msg);
-        rc = def_compile(&k->defs, json, what, NULL, out, &err);
+        if (dsl_load(what, &json, &lines, &err)) return die(EXIT_USAGE, "%s", err.msg);
+        rc = def_compile(&k->defs, json, what, lines, out, &err);
         json_object_put(json);
+        json_object_put(lines);
         return rc ? die(EXIT_USAGE, "%s", err.msg) : EXIT_OK;
     }
     rc = ST(k->st, def_get, what, t->c->version ? atoi(t->c->version) : 0, &text, &got, &err);
@@ -85,59 +87,13 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     def_workflow *def = NULL;
     int rc;
     if ((rc = get_def(t, file, &def))) return rc;
-    rc = ST(k->st, def_register, def->name, def->version,
-            json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
+    if (!(rc = sv_check(k->st, &k->defs, def, &err)))
+        rc = ST(k->st, def_register, def->name, def->version,
+                json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);
     *version = def->version;
     def_unref(def);
     return rc ? cli_fail(&err) : EXIT_OK;
-}
-
-/* Types some live daemon serves (seen in the last 15 s), as a JSON array. */
-static json_object *served_types(rtp *k)
-{
-    weft_error err = {0};
-    json_object *all = NULL, *served = json_object_new_array(), *parsed = json_object_new_array();
-    char *text = NULL;
-    int64_t now = wu_now_ms();
-    if (ST(k->st, daemons, &text, &err) || wu_parse_json("daemons", text, &all, &err)) {
-        free(text);
-        json_object_put(parsed);
-        return served;
-    }
-    free(text);
-    json_object_object_foreach(all, id, info)
-    {
-        json_object *types, *seen;
-        size_t i;
-        (void)id;
-        if (json_object_is_type(info, json_type_string)) {
-            /* stored as text: parse, and keep it until we are done */
-            info = json_tokener_parse(json_object_get_string(info));
-            if (!info) continue;
-            json_object_array_add(parsed, info);
-        }
-        if (!json_object_object_get_ex(info, "seen", &seen) ||
-            now - json_object_get_int64(seen) > 15000 ||
-            !json_object_object_get_ex(info, "types", &types))
-            continue;
-        for (i = 0; i < json_object_array_length(types); i++)
-            json_object_array_add(served, json_object_get(json_object_array_get_idx(types, i)));
-    }
-    json_object_put(all);
-    json_object_put(parsed);
-    return served;
-}
-
-static int type_served(json_object *served, const char *type)
-{
-    size_t i;
-    for (i = 0; i < json_object_array_length(served); i++) {
-        json_object *v = json_object_array_get_idx(served, i);
-        if (json_object_is_type(v, json_type_string) && !strcmp(json_object_get_string(v), type))
-            return 1;
-    }
-    return 0;
 }
 
 /* Conductor's Workflow JSON, with a reason on each queued task no live
@@ -152,7 +108,8 @@ static int r_status(cli_tp *t, const char *id, json_object **doc)
     if (op_load(&k->op, id, &x, NULL, &err)) return cli_fail(&err);
     j = xc_to_json(x);
     op_say_waiting(&k->op, x, j);
-    served = served_types(k);
+    /* a store that does not answer here answered the load just now: none */
+    if (sv_live(k->st, wu_now_ms(), &served, &err)) served = json_object_new_array();
     unserved = json_object_new_array();
     json_object_object_get_ex(j, "tasks", &tasks);
     for (i = 0; i < x->tasks.len; i++) {
@@ -161,13 +118,13 @@ static int r_status(cli_tp *t, const char *id, json_object **doc)
         const char *q = tk->domain ? xc_task_queue(tk) : tk->def->type_name;
         char why[300];
         if (xc_task_terminal(tk->status) || tk->def->type->map || !tk->queued ||
-            type_served(served, q))
+            sv_has(served, q, 0))
             continue;
         snprintf(why, sizeof why, "waiting: no running weftd serves %s %s",
                  tk->domain ? "queue" : "task type", q);
         json_object_object_add(json_object_array_get_idx(tasks, i), "reasonForIncompletion",
                                json_object_new_string(why));
-        if (!type_served(unserved, q)) json_object_array_add(unserved, json_object_new_string(q));
+        if (!sv_has(unserved, q, 0)) json_object_array_add(unserved, json_object_new_string(q));
     }
     if (json_object_array_length(unserved))
         json_object_object_add(j, "unservedTaskTypes", unserved);
@@ -366,6 +323,7 @@ int tp_open_redis(cli_tp *t, const cli *c, int plugins)
     k->defs.find_type = find_type;
     k->defs.ud = k->plugins;
     k->defs.searched = k->plugins ? pl_searched(k->plugins) : "";
+    k->defs.known = k->plugins ? pl_type_names(k->plugins) : "";
     k->defs.host = host_table();
     k->defs.allow_unknown = 1;
     if (cf_env_limits(&k->limits, &err)) {

@@ -310,8 +310,10 @@ static int compile_task(cctx *c, json_object *j, def_list *list, size_t index, w
     t->type = c->env->find_type ? c->env->find_type(c->env->ud, t->type_name) : NULL;
     if (!t->type && c->env->allow_unknown) t->type = &def_remote_type;
     if (!t->type) {
-        wu_err(err, WEFT_EINVAL, "unknown task type %s (no plugin provides it; searched: %s)",
-               t->type_name, c->env->searched ? c->env->searched : "nothing");
+        wu_err(err, WEFT_EINVAL, "unknown task type %s (no plugin provides it; searched: %s%s%s)",
+               t->type_name, c->env->searched ? c->env->searched : "nothing",
+               c->env->known ? "; known types: " : "",
+               c->env->known ? (*c->env->known ? c->env->known : "none") : "");
         return task_err(c, ref, t->line, err);
     }
     t->queue = t->type->flags & WEFT_TASK_EXTERNAL ? t->name : t->type_name;
@@ -587,6 +589,8 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
         wf_free(wf);
         return rc;
     }
+    for (i = 0; i < wf->all.len; i++)
+        wf->nremote += ((def_task *)wf->all.items[i])->type == &def_remote_type;
     *out = wf;
     return 0;
 }

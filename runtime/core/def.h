@@ -81,6 +81,7 @@ struct def_workflow {
     int restartable;
     json_object *failure_workflow; /* name string or NULL */
     wu_vec all;                    /* every def_task, for freeing */
+    size_t nremote;                /* of them, of def_remote_type (allow_unknown) */
     int refs;
 };
 
@@ -114,6 +115,7 @@ typedef struct def_env {
      * (daemons, clients) instead of being an error (weft run). */
     int allow_unknown;
     const def_limits *limits; /* NULL = def_limits_default */
+    const char *known;        /* the types plugins here provide, ", "-separated (NULL: not said) */
 } def_env;
 
 /* env's limits (the defaults when it has none). */

@@ -567,6 +567,7 @@ int eng_new(const eng_opts *opts, eng **out, weft_error *err)
     e->defs.find_type = find_type;
     e->defs.ud = e->plugins;
     e->defs.searched = pl_searched(e->plugins);
+    e->defs.known = pl_type_names(e->plugins);
     e->defs.host = host_table();
     e->limits = opts->limits ? *opts->limits : def_limits_default;
     e->defs.limits = &e->limits;

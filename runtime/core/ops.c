@@ -10,6 +10,7 @@
 #include "core/codec.h"
 #include "core/defcache.h"
 #include "core/effects.h"
+#include "core/served.h"
 
 /* How long an update keeps redoing its change after losing fence races. */
 #define OP_RACE_MS 10000
@@ -628,15 +629,20 @@ static int check_domain_queues(const def_workflow *def, json_object *m, weft_err
     return 0;
 }
 
-static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
+/* A new execution of a->def, its start's arguments checked, and every task
+ * of it something can run (served.h: none waits for a worker that cannot
+ * exist, whoever starts it). */
+static int start_new(op_env *env, const op_start_args *a, xc_exec **x, weft_error *err)
 {
+    int rc;
+    if ((rc = sv_check(env->st, env->defs, a->def, err))) return rc;
     if (a->input && !json_object_is_type(a->input, json_type_object))
         return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
     if (a->priority < 0 || a->priority > 99)
         return wu_err(err, WEFT_EINVAL, "priority must be a whole number from 0 to 99 (got %d)",
                       a->priority);
     if (a->task_to_domain) {
-        int rc = op_check_domains(a->task_to_domain, err);
+        rc = op_check_domains(a->task_to_domain, err);
         if (rc || (rc = check_domain_queues(a->def, a->task_to_domain, err))) return rc;
     }
     return xc_new(a->def, a->input, a->id, x, err);
@@ -650,7 +656,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
     int rc;
 
     memset(&p, 0, sizeof p);
-    if ((rc = start_new(a, &p.x, err))) return rc;
+    if ((rc = start_new(env, a, &p.x, err))) return rc;
     if (a->idempotency_key) {
         rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);
         if (rc == WEFT_EEXIST) {
@@ -700,7 +706,7 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
         if (a[i].idempotency_key) {
             /* its key decides which id it gets: alone */
             rcs[i] = op_start(env, &a[i], ids[i], &e);
-        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e))) {
+        } else if (!(rcs[i] = start_new(env, &a[i], &ps[i].x, &e))) {
             start_fill(&a[i], ps[i].x);
             if (start_create(env, &a[i], &ps[i], &c[m]))
                 rcs[i] = wu_err(&e, WEFT_ENOMEM, "out of memory");

@@ -69,6 +69,9 @@ struct nd_node {
     size_t ntypes;
     char **owned_types; /* "<domain>:<type>" names made for domains */
     size_t nowned;
+    const char **serves; /* what the heartbeat says it serves: types, and the
+                          * external ones when its API hands them to workers */
+    size_t nserves;
     char id[128];
     volatile sig_atomic_t stopping;
     int redis_down; /* logged once per outage */
@@ -95,6 +98,10 @@ void nd_back_off(int64_t *ms);
 void nd_redis_trouble(worker *w, const weft_error *err, int64_t *backoff);
 /* node.c: w's last call went through: says so once if Redis was away. */
 void nd_redis_fine(worker *w);
+
+/* keeper.c: say the node is alive and what it serves (a heartbeat in the
+ * store); 0 or the store's error. */
+int nd_beat(worker *k, weft_error *err);
 
 /* services.c: fill w->svc, the host services (sandbox, sub-workflows,
  * secrets) of w's task callbacks. */

@@ -43,6 +43,26 @@ static void sweep_payloads(worker *k)
     n->ps_next = wu_mono_ms() + n->cfg->payload_sweep_ms;
 }
 
+int nd_beat(worker *k, weft_error *err)
+{
+    nd_node *n = k->n;
+    char host[256] = "?";
+    json_object *j = json_object_new_object(), *types = json_object_new_array();
+    size_t t;
+    int rc;
+    gethostname(host, sizeof host - 1);
+    for (t = 0; t < n->nserves; t++)
+        json_object_array_add(types, json_object_new_string(n->serves[t]));
+    json_object_object_add(j, "types", types);
+    json_object_object_add(j, "pid", json_object_new_int(getpid()));
+    json_object_object_add(j, "host", json_object_new_string(host));
+    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    rc = ST(k->st, daemon_beat, n->id, json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
+            err);
+    json_object_put(j);
+    return rc;
+}
+
 static void keep(worker *k)
 {
     nd_node *n = k->n;
@@ -50,8 +70,6 @@ static void keep(worker *k)
     st_lease renew[1024];
     int ok[1024], nr = 0, i;
     size_t t;
-    char info[4096], host[256] = "?";
-    json_object *j, *types;
 
     /* leases of held tasks, but for young ones: the keeper comes again
      * within a third of a lease, well before they expire */
@@ -85,29 +103,7 @@ static void keep(worker *k)
         if (ne > 0) mt_lease_reaps(n->metrics, (long)ne);
         op_fail_reaped(&k->op, exhausted, ne, warn_reaped, n);
     }
-    /* alive, and what we serve */
-    gethostname(host, sizeof host - 1);
-    j = json_object_new_object();
-    types = json_object_new_array();
-    for (t = 0; t < n->ntypes; t++)
-        json_object_array_add(types, json_object_new_string(n->types[t]));
-    /* external types (SIMPLE): this node's API hands them to workers */
-    if (n->api) {
-        size_t p, q;
-        for (p = 0; p < pl_count(n->plugins); p++) {
-            const pl_plugin *pp = pl_get(n->plugins, p);
-            for (q = 0; q < pp->ntypes; q++)
-                if (pp->types[q]->flags & WEFT_TASK_EXTERNAL)
-                    json_object_array_add(types, json_object_new_string(pp->types[q]->name));
-        }
-    }
-    json_object_object_add(j, "types", types);
-    json_object_object_add(j, "pid", json_object_new_int(getpid()));
-    json_object_object_add(j, "host", json_object_new_string(host));
-    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
-    snprintf(info, sizeof info, "%s", json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN));
-    json_object_put(j);
-    if (ST(k->st, daemon_beat, n->id, info, &err) == 0) nd_redis_fine(k);
+    if (nd_beat(k, &err) == 0) nd_redis_fine(k);
     sweep_payloads(k);
 }
 

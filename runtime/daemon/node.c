@@ -250,9 +250,22 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     free(dflt);
     for (i = 0; i < pl_failure_count(n->plugins); i++)
         lg_say(WEFT_LOG_WARN, "%s", pl_failure(n->plugins, i));
+    if (!*pl_type_names(n->plugins)) {
+        /* a daemon that serves nothing would take workflows and run none */
+        rc = wu_err(err, WEFT_EINVAL,
+                    "no task type loaded: no plugin in the directories searched (%s) provides "
+                    "one%s; point plugin_path (--plugin-path, WEFT_PLUGIN_PATH) at weft's plugin "
+                    "directory (%s when installed)",
+                    pl_searched(n->plugins),
+                    pl_failure_count(n->plugins) ? ", and some failed to load (above)" : "",
+                    WEFT_PLUGIN_DIR);
+        nd_free(n);
+        return rc;
+    }
     n->defs.find_type = find_type;
     n->defs.ud = n->plugins;
     n->defs.searched = pl_searched(n->plugins);
+    n->defs.known = pl_type_names(n->plugins);
     n->defs.host = host_table();
     n->defs.allow_unknown = 1;
     cf_limits(cfg, &n->limits);
@@ -301,6 +314,26 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
     return 0;
 }
 
+/* n->serves: the queues its workers serve, then (with_external: its API
+ * hands them to workers) the external types (SIMPLE). */
+static int serves_list(nd_node *n, int with_external, weft_error *err)
+{
+    size_t p, q, m = n->ntypes;
+    for (p = 0; with_external && p < pl_count(n->plugins); p++)
+        m += pl_get(n->plugins, p)->ntypes;
+    if (!(n->serves = calloc(m + 1, sizeof *n->serves)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    for (q = 0; q < n->ntypes; q++)
+        n->serves[n->nserves++] = n->types[q];
+    for (p = 0; with_external && p < pl_count(n->plugins); p++) {
+        const pl_plugin *pp = pl_get(n->plugins, p);
+        for (q = 0; q < pp->ntypes; q++)
+            if (pp->types[q]->flags & WEFT_TASK_EXTERNAL)
+                n->serves[n->nserves++] = pp->types[q]->name;
+    }
+    return 0;
+}
+
 /* The REST API, sharing the node's plugins, lock and metrics. */
 static int start_api(nd_node *n, weft_error *err)
 {
@@ -336,6 +369,9 @@ static int start_api(nd_node *n, weft_error *err)
     a->payloads = n->payloads;
     a->types = (const char *const *)n->types;
     a->ntypes = n->ntypes;
+    a->serves = n->serves;
+    a->nserves = n->nserves;
+    a->running = &n->running;
     a->log = lg_hook;
     a->log_ud = NULL;
     return ap_start(a, &n->api, err);
@@ -363,6 +399,10 @@ int nd_run(nd_node *n)
             lg_say(WEFT_LOG_ERROR, "%s", err.msg);
             return rc;
         }
+    if ((rc = serves_list(n, n->cfg->api, &err))) {
+        lg_say(WEFT_LOG_ERROR, "%s", err.msg);
+        return rc;
+    }
     if (n->cfg->api && (rc = start_api(n, &err))) {
         /* several daemons on one host with the defaults: the first serves the API */
         if (rc != WEFT_EEXIST || strcmp(n->cfg->api_listen, CF_API_LISTEN_DEFAULT)) {
@@ -372,8 +412,13 @@ int nd_run(nd_node *n)
         lg_say(WEFT_LOG_WARN,
                "%s (another weftd?): running without the REST API; set api_listen to serve it",
                err.msg);
+        n->nserves = n->ntypes; /* no API here hands external tasks to workers */
         rc = 0;
     }
+    /* "started" means the store knows what this daemon serves: a start right
+     * after it finds its types served (served.h) */
+    if (nd_beat(&n->keeper, &err))
+        lg_say(WEFT_LOG_WARN, "no heartbeat yet: %s (the keeper retries)", err.msg);
     {
         char types[1024] = "";
         size_t t, used = 0;
@@ -431,6 +476,7 @@ void nd_free(nd_node *n)
     if (n->lock && n->lock_handle) n->lock->close(n->lock_handle);
     ps_close(n->payloads);
     free(n->types);
+    free(n->serves);
     while (n->nowned)
         free(n->owned_types[--n->nowned]);
     free(n->owned_types);

@@ -37,6 +37,7 @@ struct pl_registry {
     wu_vec entries;  /* reg_entry *, owned */
     wu_vec failures; /* char * */
     char *searched;
+    char *type_names;    /* every registered type, sorted, ", "-separated */
     json_object *config; /* { <plugin name>: { ... } }, or NULL */
     int override;        /* plugins elsewhere may replace built-ins' types */
     wu_vec builtin_dirs; /* real paths of the default directories, once asked */
@@ -121,7 +122,8 @@ pl_registry *pl_new(const weft_host *host)
     r->types = wu_map_new();
     r->locks = wu_map_new();
     r->searched = strdup("");
-    if (!r->types || !r->locks || !r->searched) {
+    r->type_names = strdup("");
+    if (!r->types || !r->locks || !r->searched || !r->type_names) {
         pl_free(r);
         return NULL;
     }
@@ -204,6 +206,7 @@ void pl_free(pl_registry *r)
     wu_map_free(r->types);
     wu_map_free(r->locks);
     free(r->searched);
+    free(r->type_names);
     free_strings(&r->builtin_dirs);
     json_object_put(r->config);
     if (r->ltdl_ok) lt_dlexit();
@@ -564,6 +567,32 @@ static void load_error(const char *path, const char *lt_msg, weft_error *why)
         wu_err(why, WEFT_EIO, "%s", dlerror());
 }
 
+static int cmp_str(const void *a, const void *b);
+
+/* r->type_names anew from the types registered; on no memory the old list stays. */
+static void name_types(pl_registry *r)
+{
+    wu_vec names = {0};
+    wu_buf b = {0};
+    size_t i, j;
+    for (i = 0; i < r->plugins.len; i++) {
+        const pl_plugin *p = r->plugins.items[i];
+        for (j = 0; j < p->ntypes; j++)
+            if (wu_vec_push(&names, (void *)p->types[j]->name)) goto out;
+    }
+    if (names.len) qsort(names.items, names.len, sizeof *names.items, cmp_str);
+    for (i = 0; i < names.len; i++)
+        if ((i && wu_buf_add(&b, ", ", 2)) ||
+            wu_buf_add(&b, names.items[i], strlen(names.items[i])))
+            goto out;
+    free(r->type_names);
+    r->type_names = b.data ? b.data : strdup("");
+    b.data = NULL;
+out:
+    wu_buf_free(&b);
+    wu_vec_free(&names);
+}
+
 /* Move the staged registrations of p into the registry. */
 static int commit(pl_registry *r, pl_plugin *p, weft_error *err)
 {
@@ -590,6 +619,7 @@ static int commit(pl_registry *r, pl_plugin *p, weft_error *err)
             return wu_err(err, WEFT_ENOMEM, "plugin %s: out of memory", p->file);
         }
     }
+    name_types(r);
     return 0;
 }
 
@@ -1044,4 +1074,9 @@ const char *pl_failure(const pl_registry *r, size_t i)
 const char *pl_searched(const pl_registry *r)
 {
     return r->searched;
+}
+
+const char *pl_type_names(const pl_registry *r)
+{
+    return r->type_names;
 }

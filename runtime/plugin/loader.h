@@ -92,6 +92,9 @@ const char *pl_failure(const pl_registry *r, size_t i);
 /* The directories searched, colon-separated (for "unknown task type" errors). */
 const char *pl_searched(const pl_registry *r);
 
+/* Every task type registered, sorted, ", "-separated ("" for none). */
+const char *pl_type_names(const pl_registry *r);
+
 /* Host-table functions: the host's declare/register_* call these. */
 int pl_host_declare(uint32_t plugin_abi_major, uint32_t plugin_host_size);
 int pl_host_register_task_type(const weft_task_type *type, weft_error *err);

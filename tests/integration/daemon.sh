@@ -124,16 +124,7 @@ wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q '\"status\": \"COMPLETED
 run_weft wait "$id" --timeout 20
 expect_json "restarted workflow ran again" '{"got":8}'
 
-# a task type nobody serves waits, and status says so
-cat >"$TMP/unserved.lua" <<'L'
-local w = require "weft"
-return w.workflow { name = "unserved", w.task { ref = "x", type = "NOBODY_SERVES_THIS" } }
-L
-run_weft start "$TMP/unserved.lua"; id=$last
-wait_for 10 sh -c "'$WEFT' status $id -o json | grep -q unservedTaskTypes"
-run_weft status "$id" -o json
-expect_rc "status of a waiting workflow" 0
-case $out in *'"unservedTaskTypes"'*NOBODY_SERVES_THIS*) ok "status names the unserved type" ;; *) not_ok "status: $out" ;; esac
+# (a task type nobody serves: task_types.sh)
 
 # a corrupt stored execution fails that workflow with a reason; the daemon goes on
 run_weft start "$TMP/gate.lua"; id=$last

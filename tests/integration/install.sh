@@ -55,7 +55,7 @@ fi
 # the sample configuration reads: weftd starts with it (Redis away: it says so and waits)
 : >"$TMP/weftd.log"
 WEFT_PAYLOAD_DIR="$TMP/payloads" "$inst/bin/weftd" --config "$conf" --redis "redis://127.0.0.1:1" \
-    --no-api >"$TMP/weftd.log" 2>&1 &
+    --plugin-path "$inst/lib/weft" --no-api >"$TMP/weftd.log" 2>&1 &
 wpid=$!
 i=0
 while ! grep -q 'will retry' "$TMP/weftd.log" && kill -0 "$wpid" 2>/dev/null && [ $i -lt 100 ]; do

@@ -20,7 +20,7 @@ for p in decision fork_join flow; do
 done
 WEFT_PLUGIN_PATH="$TMP/plugins" run_weft run "$SRC/examples/hello.lua"
 expect_rc "without lambda" 2
-expect_err "without lambda" "unknown task type LAMBDA (no plugin provides it; searched: $TMP/plugins)"
+expect_err "without lambda" "unknown task type LAMBDA (no plugin provides it; searched: $TMP/plugins; known types: DECISION, DO_WHILE, FORK_JOIN"
 cat >"$TMP/nolambda.lua" <<'L'
 local w = require "weft"
 return w.workflow { name = "nolambda", output = { v = "${workflow.variables.v}" },

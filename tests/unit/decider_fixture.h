@@ -187,7 +187,7 @@ DF_FN const weft_task_type *find_type(void *ud, const char *name)
     return NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL, NULL};
 static const dec_env ENV = {.defs = &DEFS, .now = test_now, .on_change = on_change};
 
 /* ---- the fixture: one execution, the last batch of actions ---- */

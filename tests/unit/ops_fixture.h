@@ -55,7 +55,7 @@ OPF_FN const weft_task_type *find_type(void *ud, const char *name)
     return !strcmp(name, "Q") ? &Q_TYPE : !strcmp(name, "M") ? &M_TYPE : NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL, NULL};
 static const dec_env DEC = {.defs = &DEFS, .now = wu_now_ms};
 
 static const char *DEF_JSON =

@@ -110,7 +110,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL, NULL};
 static const dec_env ENV = {.defs = &DEFS, .now = test_now};
 
 /* ---- the fixture: one execution, the last batch of actions ---- */

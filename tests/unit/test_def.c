@@ -55,7 +55,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return NULL;
 }
 
-static def_env env = {find_type, NULL, "/opt/weft/plugins:/home/me/plugins", NULL, 0, NULL};
+static def_env env = {find_type, NULL, "/opt/weft/plugins:/home/me/plugins", NULL, 0, NULL, NULL};
 
 /*
  * What a test allocates is tracked here and freed by the teardown, so a
@@ -433,7 +433,7 @@ static void test_err_unknown_type(void **state)
 
 static void test_err_unknown_type_nothing_searched(void **state)
 {
-    def_env bare = {NULL, NULL, NULL, NULL, 0, NULL};
+    def_env bare = {NULL, NULL, NULL, NULL, 0, NULL, NULL};
     json_object *j = J("{'name':'w','tasks':[{'taskReferenceName':'a','type':'X'}]}");
     def_workflow *wf = NULL;
     weft_error err = {0};

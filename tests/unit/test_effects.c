@@ -30,7 +30,7 @@ static const weft_task_type *find_type(void *ud, const char *name)
     return !strcmp(name, "Q") ? &Q_TYPE : NULL;
 }
 
-static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL};
+static def_env DEFS = {find_type, NULL, "/test/plugins", NULL, 0, NULL, NULL};
 
 static const char *DEF_JSON = "{\"name\":\"fx_w\",\"tasks\":[{\"taskReferenceName\":\"a\","
                               "\"type\":\"Q\"},{\"taskReferenceName\":\"b\",\"type\":\"Q\"}]}";
