@@ -262,6 +262,8 @@ static int prepare(op_env *env, const dec_env *dec, prep *p, size_t *room, st_le
 
 static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, void *ud,
                        int64_t race_ms, weft_error *err);
+static int fn_none(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void *ud,
+                   weft_error *err);
 
 int op_update(op_env *env, const char *id, op_fn fn, void *ud, weft_error *err)
 {
@@ -316,7 +318,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
                        int64_t race_ms, weft_error *err)
 {
     char token[128] = "";
-    int locked = 0, attempt, rc = 0, cmd, frc;
+    int locked = 0, attempt, rc = 0, cmd, frc, later;
     dec_env dec = *env->dec;
 
     dec.on_change = on_change;
@@ -365,7 +367,11 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         dec.ud = &p.col;
         p.col.hooks = env->hooks;
         cmd = apply_cmd(&dec, p.x, &p.o);
-        frc = fn(env, &dec, p.x, &p.o, ud, err);
+        /* a command applied is saved on its own, and fn runs on what that
+         * save left: fn may drop the tasks the command's actions point at
+         * (a restart after a terminate resets them) */
+        later = cmd && fn != fn_none;
+        frc = later ? OP_NOCHANGE : fn(env, &dec, p.x, &p.o, ud, err);
         if (frc != 0 && !cmd) {
             /* fn's own error (WEFT_ESTATE too) is final: no redo */
             prep_clear(&p);
@@ -380,6 +386,7 @@ static int update_from(op_env *env, const char *id, xc_exec *loaded, op_fn fn, v
         else if (rc == 0)
             after_save(env, p.x, &p.o, &p.col, p.x->fence == 1 || p.x->revived);
         prep_clear(&p);
+        if (rc == 0 && later) continue; /* now fn, on the execution loaded anew */
         if (rc == 0) {
             if (frc != OP_NOCHANGE)
                 rc = frc; /* fn's message is still in err: a successful save writes none */
@@ -516,7 +523,13 @@ void op_update_many(op_env *env, op_item *items, size_t n, size_t *room)
         sv[ns].nacks = it->nacks;
         at[ns++] = i;
     }
-    if (ns) ST(env->st, exec_save_many, sv, ns, &err);
+    if (ns && ST(env->st, exec_save_many, sv, ns, &err))
+        for (i = 0; i < ns; i++)
+            if (sv[i].rc == 0) {
+                /* the whole call failed: nothing of this item is known saved */
+                sv[i].rc = err.code ? err.code : WEFT_EIO;
+                snprintf(sv[i].why, sizeof sv[i].why, "%s", err.msg);
+            }
     for (i = 0; i < ns; i++) {
         op_item *it = &items[at[i]];
         prep *pp = &p[at[i]];

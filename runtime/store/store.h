@@ -206,7 +206,8 @@ typedef struct st_ops {
                           weft_error *err);
     /* The stored document, for readers (GET, status): no decoding. */
     int (*exec_read)(st_store *s, const char *id, st_doc *out, weft_error *err);
-    /* Fenced saves (see the contract above); sv[i].rc each. */
+    /* Fenced saves (see the contract above); sv[i].rc each. A failure of
+     * the whole call sets every item's rc too (the caller reads them only). */
     int (*exec_save_many)(st_store *s, st_save *sv, size_t n, weft_error *err);
     /* Fail an execution that cannot be read, so nothing waits on it. */
     int (*exec_fail)(st_store *s, const char *id, uint64_t fence, const char *why, weft_error *err);

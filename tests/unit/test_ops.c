@@ -328,6 +328,44 @@ static void test_command(void **state)
     assert_string_equal(hget(id2, "cmd", buf, sizeof buf), "(nil)");
 }
 
+/*
+ * A restart of a workflow with a terminate recorded but not yet applied
+ * (what a terminate answered 503 leaves): the terminate lands first, with
+ * the cancel of the running task, then the restart. Both are kept: the old
+ * task leaves its queue, the new run's first task is the only one in it.
+ * (The restart once reset the execution while the terminate's cancel still
+ * pointed at its tasks: freed memory, and the old queue entry left behind.)
+ */
+static void test_restart_after_waiting_terminate(void **state)
+{
+    weft_error err = {0};
+    char id[64], buf[256], *pending = NULL, st[32], old[160];
+    uint64_t fence;
+    xc_exec *x;
+
+    start(NULL, NULL, id);
+    assert_int_equal(op_update(&F.env, id, fn_decide, NULL, &err), 0);
+    assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:ready"), 1);
+    x = load(id, &fence);
+    snprintf(old, sizeof old, "%s|%s", id, ((xc_task *)x->tasks.items[0])->id);
+    xc_free(x);
+    assert_string_not_equal(qstr(buf, sizeof buf, "ZSCORE " PREFIX "{q:Q}:ready %s", old), "(nil)");
+    assert_int_equal(rs_exec_command(RC, id, "t1|terminate|stop", "terminate", &pending, st, &err),
+                     RS_CMD_RECORDED);
+    assert_int_equal(op_update(&F.env, id, op_fn_restart, NULL, &err), 0);
+    x = load(id, &fence);
+    assert_int_equal(x->status, WEFT_WF_RUNNING);
+    assert_null(x->cmd);
+    xc_free(x);
+    assert_string_equal(hget(id, "cmd", buf, sizeof buf), "(nil)");
+    /* the terminate's cancel took the old task out of its queue */
+    assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:ready"), 0);
+    /* and the restarted run schedules its first task anew */
+    assert_int_equal(op_update(&F.env, id, fn_decide, NULL, &err), 0);
+    assert_int_equal(qint("ZCARD " PREFIX "{q:Q}:ready"), 1);
+    assert_string_equal(qstr(buf, sizeof buf, "ZSCORE " PREFIX "{q:Q}:ready %s", old), "(nil)");
+}
+
 /* A lock some decider holds for good: acquire always times out. */
 static int held_acquire(void *lock, const char *key, int64_t ttl_ms, int64_t wait_ms, char *token,
                         size_t token_size, weft_error *err)
@@ -529,6 +567,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_unknown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_restart_after_waiting_terminate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_without_id, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_doc_other_id, setup, teardown),

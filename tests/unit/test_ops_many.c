@@ -404,6 +404,52 @@ static void test_update_many_errors(void **state)
         item_clear(&it[i]);
 }
 
+/* A store whose batched save fails as a whole, touching no item. */
+static int save_fails_whole(st_store *s, st_save *sv, size_t n, weft_error *err)
+{
+    (void)s;
+    (void)sv;
+    (void)n;
+    return wu_err(err, WEFT_ENOMEM, "out of memory (the whole batch)");
+}
+
+/*
+ * A batched save that fails as a whole fails every item of it: none is
+ * said saved, no eager lease is handed out, the room is given back, and no
+ * cascade follows (parents hear nothing of state never written).
+ */
+static void test_update_many_whole_failure(void **state)
+{
+    char id[64], id2[64], buf[64];
+    const st_ops *real = F.env.st->ops;
+    st_ops failing = *real;
+    op_item it[2];
+    size_t room = 4, i;
+    int calls = 0;
+
+    start(NULL, NULL, id);
+    start(NULL, NULL, id2);
+    eager_on();
+    item_init(&it[0], id, NULL, fn_decide, &calls);
+    item_init(&it[1], id2, load(id2, NULL), fn_decide, &calls);
+    failing.exec_save_many = save_fails_whole;
+    F.env.st->ops = &failing;
+    op_update_many(&F.env, it, 2, &room);
+    F.env.st->ops = real;
+    assert_int_equal(calls, 2);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(it[i].rc, WEFT_ENOMEM);
+        assert_has(it[i].err.msg, "the whole batch");
+        assert_int_equal(it[i].saved, 0);
+        assert_int_equal(it[i].neager, 0);
+        assert_null(it[i].eager);
+        item_clear(&it[i]);
+    }
+    assert_int_equal(room, 4);
+    assert_string_equal(hget(id, "fence", buf, sizeof buf), "1");
+    assert_string_equal(hget(id2, "fence", buf, sizeof buf), "1");
+}
+
 /*
  * A child can end before the worker that started it saves its parent (the
  * parent's task does not know its child yet): the child's notice completes
@@ -537,6 +583,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_update_many_fence_race, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_many_nochange, setup, teardown),
         cmocka_unit_test_setup_teardown(test_update_many_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_update_many_whole_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_complete_before_child_known, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_unreachable, setup, teardown),

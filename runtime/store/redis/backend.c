@@ -215,7 +215,7 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
     rs_index *ix = calloc(n + 1, sizeof *ix);
     wu_buf *docs = calloc(n + 1, sizeof *docs);
     size_t i;
-    int rc = 0;
+    int rc = 0, sent = 0;
     if (!rv || !ix || !docs) {
         rc = wu_err(err, WEFT_ENOMEM, "out of memory");
         goto out;
@@ -248,6 +248,7 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
             rv[i].ix = &ix[i];
         }
     }
+    sent = 1; /* rs_exec_save_many sets every item's code */
     rc = rs_exec_save_many(b->r, rv, n, err);
     for (i = 0; i < n; i++) {
         if (rv[i].rc == 0) sv[i].x->stored_status = (int)sv[i].x->status;
@@ -256,6 +257,10 @@ static int rb_exec_save_many(st_store *s, st_save *sv, size_t n, weft_error *err
         snprintf(sv[i].why, sizeof sv[i].why, "%s", rv[i].why);
     }
 out:
+    for (i = 0; rc && !sent && i < n; i++) { /* failed before any was sent: every item's */
+        sv[i].rc = rc;
+        snprintf(sv[i].why, sizeof sv[i].why, "%s", err->msg);
+    }
     for (i = 0; docs && i < n; i++)
         wu_buf_free(&docs[i]);
     free(docs);

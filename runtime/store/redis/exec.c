@@ -496,6 +496,10 @@ int rs_exec_save_many(rs *r, rs_save *s, size_t n, weft_error *err)
 
     if (!c || !x || !at || !sets || !es || !trims) {
         rc = rs_oom(err);
+        for (i = 0; i < n; i++) { /* a whole-call failure is every item's */
+            s[i].rc = rc;
+            snprintf(s[i].why, sizeof s[i].why, "%s", err->msg);
+        }
         goto out;
     }
     for (i = 0; i < n; i++) {
