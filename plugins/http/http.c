@@ -14,10 +14,12 @@
  * else a string (null when empty).
  *
  * Redirects (up to MAX_REDIRECTS) are followed here rather than by libcurl so
- * that every hop passes the scheme and host checks. Each worker thread keeps
- * one multi + easy handle pair, so connections stay alive between tasks; the
- * multi loop is ours so the read timeout (no data for readTimeOut ms) is
- * exact and cancel() can wake a blocked request.
+ * that every hop passes the scheme and host checks. Once a redirect leaves
+ * the origin the task named, none of its headers is sent and a body is not
+ * sent again (a 307/308 there fails the task): any of them may hold a secret. Each worker thread
+ * keeps one multi + easy handle pair, so connections stay alive between tasks; the multi loop is
+ * ours so the read timeout (no data for readTimeOut ms) is exact and cancel() can wake a blocked
+ * request.
  *
  * Config: { "allow": ["host", "*.example.org" ...], "max_response_bytes": n }.
  * Header values are never logged.
@@ -331,7 +333,7 @@ typedef struct req {
     json_object *headers;   /* the input's headers object (borrowed) or NULL */
     const char *accept, *content_type;
     long connect_ms, read_ms;
-    int strip_auth; /* a redirect left the origin: drop Authorization and Cookie */
+    int foreign; /* a redirect left the origin: none of the task's headers, no body */
     CURLU *url;
     char shown[1024]; /* the URL for messages: no user or password */
     struct curl_slist *hdrs;
@@ -536,8 +538,9 @@ static int build_headers(req *q, char *why, size_t why_size)
                 snprintf(why, why_size, "header name '%.64s' is not a valid HTTP token", k);
                 return WEFT_EINVAL;
             }
-            if (q->strip_auth && (!strcasecmp(k, "authorization") || !strcasecmp(k, "cookie")))
-                continue;
+            /* any header may hold a ${secrets.X} (an X-Api-Key as well as an
+             * Authorization): none goes to an origin the task did not name */
+            if (q->foreign) break;
             switch (json_object_get_type(v)) {
             case json_type_null:
                 continue;
@@ -1010,10 +1013,10 @@ static int redirect(req *q, const char *location, char *why, size_t why_size)
         curl_url_get(q->url, CURLUPART_HOST, &host, 0);
         curl_url_get(q->url, CURLUPART_SCHEME, &scheme, 0);
         curl_url_get(q->url, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT);
-        /* as libcurl does: credentials go to the origin they were written for */
+        /* what the task wrote goes to the origin it was written for */
         if (!old_host || !host || strcasecmp(old_host, host) || !old_scheme || !scheme ||
             strcasecmp(old_scheme, scheme) || !old_port || !port || strcmp(old_port, port))
-            q->strip_auth = 1;
+            q->foreign = 1;
         /* 303, and 301/302 after a POST, continue as GET (as browsers and libcurl) */
         if (strcmp(q->method, "HEAD") &&
             (q->status == 303 ||
@@ -1021,7 +1024,13 @@ static int redirect(req *q, const char *location, char *why, size_t why_size)
             strcpy(q->method, "GET");
             q->has_body = 0;
         }
-        rc = build_headers(q, why, why_size);
+        if (q->foreign && q->has_body) {
+            snprintf(why, why_size, "a %ld to %.200s would send the request body to another origin",
+                     q->status, q->shown);
+            rc = WEFT_EINVAL;
+        } else {
+            rc = build_headers(q, why, why_size);
+        }
     }
     curl_free(old_host);
     curl_free(old_scheme);
