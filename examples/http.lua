@@ -1,8 +1,9 @@
 -- HTTP: fetch an order from the URL given in the input and price it with a LAMBDA.
 -- A JSON reply's body is parsed, so later tasks reach into it; a non-2xx reply
--- fails the task (and the retry policy applies).
---
---   weft run examples/http.lua --input '{"url":"http://127.0.0.1:8080/orders/7"}'
+-- fails the task (and the retry policy applies). examples/orders.py serves
+-- orders on port 8090 while the command after it runs:
+-- run: python3 examples/orders.py weft run examples/http.lua --input '{"url":"http://127.0.0.1:8090/orders/7"}'
+-- prints: {"status":200,"total":75}
 local w = require "weft"
 
 return w.workflow {

@@ -1,10 +1,15 @@
--- The order workflow from DESIGN.md §4. It uses HTTP and SIMPLE tasks, which run
--- under weftd (later issues); `weft compile examples/order.lua` shows its JSON.
+-- The order workflow of DESIGN.md §4: fetch an order over HTTP, price it in a
+-- LAMBDA, route it by its total (a big one waits for a SIMPLE "review" task done
+-- by a worker), and notify in two parallel branches. examples/orders.py is the
+-- orders service it fetches from, on port 8090 (weftd's API has 8080); it serves
+-- while the command after it runs:
+-- run: python3 examples/orders.py weft run examples/order.lua --input '{"id":7}'
+-- prints: {"total":75}
 local w = require "weft"
 return w.workflow {
   name = "order", version = 1,
   output = { total = "${price.output.result.total}" },
-  w.http   { ref = "fetch", uri = "http://127.0.0.1:8080/orders/${workflow.input.id}",
+  w.http   { ref = "fetch", uri = "http://127.0.0.1:8090/orders/${workflow.input.id}",
              retry = { count = 3, delay = "1s", backoff = "exponential" }, timeout = "10s" },
   w.lambda { ref = "price", input = { order = "${fetch.output.response.body}" },
              script = [[ return { total = input.order.qty * input.order.unit } ]] },
