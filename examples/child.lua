@@ -1,4 +1,7 @@
--- A workflow used by sub_workflow.lua by name.
+-- A workflow used by sub_workflow.lua by name: weft run finds it next to that
+-- file; weftd once it is registered (weft register examples/child.lua).
+-- run: weft run examples/child.lua --input '{"x":4}'
+-- prints: {"doubled":8}
 local w = require "weft"
 
 return w.workflow {

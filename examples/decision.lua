@@ -1,4 +1,8 @@
 -- DECISION on a value, SWITCH with a Lua expression, and the default case.
+-- run: weft run examples/decision.lua --input '{"amount":150,"country":"FR"}'
+-- prints: {"approved":false,"note":"needs review","region":"FR","route":"big"}
+-- run: weft run examples/decision.lua --input '{"amount":5,"country":"JP"}'
+-- prints: {"approved":true,"note":"auto","region":"JP","route":"small"}
 local w = require "weft"
 
 return w.workflow {

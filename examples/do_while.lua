@@ -1,5 +1,7 @@
 -- DO_WHILE: the body runs, then the condition decides whether to run it again.
 -- Body tasks are numbered per iteration (step__1, step__2, ...).
+-- run: weft run examples/do_while.lua --input '{"times":3}'
+-- prints: {"iterations":3,"last":30,"total":30}
 local w = require "weft"
 
 return w.workflow {

@@ -1,4 +1,8 @@
 -- FORK_JOIN_DYNAMIC: a LAMBDA makes the list of tasks; the join waits on all of them.
+-- run: weft run examples/dynamic_fork.lua --input '{"n":3}'
+-- prints: {"results":{"square_1":{"result":1},"square_2":{"result":4},"square_3":{"result":9}}}
+-- run: weft run examples/dynamic_fork.lua --input '{"n":0}'
+-- prints: {"results":{}}
 local w = require "weft"
 
 return w.workflow {

@@ -1,5 +1,7 @@
 -- FORK_JOIN: branches run in parallel; the join (added as notify_join) collects
 -- the output of the last task of each branch.
+-- run: weft run examples/fork.lua --input '{"user":"ann"}'
+-- prints: {"sent":{"email":{"result":"mail to ann"},"sms":{"result":"sms of 160 chars"}}}
 local w = require "weft"
 
 return w.workflow {

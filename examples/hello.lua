@@ -1,5 +1,6 @@
--- The demo: one LAMBDA task. Run it with
---   weft run examples/hello.lua --input '{"name":"weft"}'
+-- The demo: one LAMBDA task.
+-- run: weft run examples/hello.lua --input '{"name":"weft"}'
+-- prints: {"greeting":"hello, weft!"}
 local w = require "weft"
 
 return w.workflow {

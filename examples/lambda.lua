@@ -1,4 +1,6 @@
 -- LAMBDA: Lua function bodies over the resolved input; outputs { result = ... }.
+-- run: weft run examples/lambda.lua --input '{"items":[{"qty":2,"unit":3},{"qty":1,"unit":10}]}'
+-- prints: {"count":2,"label":"ORDER OF 2 ITEMS","total":16}
 local w = require "weft"
 
 return w.workflow {

@@ -1,5 +1,7 @@
 -- Retries and optional tasks: "flaky" fails until its third attempt (retryCount 2,
 -- exponential backoff); "broken" always fails but is optional, so the workflow goes on.
+-- run: weft run examples/retry.lua
+-- prints: {"broken":"COMPLETED_WITH_ERRORS","flaky":"ok on attempt 2","flaky_attempt":2}
 local w = require "weft"
 
 return w.workflow {

@@ -1,4 +1,10 @@
 -- SUB_WORKFLOW: by name (child.lua next to this file) and with an inline definition.
+-- weft run finds child.lua next to this file; weftd takes the definitions
+-- registered with it, so child.lua is registered first:
+-- run: weft run examples/sub_workflow.lua --input '{"x":3}'
+-- prints: {"by_name":6,"inline":36}
+-- run: weft register examples/child.lua && weft wait "$(weft start examples/sub_workflow.lua --input '{"x":3}')"
+-- prints: {"by_name":6,"inline":36}
 local w = require "weft"
 
 return w.workflow {

@@ -1,4 +1,8 @@
 -- TERMINATE ends the workflow early with its own output; later tasks never run.
+-- run: weft run examples/terminate.lua --input '{"stop":true}'
+-- prints: {"stopped":true}
+-- run: weft run examples/terminate.lua --input '{"stop":false}'
+-- prints: {"result":{"stopped":false}}
 local w = require "weft"
 
 return w.workflow {

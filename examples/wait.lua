@@ -1,4 +1,6 @@
--- WAIT with a duration: a durable timer.
+-- WAIT with a duration: a durable timer (signal.lua waits for a signal instead).
+-- run: weft run examples/wait.lua
+-- prints: {"after":"done","waited":"COMPLETED"}
 local w = require "weft"
 
 return w.workflow {

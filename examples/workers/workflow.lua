@@ -1,8 +1,8 @@
--- Two SIMPLE tasks done by external workers (worker.py and worker.sh here):
---   weftd --api 127.0.0.1:8080 &
---   python3 examples/workers/worker.py &       # serves "greet"
---   sh examples/workers/worker.sh &            # serves "shout"
---   weft start examples/workers/workflow.lua --input '{"name":"ann"}'
+-- Two SIMPLE tasks done by external workers (worker.py serves "greet" and
+-- worker.sh "shout") that poll weftd's REST API at WEFT_API_URL (default
+-- http://127.0.0.1:8080); with --once each exits after one task:
+-- run: python3 examples/workers/worker.py --once & sh examples/workers/worker.sh --once & weft wait "$(weft start examples/workers/workflow.lua --input '{"name":"ann"}')"
+-- prints: {"greeting":"HELLO, ANN"}
 local w = require "weft"
 
 return w.workflow {
