@@ -1,5 +1,7 @@
 #!/bin/sh
-# Runs every example workflow embedded and checks its output and exit status.
+# The examples embedded, beyond their own run lines (example_runs.sh runs
+# those): the Conductor JSON one (JSON has no comment for a run line), the
+# trace on stderr, per-iteration refs; every example validates and compiles.
 . "$(dirname "$0")/lib.sh"
 
 example() { # FILE INPUT EXPECTED [EXIT]
@@ -8,24 +10,6 @@ example() { # FILE INPUT EXPECTED [EXIT]
     expect_json "$1 $2" "$3"
 }
 
-example hello.lua '{"name":"weft"}' '{"greeting":"hello, weft!"}'
-example lambda.lua '{"items":[{"qty":2,"unit":3},{"qty":1,"unit":10}]}' \
-    '{"total":16,"count":2,"label":"ORDER OF 2 ITEMS"}'
-example decision.lua '{"amount":150,"country":"FR"}' \
-    '{"route":"big","region":"FR","approved":false,"note":"needs review"}'
-example decision.lua '{"amount":5,"country":"JP"}' \
-    '{"route":"small","region":"JP","approved":true,"note":"auto"}'
-example fork.lua '{"user":"ann"}' \
-    '{"sent":{"email":{"result":"mail to ann"},"sms":{"result":"sms of 160 chars"}}}'
-example dynamic_fork.lua '{"n":3}' \
-    '{"results":{"square_1":{"result":1},"square_2":{"result":4},"square_3":{"result":9}}}'
-example dynamic_fork.lua '{"n":0}' '{"results":{}}'
-example do_while.lua '{"times":3}' '{"iterations":3,"last":30,"total":30}'
-example sub_workflow.lua '{"x":3}' '{"by_name":6,"inline":36}'
-example terminate.lua '{"stop":true}' '{"stopped":true}'
-example terminate.lua '{"stop":false}' '{"result":{"stopped":false}}'
-example wait.lua '{}' '{"waited":"COMPLETED","after":"done"}'
-example retry.lua '{}' '{"flaky":"ok on attempt 2","flaky_attempt":2,"broken":"COMPLETED_WITH_ERRORS"}'
 example conductor.json '{"kind":"a"}' \
     '{"selected":"a","joined":{"left":{"result":"L"},"right":{"result":"R:a"}},"flag":"A"}'
 example conductor.json '{"kind":"zzz"}' \
@@ -44,8 +28,7 @@ expect_err "do_while refs" "step__1 (LAMBDA) COMPLETED"
 expect_err "do_while refs" "step__2 (LAMBDA) COMPLETED"
 
 # every example at least compiles and validates
-for f in "$SRC"/examples/*.lua "$SRC"/examples/*.json; do
-    [ "$(basename "$f")" = order.lua ] && continue # HTTP and SIMPLE are served by weftd
+for f in "$SRC"/examples/*.lua "$SRC"/examples/*.json "$SRC"/examples/workers/*.lua; do
     run_weft validate "$f"
     expect_rc "validate $(basename "$f")" 0
 done

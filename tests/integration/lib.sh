@@ -14,8 +14,11 @@ ok() { passes=$((passes + 1)); echo "ok - $*"; }
 not_ok() { failures=$((failures + 1)); echo "not ok - $*"; }
 
 # run_weft ARGS...: runs weft, sets $out (stdout), $errout (stderr), $rc, $last (last stdout line)
-run_weft() {
-    "$WEFT" "$@" >"$TMP/out" 2>"$TMP/err"
+run_weft() { run_cmd "$WEFT" "$@"; }
+
+# run_cmd CMD ARGS...: runs CMD, setting the same variables as run_weft
+run_cmd() {
+    "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     out=$(cat "$TMP/out")
     errout=$(cat "$TMP/err")
