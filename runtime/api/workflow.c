@@ -139,9 +139,21 @@ static mhd_result start_reply(ctx *c, json_object *defj, const char *source, jso
                               const start_opts *o)
 {
     weft_error err = {0};
-    char id[64];
-    if (start_def(c->s, c->t, defj, source, input, o, id, &err)) return ap_send_werr(c, &err);
-    return ap_send_text(c, 200, id);
+    char id[64] = "";
+    json_object *j;
+    int code;
+    if (!start_def(c->s, c->t, defj, source, input, o, id, &err)) return ap_send_text(c, 200, id);
+    if (!id[0]) return ap_send_werr(c, &err);
+    /* sent, unanswered: the run may exist. Another start makes a second one
+     * unless its idempotency key finds this one: 503 to retry then, else 504
+     * (no Retry-After), with the id to look it up by */
+    code = o->idem ? 503 : 504;
+    j = json_object_new_object();
+    json_object_object_add(j, "status", json_object_new_int(code));
+    json_object_object_add(j, "message", json_object_new_string(err.msg));
+    json_object_object_add(j, "retryable", json_object_new_boolean(o->idem != NULL));
+    json_object_object_add(j, "workflowId", json_object_new_string(id));
+    return ap_send_json(c, code, j);
 }
 
 /* POST /api/workflow: a StartWorkflowRequest. */

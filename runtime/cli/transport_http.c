@@ -79,9 +79,9 @@ static int api_do(api *a, const char *method, const char *path, const char *body
 }
 
 /* An error answer: its message on stderr. 409 (not allowed now) exits 1;
- * 503 (the daemon's Redis unreachable, or the daemon busy) and 401/403 (a
- * token refused) exit 4 as an unreachable Redis does; the rest (404 no
- * such id, 400 bad input) 2. */
+ * 503 (the daemon's Redis unreachable, or the daemon busy), 504 (a start
+ * sent to Redis, unanswered) and 401/403 (a token refused) exit 4 as an
+ * unreachable Redis does; the rest (404 no such id, 400 bad input) 2. */
 static int api_fail(long code, const wu_buf *out)
 {
     json_object *j = out->len ? json_tokener_parse(out->data) : NULL, *m;
@@ -92,7 +92,7 @@ static int api_fail(long code, const wu_buf *out)
                 out->len ? out->data : "");
     json_object_put(j);
     if (code == 409) return EXIT_WF_FAILED;
-    return code == 503 || code == 401 || code == 403 ? EXIT_UNREACHABLE : EXIT_USAGE;
+    return code == 503 || code == 504 || code == 401 || code == 403 ? EXIT_UNREACHABLE : EXIT_USAGE;
 }
 
 /* A request whose answer only needs to be a success. */

@@ -669,6 +669,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
     int rc;
 
     memset(&p, 0, sizeof p);
+    id_out[0] = 0;
     if ((rc = start_new(env, a, &p.x, err))) return rc;
     if (a->idempotency_key) {
         rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);
@@ -696,7 +697,15 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
         rc = wu_err(err, c.rc, "%s", c.why);
     if (rc == WEFT_EEXIST && a->idempotency_key)
         rc = 0; /* created by the earlier start with this key */
-    if (rc == 0) snprintf(id_out, 64, "%s", p.x->id);
+    if (rc == 0) {
+        snprintf(id_out, 64, "%s", p.x->id);
+    } else if (rc == WEFT_EIO || rc == WEFT_ETIMEOUT) {
+        /* sent, unanswered: whether it landed is unknown, and starting
+         * again may make a second run */
+        snprintf(id_out, 64, "%s", p.x->id);
+        wu_err_prefix(
+            err, "workflow %s may have started (look it up before starting it again): ", p.x->id);
+    }
     prep_clear(&p);
     return rc;
 }

@@ -205,7 +205,10 @@ typedef struct op_start_args {
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.
- * id_out gets its id (the existing one for a repeated idempotency key). */
+ * id_out gets its id (the existing one for a repeated idempotency key).
+ * When the create was sent and no answer came (WEFT_EIO, WEFT_ETIMEOUT),
+ * the run may exist: id_out gets the id it has if so, and err says that
+ * it may have started; on every other failure id_out is "". */
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err);
 
 /* Several starts in one round trip (those with an idempotency key go one by
