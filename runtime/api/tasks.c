@@ -96,7 +96,16 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
     t->updated_ms = dec->now(); /* the response timeout counts from the last poll */
     t->callback_ms = 0;
     free(t->worker_id);
-    t->worker_id = a->worker && *a->worker ? strdup(a->worker) : NULL;
+    if (a->worker && *a->worker) {
+        t->worker_id = strdup(a->worker);
+    } else {
+        /* an identity of its own for this poll, in the Task's workerId: a
+         * result that echoes it is the current poller's (fn_result) */
+        char u[37], anon[48];
+        wu_uuid(u);
+        snprintf(anon, sizeof anon, "anonymous-%.8s", u);
+        t->worker_id = strdup(anon);
+    }
     a->lease_ms = lease_of(t);
     rto = t->def->response_timeout_ms ? t->def->response_timeout_ms : LEASE_DEFAULT_MS;
     a->task = xc_task_to_json(x, t);
@@ -349,6 +358,14 @@ static int fn_result(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, vo
                       "task %s (%s) was polled again, by worker %s: the result of worker %s is "
                       "discarded",
                       t->id, t->ref, t->worker_id, a->worker);
+    if ((!a->worker || !*a->worker) && t->poll_count > 1)
+        /* a late result of an earlier poll looks just like the current
+         * poller's: only the identity of the current poll tells them apart */
+        return wu_err(err, WEFT_ESTATE,
+                      "task %s (%s) was polled %d times (again after a lease ran out): a result "
+                      "without workerId is discarded; send the workerId of the poll that "
+                      "handed the task out (its Task's workerId)",
+                      t->id, t->ref, t->poll_count);
     if (a->logs && log_lines_of(env->st, t, json_object_get(a->logs), &a->lines, err))
         return err->code;
     snprintf(a->found_id, sizeof a->found_id, "%s", t->id);
