@@ -15,6 +15,7 @@
  *   /echo               200 {method, path, query, headers{lower-case}, body (raw string),
  *                       peer (the client's port)}
  *   /slow?ms=N          sleeps N ms, then 200 {"slept":N}
+ *   /latin1             200, text that is not UTF-8 ("caf\xe9")
  *   /redirect           302 to /json; ?to=URL to URL; ?code=N with status N
  *   /loop               302 to itself
  *   /big?bytes=N        N bytes of 'x' (text/plain); &chunked=1 without Content-Length
@@ -247,6 +248,8 @@ static mhd_result route(struct MHD_Connection *c, const char *method, const char
         return reply(c, 200, "application/json", body, sizeof body - 1);
     }
     if (!strcmp(url, "/text")) return reply(c, 200, "text/plain", "hello", 5);
+    if (!strcmp(url, "/latin1")) /* "café" in Latin-1: not UTF-8 */
+        return reply(c, 200, "text/plain; charset=iso-8859-1", "caf\xe9", 4);
     if (!strncmp(url, "/status/", 8)) {
         long n = strtol(url + 8, NULL, 10);
         if (n < 100 || n > 599) n = 400;

@@ -193,53 +193,11 @@ mhd_result ap_send_empty(ctx *c, int code)
     return ap_send_raw(c, code, NULL, "", 0, NULL, NULL);
 }
 
-/* The length of the valid UTF-8 sequence at p (n bytes left), or 0. */
-static size_t utf8_seq(const unsigned char *p, size_t n)
-{
-    unsigned char lo = 0x80, hi = 0xbf;
-    size_t len, i;
-    if (p[0] < 0x80) return 1;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf)
-        len = 2;
-    else if (p[0] >= 0xe0 && p[0] <= 0xef)
-        len = 3;
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-        len = 4;
-    else
-        return 0;
-    /* no overlong forms, no surrogates, nothing past U+10FFFF */
-    if (p[0] == 0xe0) lo = 0xa0;
-    if (p[0] == 0xed) hi = 0x9f;
-    if (p[0] == 0xf0) lo = 0x90;
-    if (p[0] == 0xf4) hi = 0x8f;
-    if (n < len || p[1] < lo || p[1] > hi) return 0;
-    for (i = 2; i < len; i++)
-        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
-    return len;
-}
-
-/* in as valid UTF-8 into out (cap bytes): each byte that is not part of a
- * valid sequence becomes the text \xNN, so a message that quotes the
- * request stays valid JSON and still shows what was sent. */
+/* in as valid UTF-8 into out (cap bytes), by wu_utf8's rule: a message
+ * that quotes the request stays valid JSON and still shows what was sent. */
 static void utf8_clean(char *out, size_t cap, const char *in)
 {
-    const unsigned char *p = (const unsigned char *)in;
-    size_t n = strlen(in), o = 0, k;
-    while (n) {
-        if ((k = utf8_seq(p, n)) != 0) {
-            if (o + k >= cap) break;
-            memcpy(out + o, p, k);
-            o += k;
-        } else {
-            if (o + 4 >= cap) break;
-            snprintf(out + o, cap - o, "\\x%02x", *p);
-            o += 4;
-            k = 1;
-        }
-        p += k;
-        n -= k;
-    }
-    out[o] = 0;
+    wu_utf8_copy(out, cap, in, strlen(in));
 }
 
 /* Conductor's error shape: {"status": N, "message": "...", "retryable": bool}. */
@@ -413,7 +371,7 @@ int ap_body_text(ctx *c, const char **text)
     }
     /* JSON is UTF-8 (RFC 8259): what is stored and echoed must be too */
     for (i = 0; i < b->len; i += k, col++) {
-        if (!(k = utf8_seq((const unsigned char *)b->data + i, b->len - i))) {
+        if (!(k = wu_utf8_seq((const unsigned char *)b->data + i, b->len - i))) {
             ap_send_error(c, 400,
                           "request body: invalid UTF-8 at line %zu, column %zu (byte 0x%02x)", line,
                           col, (unsigned char)b->data[i]);

@@ -458,6 +458,71 @@ int wu_buf_add(wu_buf *b, const char *s, size_t n)
     return 0;
 }
 
+size_t wu_utf8_seq(const unsigned char *p, size_t n)
+{
+    unsigned char lo = 0x80, hi = 0xbf;
+    size_t len, i;
+    if (p[0] < 0x80) return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4;
+    else
+        return 0;
+    if (p[0] == 0xe0) lo = 0xa0; /* overlong */
+    if (p[0] == 0xed) hi = 0x9f; /* surrogates */
+    if (p[0] == 0xf0) lo = 0x90; /* overlong */
+    if (p[0] == 0xf4) hi = 0x8f; /* past U+10FFFF */
+    if (n < len || p[1] < lo || p[1] > hi) return 0;
+    for (i = 2; i < len; i++)
+        if (p[i] < 0x80 || p[i] > 0xbf) return 0;
+    return len;
+}
+
+size_t wu_utf8_len(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t out = 0, k;
+    while (n) {
+        /* ASCII runs without a call */
+        if (*p < 0x80) {
+            p++, n--, out++;
+            continue;
+        }
+        k = wu_utf8_seq(p, n);
+        out += k ? k : 4;
+        k = k ? k : 1;
+        p += k;
+        n -= k;
+    }
+    return out;
+}
+
+size_t wu_utf8_copy(char *out, size_t cap, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t o = 0, k;
+    if (!cap) return 0;
+    while (n) {
+        if ((k = wu_utf8_seq(p, n)) != 0) {
+            if (o + k >= cap) break;
+            memcpy(out + o, p, k);
+            o += k;
+        } else {
+            if (o + 4 >= cap) break;
+            snprintf(out + o, cap - o, "\\x%02x", *p);
+            o += 4;
+            k = 1;
+        }
+        p += k;
+        n -= k;
+    }
+    out[o] = 0;
+    return o;
+}
+
 int wu_buf_add_json_str(wu_buf *b, const char *s)
 {
     return wu_buf_add_json_strn(b, s, strlen(s));

@@ -89,6 +89,21 @@ typedef struct wu_buf {
     size_t len, cap;
 } wu_buf;
 int wu_buf_add(wu_buf *b, const char *s, size_t n);
+
+/*
+ * UTF-8. weft's one rule for text that is not valid UTF-8 (a Lua string, an
+ * HTTP body, a plugin's output): each byte that is not part of a valid
+ * sequence (no overlong forms, no surrogates, nothing past U+10FFFF) is
+ * written as the four characters \xNN, so every string weft stores and
+ * serves is valid UTF-8 and still shows what the bytes were.
+ */
+/* The length of the valid sequence at p (n > 0 bytes left), or 0. */
+size_t wu_utf8_seq(const unsigned char *p, size_t n);
+/* How long s (n bytes) is written by the rule: n when it is valid. */
+size_t wu_utf8_len(const char *s, size_t n);
+/* s (n bytes) by the rule into out (cap bytes, NUL-terminated, cut at a
+ * whole sequence when it does not fit); returns the bytes written. */
+size_t wu_utf8_copy(char *out, size_t cap, const char *s, size_t n);
 /* s as a JSON string, as json-c writes it: \" \\ \/ \b \f \n \r \t, other
  * control characters as \u00xx. 0 or WEFT_ENOMEM. */
 int wu_buf_add_json_str(wu_buf *b, const char *s);

@@ -109,6 +109,7 @@ struct tj_entry {
     json_object *val;
     const char *key; /* a string key (NULL for integer keys: see num) */
     size_t klen;
+    char *fixed; /* the key written by wu_utf8's rule, when it was not UTF-8 (owned) */
     lua_Integer ikey;
     int is_int, done;
     char num[24];
@@ -171,15 +172,22 @@ static void tj_append(struct tj *t, const char *fmt, ...)
 
 static void tj_append_key(struct tj *t, const char *k, size_t len)
 {
-    size_t i;
+    char shown[96];
+    size_t i, o = 0;
     int ident = len > 0 && !(k[0] >= '0' && k[0] <= '9');
     for (i = 0; i < len && ident; i++)
         ident = k[i] == '_' || (k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
                 (k[i] >= '0' && k[i] <= '9');
-    if (ident)
+    if (ident) {
         tj_append(t, ".%.*s", (int)len, k);
-    else
-        tj_append(t, "[\"%.*s\"]", (int)(len > 40 ? 40 : len), k);
+        return;
+    }
+    /* as a Lua literal would write it: a NUL or a quote shows */
+    for (i = 0; i < len && i < 40 && o + 3 < sizeof shown; i++) {
+        if (!k[i] || k[i] == '"' || k[i] == '\\') shown[o++] = '\\';
+        shown[o++] = k[i] ? k[i] : '0';
+    }
+    tj_append(t, "[\"%.*s\"]", (int)o, shown);
 }
 
 /* num lives inside the entry, which qsort moves: never keep a pointer to it */
@@ -284,9 +292,29 @@ static int tj_table(struct tj *t, int idx, json_object **out)
             x->klen = strlen(x->num);
             tj_append(t, "[%s]", x->num);
         } else if (kt == LUA_TSTRING) {
+            size_t fixed;
             all_int = 0;
             x->key = lua_tolstring(L, -2, &x->klen);
             tj_append_key(t, x->key, x->klen);
+            if (memchr(x->key, 0, x->klen)) {
+                /* json-c's keys end at a NUL: "a\0b" would become "a" */
+                n++;
+                rc = tj_fail(t, "a JSON object key cannot hold a NUL byte (\\0)");
+                goto done;
+            }
+            if ((fixed = wu_utf8_len(x->key, x->klen)) != x->klen) {
+                if ((rc = tj_charge(t, fixed - x->klen, 0))) {
+                    n++;
+                    goto done;
+                }
+                if (!(x->fixed = malloc(fixed + 1))) {
+                    n++;
+                    rc = wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
+                    goto done;
+                }
+                x->klen = wu_utf8_copy(x->fixed, fixed + 1, x->key, x->klen);
+                x->key = x->fixed;
+            }
         } else {
             rc = tj_fail(t, "cannot use a %s as a JSON object key",
                          kt == LUA_TNUMBER ? "non-integer number" : lua_typename(L, kt));
@@ -324,6 +352,13 @@ static int tj_table(struct tj *t, int idx, json_object **out)
         res = json_object_new_object();
         if (!res) goto nomem;
         if (n > 1) qsort(e, n, sizeof *e, entry_cmp);
+        for (k = 1; k < n; k++)
+            if (!entry_cmp(&e[k - 1], &e[k])) {
+                /* [1] and ["1"], or two keys alike once made UTF-8: one would be lost */
+                tj_append_key(t, entry_key(&e[k]), e[k].klen);
+                rc = tj_fail(t, "two keys of the table are this one in JSON");
+                goto done;
+            }
         if (order) {
             /* one order table can be shared by every table converted: each
              * name looked at counts against the result limit */
@@ -357,8 +392,10 @@ static int tj_table(struct tj *t, int idx, json_object **out)
 nomem:
     rc = wu_err(t->err, WEFT_ENOMEM, "%s: out of memory", t->path);
 done:
-    for (k = 0; k < n; k++)
+    for (k = 0; k < n; k++) {
         json_object_put(e[k].val);
+        free(e[k].fixed);
+    }
     free(e);
     json_object_put(res);
     t->depth--;
@@ -394,8 +431,18 @@ static int tj_value(struct tj *t, int idx, json_object **out)
     case LUA_TSTRING: {
         size_t len;
         const char *p = lua_tolstring(L, idx, &len);
-        if (len > INT32_MAX) return tj_fail(t, "string too long for JSON");
-        *out = json_object_new_string_len(p, (int)len);
+        size_t fixed = wu_utf8_len(p, len);
+        char *b;
+        if (fixed > INT32_MAX) return tj_fail(t, "string too long for JSON");
+        if (fixed == len) {
+            *out = json_object_new_string_len(p, (int)len);
+            break;
+        }
+        /* not UTF-8 (Lua strings are bytes): by the one rule, as JSON must be */
+        if ((rc = tj_charge(t, fixed - len, 0))) return rc;
+        if (!(b = malloc(fixed + 1))) break;
+        *out = json_object_new_string_len(b, (int)wu_utf8_copy(b, fixed + 1, p, len));
+        free(b);
         break;
     }
     case LUA_TTABLE:

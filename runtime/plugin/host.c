@@ -499,29 +499,34 @@ static char *redact_text(const weft_ctx *c, const char *s)
     return cur;
 }
 
-static json_object *redact(const weft_ctx *c, json_object *v)
+/* A text rewritten (malloc'd, *n its length), or NULL to keep it as it is. */
+typedef char *(*text_fn)(const void *ud, const char *s, size_t len, size_t *n);
+
+/* v with every string and member name rewritten by fn (v itself, changed in
+ * place, or a new value in its stead; its reference is taken either way). */
+static json_object *rewrite(json_object *v, text_fn fn, const void *ud)
 {
-    size_t i;
+    size_t i, n;
     char *r;
     switch (json_object_get_type(v)) {
     case json_type_string:
-        if ((r = redact_text(c, json_object_get_string(v)))) {
+        if ((r = fn(ud, json_object_get_string(v), (size_t)json_object_get_string_len(v), &n))) {
             json_object_put(v);
-            v = json_object_new_string(r);
+            v = json_object_new_string_len(r, (int)n);
             free(r);
         }
         return v;
     case json_type_object: {
-        wu_vec keys = {0}; /* pairs: a member's name that holds a secret, its masked form */
+        wu_vec keys = {0}; /* pairs: a member's name to rewrite, its new form */
         json_object_object_foreach(v, k, m)
         {
-            json_object *m2 = redact(c, json_object_get(m));
+            json_object *m2 = rewrite(json_object_get(m), fn, ud);
             char *old;
             if (m2 != m)
                 json_object_object_add(v, k, m2);
             else
                 json_object_put(m2);
-            if (!(r = redact_text(c, k))) continue;
+            if (!(r = fn(ud, k, strlen(k), &n))) continue;
             if (!(old = strdup(k)) || wu_vec_push(&keys, old)) {
                 free(old);
                 free(r);
@@ -546,7 +551,8 @@ static json_object *redact(const weft_ctx *c, json_object *v)
     }
     case json_type_array:
         for (i = 0; i < json_object_array_length(v); i++) {
-            json_object *m = json_object_array_get_idx(v, i), *m2 = redact(c, json_object_get(m));
+            json_object *m = json_object_array_get_idx(v, i);
+            json_object *m2 = rewrite(json_object_get(m), fn, ud);
             if (m2 != m)
                 json_object_array_put_idx(v, i, m2);
             else
@@ -556,6 +562,30 @@ static json_object *redact(const weft_ctx *c, json_object *v)
     default:
         return v;
     }
+}
+
+static char *redact_fn(const void *ud, const char *s, size_t len, size_t *n)
+{
+    char *r = redact_text(ud, s);
+    (void)len;
+    if (r) *n = strlen(r);
+    return r;
+}
+
+static json_object *redact(const weft_ctx *c, json_object *v)
+{
+    return rewrite(v, redact_fn, c);
+}
+
+/* Text that is not UTF-8, by wu_utf8's rule. */
+static char *utf8_fn(const void *ud, const char *s, size_t len, size_t *n)
+{
+    size_t fixed = wu_utf8_len(s, len);
+    char *r;
+    (void)ud;
+    if (fixed == len || !(r = malloc(fixed + 1))) return NULL;
+    *n = wu_utf8_copy(r, fixed + 1, s, len);
+    return r;
 }
 
 /*
@@ -653,6 +683,15 @@ int host_execute(const host_services *svc, xc_exec *x, xc_task *t, weft_result *
     if ((rc = host_ctx_secrets(&c, &err)) == 0) {
         rc = t->def->type->execute(&c, r);
         host_ctx_redact(&c, r);
+        /* whatever a plugin made (an HTTP body in Latin-1) is stored and
+         * served as JSON: UTF-8 */
+        if (r->output) r->output = rewrite(r->output, utf8_fn, NULL);
+        if (r->end_output) r->end_output = rewrite(r->end_output, utf8_fn, NULL);
+        if (wu_utf8_len(r->reason, strlen(r->reason)) != strlen(r->reason)) {
+            char fixed[sizeof r->reason];
+            wu_utf8_copy(fixed, sizeof fixed, r->reason, strlen(r->reason));
+            memcpy(r->reason, fixed, sizeof fixed);
+        }
     } else {
         /* a missing secret stays missing: no retry */
         r->status = WEFT_TASK_FAILED_WITH_TERMINAL_ERROR;

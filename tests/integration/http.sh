@@ -182,6 +182,17 @@ expect_err "file uri from input" "d (HTTP) FAILED_WITH_TERMINAL_ERROR: HTTP: uri
 [ "$(count 'd (HTTP) SCHEDULED')" = 1 ] && ok "terminal error: no retry" ||
     not_ok "terminal error retried: $errout"
 
+# Text that is not UTF-8 (a Latin-1 body, a Lua string) is stored and shown
+# by one rule, each bad byte as the text \xNN: the output is valid JSON.
+wf latin1 '  output = { body = "${r.output.response.body}", lua = "${l.output.result}" },
+  w.http { ref = "r", uri = "${workflow.input.base}/latin1" },
+  w.lambda { ref = "l", script = [[ return "na\xefve" ]] },'
+run_weft run "$TMP/latin1.lua" --input "$IN"
+expect_rc "latin1" 0
+expect_json "latin1" '{"body":"caf\\xe9","lua":"na\\xefve"}'
+if printf '%s' "$last" | iconv -f UTF-8 -t UTF-8 >/dev/null 2>&1; then ok "latin1: the output is UTF-8"; else
+    not_ok "latin1: the output is not UTF-8: $last"; fi
+
 # Redirects are followed; a redirect to another scheme is refused.
 wf redirect '
   output = { qty = "${r.output.response.body.qty}", code = "${r.output.response.statusCode}" },

@@ -106,6 +106,11 @@ static void test_types_round_trip(void **state)
     expect(s, "table.insert(input, 4) return input", "[]", "[4]");
     expect(s, "return #input.a + input.a[2]", "{\"a\":[5,6,7]}", "9");
     expect(s, "return 'a\\0b'", NULL, "\"a\\u0000b\"");
+    /* bytes that are not UTF-8 are written as the text \xNN, keys too;
+     * UTF-8 stays as it is */
+    expect(s, "return 'caf\\xe9'", NULL, "\"caf\\\\xe9\"");
+    expect(s, "return {['k\\xff'] = '\\xc3\\xa9\\xed\\xa0\\x80'}", NULL,
+           "{\"k\\\\xff\":\"\xc3\xa9\\\\xed\\\\xa0\\\\x80\"}");
 }
 
 static void test_numbers(void **state)
@@ -164,6 +169,12 @@ static void test_conversion_errors(void **state)
                "result: cannot use a boolean as a JSON object key");
     expect_err(s, "return {[1.5] = 1}", NULL, WEFT_ESCRIPT,
                "cannot use a non-integer number as a JSON object key");
+    /* a key JSON cannot hold, or two keys one in JSON: an error, never a
+     * value silently lost ({a = 1, ['a\0b'] = 2} once gave {"a":2}) */
+    expect_err(s, "return {a = 1, ['a\\0b'] = 2}", NULL, WEFT_ESCRIPT,
+               "calc: result[\"a\\0b\"]: a JSON object key cannot hold a NUL byte");
+    expect_err(s, "return {x = {[1] = 'a', ['1'] = 'b'}}", NULL, WEFT_ESCRIPT,
+               "result.x[\"1\"]: two keys of the table are this one in JSON");
     expect_err(s, "local t = {} for i = 1, 250 do t = {t} end return t", NULL, WEFT_ESCRIPT,
                "nested deeper than 200 levels");
     /* 199 levels are fine */
