@@ -412,6 +412,39 @@ static void test_clocks(void **state)
     assert_true(wu_now_ms() >= now);
 }
 
+/* The UTF-8 rule: valid sequences kept, each other byte as the text \xNN. */
+static void test_utf8(void **state)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain", "plain"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"caf\xe9", "caf\\xe9"},
+        {"\xc0\xaf", "\\xc0\\xaf"},                   /* overlong '/' */
+        {"\xed\xa0\x80", "\\xed\\xa0\\x80"},          /* a surrogate */
+        {"\xf4\x90\x80\x80", "\\xf4\\x90\\x80\\x80"}, /* past U+10FFFF */
+        {"\xe2\x82", "\\xe2\\x82"},                   /* cut short */
+    };
+    char out[64];
+    size_t i;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = strlen(cases[i].in);
+        assert_int_equal(wu_utf8_len(cases[i].in, n), strlen(cases[i].out));
+        assert_int_equal(wu_utf8_copy(out, sizeof out, cases[i].in, n), strlen(cases[i].out));
+        assert_string_equal(out, cases[i].out);
+    }
+    /* cut at a whole sequence when the room runs out */
+    assert_int_equal(wu_utf8_copy(out, 6,
+                                  "ab\xe9"
+                                  "cd",
+                                  5),
+                     2);
+    assert_string_equal(out, "ab");
+    assert_int_equal(wu_utf8_copy(out, 5, "\xc3\xa9\xc3\xa9\xc3\xa9", 6), 4);
+    assert_string_equal(out, "\xc3\xa9\xc3\xa9");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -421,6 +454,7 @@ int main(void)
         cmocka_unit_test(test_map_borrowing), cmocka_unit_test(test_vec),
         cmocka_unit_test(test_parse_json),    cmocka_unit_test(test_read_file),
         cmocka_unit_test(test_errors),        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
