@@ -54,7 +54,7 @@ typedef struct ap_config {
     size_t ntypes;
     const char *const *serves; /* what /health says this daemon serves (borrowed) */
     size_t nserves;
-    const int *running; /* its worker threads running (atomic); NULL: none to wait for */
+    const int *ready; /* its workers run and it is not stopping (atomic); NULL: always */
     /* Log one line (level: WEFT_LOG_*) with its fields (ended by a NULL
      * key; NULL: none); msg has no newline. */
     void (*log)(void *ud, int level, const lg_field *fields, const char *msg);

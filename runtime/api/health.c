@@ -31,8 +31,8 @@ mhd_result ap_h_ready(ctx *c)
     char msg[WEFT_ERROR_MAX + 32];
     if (!c->s->cfg.nserves)
         why = "this daemon serves no task type";
-    else if (c->s->cfg.running && __atomic_load_n(c->s->cfg.running, __ATOMIC_ACQUIRE) <= 0)
-        why = "its workers are not running (starting or stopping)";
+    else if (c->s->cfg.ready && !__atomic_load_n(c->s->cfg.ready, __ATOMIC_ACQUIRE))
+        why = "its workers are not running (starting, or stopping after SIGTERM)";
     else if (!c->t || ST(c->t->st, ping, &err)) {
         snprintf(msg, sizeof msg, "the store does not answer: %s",
                  c->t ? err.msg : "no connection");

@@ -20,7 +20,7 @@ static int register_def(ap_server *s, tls *t, json_object *j, weft_error *err)
     if (json_object_object_get_ex(j, "name", &v) && json_object_is_type(v, json_type_string))
         source = json_object_get_string(v);
     if ((rc = def_compile(s->cfg.defs, j, source, NULL, &d, err))) return rc;
-    if (!(rc = sv_check(t->st, s->cfg.defs, d, err)))
+    if (!(rc = sv_check(t->st, s->cfg.defs, d, NULL, 0, err)))
         rc = ST(t->st, def_register, d->name, d->version,
                 json_object_to_json_string_ext(d->json, JSON_C_TO_STRING_PLAIN), err);
     def_unref(d);
@@ -102,7 +102,7 @@ mhd_result ap_h_def_put(ctx *c)
             rc = wu_err(&err, WEFT_EINVAL, "item %zu: a workflow definition must be a JSON object",
                         i + 1);
         else if ((rc = def_compile(c->s->cfg.defs, one, "workflowDef", NULL, &d, &err)) ||
-                 (rc = sv_check(c->t->st, c->s->cfg.defs, d, &err)))
+                 (rc = sv_check(c->t->st, c->s->cfg.defs, d, NULL, 0, &err)))
             wu_err_prefix(&err, "item %zu: ", i + 1);
         def_unref(d);
     }

@@ -87,7 +87,7 @@ static int r_reg(cli_tp *t, const char *file, char **name, int *version)
     def_workflow *def = NULL;
     int rc;
     if ((rc = get_def(t, file, &def))) return rc;
-    if (!(rc = sv_check(k->st, &k->defs, def, &err)))
+    if (!(rc = sv_check(k->st, &k->defs, def, NULL, 0, &err)))
         rc = ST(k->st, def_register, def->name, def->version,
                 json_object_to_json_string_ext(def->json, JSON_C_TO_STRING_PLAIN), &err);
     *name = strdup(def->name);

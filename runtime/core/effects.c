@@ -278,6 +278,7 @@ static void start_failure(op_env *env, struct op_later *l)
     a.idempotency_key = key;
     a.depth = l->depth + 1;
     a.priority = l->priority;
+    a.unchecked_types = 1; /* refused, it would be lost: it waits for its types instead */
     if (op_start(env, &a, id, &err))
         warn(env, "workflow %s: failure workflow '%s': %s", l->id, l->text, err.msg);
     def_unref(d);

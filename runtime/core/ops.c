@@ -642,13 +642,19 @@ static int check_domain_queues(const def_workflow *def, json_object *m, weft_err
     return 0;
 }
 
-/* A new execution of a->def, its start's arguments checked, and every task
- * of it something can run (served.h: none waits for a worker that cannot
- * exist, whoever starts it). */
-static int start_new(op_env *env, const op_start_args *a, xc_exec **x, weft_error *err)
+/* Every task of a new run something can run (served.h): none waits for a
+ * worker that cannot exist. Checked once a run is to be made (a start
+ * again with its idempotency key finds the first, whatever runs now). */
+static int check_served(op_env *env, const op_start_args *a, weft_error *err)
+{
+    if (a->unchecked_types) return 0;
+    return sv_check(env->st, env->defs, a->def, a->task_to_domain, 1, err);
+}
+
+/* A new execution of a->def, its start's arguments checked. */
+static int start_new(const op_start_args *a, xc_exec **x, weft_error *err)
 {
     int rc;
-    if ((rc = sv_check(env->st, env->defs, a->def, err))) return rc;
     if (a->input && !json_object_is_type(a->input, json_type_object))
         return wu_err(err, WEFT_EINVAL, "workflow input must be a JSON object");
     if (a->priority < 0 || a->priority > 99)
@@ -670,7 +676,7 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
 
     memset(&p, 0, sizeof p);
     id_out[0] = 0;
-    if ((rc = start_new(env, a, &p.x, err))) return rc;
+    if ((rc = start_new(a, &p.x, err))) return rc;
     if (a->idempotency_key) {
         rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);
         if (rc == WEFT_EEXIST) {
@@ -689,6 +695,10 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
             prep_clear(&p);
             return rc;
         }
+    }
+    if ((rc = check_served(env, a, err))) {
+        prep_clear(&p);
+        return rc;
     }
     start_fill(a, p.x);
     if (start_create(env, a, &p, &c))
@@ -728,7 +738,8 @@ int op_start_many(op_env *env, const op_start_args *a, size_t n, char (*ids)[64]
         if (a[i].idempotency_key) {
             /* its key decides which id it gets: alone */
             rcs[i] = op_start(env, &a[i], ids[i], &e);
-        } else if (!(rcs[i] = start_new(env, &a[i], &ps[i].x, &e))) {
+        } else if (!(rcs[i] = start_new(&a[i], &ps[i].x, &e)) &&
+                   !(rcs[i] = check_served(env, &a[i], &e))) {
             start_fill(&a[i], ps[i].x);
             if (start_create(env, &a[i], &ps[i], &c[m]))
                 rcs[i] = wu_err(&e, WEFT_ENOMEM, "out of memory");

@@ -202,6 +202,10 @@ typedef struct op_start_args {
     const char *id;                         /* NULL = a fresh UUID */
     int priority; /* 0..99 (Conductor's): its due tasks are claimed before lower ones' */
     json_object *task_to_domain; /* borrowed, may be NULL: Conductor's taskToDomain */
+    /* 1: its task types are not checked (served.h), for a start nothing may
+     * refuse: a failure workflow, whose registration was checked; else a
+     * type nothing serves refuses the start (WEFT_EINVAL) */
+    int unchecked_types;
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.

@@ -33,9 +33,13 @@ int sv_has(json_object *live, const char *queue, int any_domain);
 /*
  * 0 when every task of def (compiled with allow_unknown) can run; else
  * WEFT_EINVAL naming the source, line, task ref and type, and the types
- * known (here and on live daemons). No round trip unless def has tasks
- * of types no plugin here provides; then two (daemons, TaskDefs).
+ * known (here and on live daemons). Registering (starting 0): a live
+ * daemon serving its type in any task domain will do. Starting: the queue
+ * task_to_domain (borrowed, may be NULL) sends it to must be served. No
+ * round trip unless def has tasks of types no plugin here provides (SIMPLE
+ * aside); then two (daemons, TaskDefs).
  */
-int sv_check(st_store *st, const def_env *env, const def_workflow *def, weft_error *err);
+int sv_check(st_store *st, const def_env *env, const def_workflow *def, json_object *task_to_domain,
+             int starting, weft_error *err);
 
 #endif

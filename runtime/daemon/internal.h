@@ -80,6 +80,7 @@ struct nd_node {
     int nworkers;
     worker keeper;
     int running; /* worker threads still in their loop */
+    int ready;   /* its workers run and it is not stopping (atomic; /ready) */
     mt_metrics *metrics;
     int64_t ps_next;   /* the keeper: when the next payload sweep starts (monotonic ms) */
     int ps_pass;       /* a payload sweep is under way */

@@ -212,6 +212,29 @@ static int pick_types(nd_node *n, weft_error *err)
     return domain_queues(n, err);
 }
 
+/* n->serves: the queues its workers serve, the control-flow types its
+ * deciders map, then (with_external: its API hands them to workers) the
+ * external types (SIMPLE), which come last so that they can be dropped. */
+static int serves_list(nd_node *n, int with_external, weft_error *err)
+{
+    size_t p, q, m = n->ntypes, pass;
+    for (p = 0; p < pl_count(n->plugins); p++)
+        m += pl_get(n->plugins, p)->ntypes;
+    if (!(n->serves = calloc(m + 1, sizeof *n->serves)))
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    for (q = 0; q < n->ntypes; q++)
+        n->serves[n->nserves++] = n->types[q];
+    for (pass = 0; pass < 2; pass++)
+        for (p = 0; p < pl_count(n->plugins); p++) {
+            const pl_plugin *pp = pl_get(n->plugins, p);
+            for (q = 0; q < pp->ntypes; q++)
+                if (pass == 0 ? pp->types[q]->map != NULL
+                              : with_external && (pp->types[q]->flags & WEFT_TASK_EXTERNAL))
+                    n->serves[n->nserves++] = pp->types[q]->name;
+        }
+    return 0;
+}
+
 int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
 {
     nd_node *n = calloc(1, sizeof *n);
@@ -280,7 +303,16 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
             return rc;
         }
     }
-    if ((rc = pick_types(n, err))) {
+    if ((rc = pick_types(n, err)) || (rc = serves_list(n, cfg->api, err))) {
+        nd_free(n);
+        return rc;
+    }
+    if (!n->nserves) {
+        /* external types alone, and no API to hand them out */
+        rc = wu_err(err, WEFT_EINVAL,
+                    "nothing to serve: the plugins loaded (%s) have only external task types "
+                    "(%s), and without the REST API nothing hands them to workers",
+                    pl_searched(n->plugins), pl_type_names(n->plugins));
         nd_free(n);
         return rc;
     }
@@ -311,26 +343,6 @@ int nd_new(const cf_config *cfg, nd_node **out, weft_error *err)
         }
     }
     *out = n;
-    return 0;
-}
-
-/* n->serves: the queues its workers serve, then (with_external: its API
- * hands them to workers) the external types (SIMPLE). */
-static int serves_list(nd_node *n, int with_external, weft_error *err)
-{
-    size_t p, q, m = n->ntypes;
-    for (p = 0; with_external && p < pl_count(n->plugins); p++)
-        m += pl_get(n->plugins, p)->ntypes;
-    if (!(n->serves = calloc(m + 1, sizeof *n->serves)))
-        return wu_err(err, WEFT_ENOMEM, "out of memory");
-    for (q = 0; q < n->ntypes; q++)
-        n->serves[n->nserves++] = n->types[q];
-    for (p = 0; with_external && p < pl_count(n->plugins); p++) {
-        const pl_plugin *pp = pl_get(n->plugins, p);
-        for (q = 0; q < pp->ntypes; q++)
-            if (pp->types[q]->flags & WEFT_TASK_EXTERNAL)
-                n->serves[n->nserves++] = pp->types[q]->name;
-    }
     return 0;
 }
 
@@ -371,7 +383,7 @@ static int start_api(nd_node *n, weft_error *err)
     a->ntypes = n->ntypes;
     a->serves = n->serves;
     a->nserves = n->nserves;
-    a->running = &n->running;
+    a->ready = &n->ready;
     a->log = lg_hook;
     a->log_ud = NULL;
     return ap_start(a, &n->api, err);
@@ -399,10 +411,6 @@ int nd_run(nd_node *n)
             lg_say(WEFT_LOG_ERROR, "%s", err.msg);
             return rc;
         }
-    if ((rc = serves_list(n, n->cfg->api, &err))) {
-        lg_say(WEFT_LOG_ERROR, "%s", err.msg);
-        return rc;
-    }
     if (n->cfg->api && (rc = start_api(n, &err))) {
         /* several daemons on one host with the defaults: the first serves the API */
         if (rc != WEFT_EEXIST || strcmp(n->cfg->api_listen, CF_API_LISTEN_DEFAULT)) {
@@ -412,8 +420,16 @@ int nd_run(nd_node *n)
         lg_say(WEFT_LOG_WARN,
                "%s (another weftd?): running without the REST API; set api_listen to serve it",
                err.msg);
-        n->nserves = n->ntypes; /* no API here hands external tasks to workers */
+        /* no API here hands external tasks to workers: they go (they come last) */
+        while (n->nserves > 0 && pl_find_type(n->plugins, n->serves[n->nserves - 1], NULL)->flags &
+                                     WEFT_TASK_EXTERNAL)
+            n->nserves--;
         rc = 0;
+    }
+    if (!n->nserves) {
+        lg_say(WEFT_LOG_ERROR, "nothing to serve: its plugins have only external task types, "
+                               "and without the REST API nothing hands them to workers");
+        return WEFT_EINVAL;
     }
     /* "started" means the store knows what this daemon serves: a start right
      * after it finds its types served (served.h) */
@@ -422,17 +438,17 @@ int nd_run(nd_node *n)
     {
         char types[1024] = "";
         size_t t, used = 0;
-        for (t = 0; t < n->ntypes && used < sizeof types - 130; t++)
+        for (t = 0; t < n->nserves && used < sizeof types - 130; t++)
             used += (size_t)snprintf(types + used, sizeof types - used, "%s%s", t ? "," : "",
-                                     n->types[t]);
+                                     n->serves[t]);
         /* rs_url: the password, if any, masked */
         lg_say(WEFT_LOG_INFO,
                "started: redis=%s prefix=%s workers=%d lock=%s serves=%s api=%s plugins=%s",
                ST(n->keeper.st, where), n->cfg->key_prefix, n->nworkers,
-               n->lock ? n->cfg->lock : "none", n->ntypes ? types : "(nothing)",
-               n->api ? ap_address(n->api) : "off", pl_searched(n->plugins));
+               n->lock ? n->cfg->lock : "none", types, n->api ? ap_address(n->api) : "off",
+               pl_searched(n->plugins));
     }
-    n->running = n->nworkers;
+    __atomic_store_n(&n->running, n->nworkers, __ATOMIC_RELEASE);
     for (i = 0; i < n->nworkers; i++)
         if (pthread_create(&n->workers[i].thread, NULL, nd_worker_main, &n->workers[i]) == 0)
             n->workers[i].started = 1;
@@ -440,8 +456,11 @@ int nd_run(nd_node *n)
             __atomic_sub_fetch(&n->running, 1, __ATOMIC_ACQ_REL);
     if (pthread_create(&n->keeper.thread, NULL, nd_keeper_main, &n->keeper) == 0)
         n->keeper.started = 1;
+    __atomic_store_n(&n->ready, __atomic_load_n(&n->running, __ATOMIC_ACQUIRE) > 0,
+                     __ATOMIC_RELEASE);
     while (!n->stopping)
         nd_sleep_ms(50);
+    __atomic_store_n(&n->ready, 0, __ATOMIC_RELEASE); /* /ready: 503 from now on */
     lg_say(WEFT_LOG_INFO, "stopping: no new work; %lld ms for running tasks",
            (long long)n->cfg->grace_ms);
     /* no new requests; long polls and event streams end */

@@ -15,13 +15,20 @@ mkdir -p "$TMP/empty1" "$TMP/empty2"
 start_redis
 timeout 20 "$WEFTD" --id none --no-api --plugin-path "$TMP/empty1:$TMP/empty2" >"$TMP/none.log" 2>&1
 rc=$?
-[ "$rc" != 0 ] && [ "$rc" != 124 ] && ok "weftd without plugins exits $rc" ||
+[ "$rc" = 2 ] && ok "weftd without plugins exits 2" ||
     not_ok "weftd without plugins: exit $rc (124: still running after 20 s)"
 for d in "$TMP/empty1" "$TMP/empty2"; do
     grep -q "no task type.*$d" "$TMP/none.log" && ok "its message names $d" ||
         { not_ok "its message lacks $d"; sed 's/^/# /' "$TMP/none.log" | tail -n 5; }
 done
 grep -q 'started:' "$TMP/none.log" && not_ok "it said started" || ok "it never said started"
+# external types alone and no API to hand them out: nothing to serve either
+mkdir -p "$TMP/simple_only"
+cp "$BUILD/plugins/simple/.libs/simple.so" "$TMP/simple_only/"
+timeout 20 "$WEFTD" --id simple --no-api --plugin-path "$TMP/simple_only" >"$TMP/simple.log" 2>&1
+rc=$?
+[ "$rc" = 2 ] && grep -q "nothing to serve" "$TMP/simple.log" && ok "SIMPLE alone without the API: exit 2, nothing to serve" ||
+    { not_ok "SIMPLE alone without the API: exit $rc"; tail -n 3 "$TMP/simple.log" | sed 's/^/# /'; }
 
 # 2. /health names the types served; /ready waits for the store
 start_weftd d1 --workers 2 --api 127.0.0.1:0
@@ -31,9 +38,18 @@ for t in LAMBDA HTTP WAIT SIMPLE; do
     echo "$h" | jq -e --arg t "$t" '.serves | index($t)' >/dev/null && ok "/health serves $t" ||
         not_ok "/health lacks $t: $h"
 done
+echo "$h" | jq -e '.serves | index("DECISION")' >/dev/null && ok "/health lists the control flow it decides" ||
+    not_ok "/health lacks DECISION: $h"
 code=$(curl -s -o "$TMP/ready" -w '%{http_code}' "$API/ready")
 [ "$code" = 200 ] && jq -e '.ready == true' "$TMP/ready" >/dev/null && ok "/ready: 200 ready" ||
     not_ok "/ready: $code $(cat "$TMP/ready")"
+kill -STOP "$REDIS_PID"
+code=$(curl -s -m 30 -o "$TMP/ready" -w '%{http_code}' "$API/ready")
+kill -CONT "$REDIS_PID"
+[ "$code" = 503 ] && jq -e '.ready == false and (.reason | test("store"))' "$TMP/ready" >/dev/null &&
+    ok "/ready: 503 while the store does not answer" || not_ok "/ready, Redis stalled: $code $(cat "$TMP/ready")"
+wait_for 20 sh -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' '$API/ready')\" = 200 ]" &&
+    ok "/ready: 200 again once it answers" || not_ok "/ready stays $(curl -s "$API/ready")"
 
 # 3. unknown types over REST: start and register refused, naming type, ref and known types
 expect_400() { # NAME METHOD PATH BODY TEXT...
@@ -127,6 +143,58 @@ expect_400 "start by name once unserved" POST /api/workflow/later '{}' "GONE_SOO
 run_weft start later
 expect_rc "weft start NAME once unserved" 2
 expect_err "weft start NAME once unserved" "GONE_SOON"
+
+# 7b. a TaskDef of the task's name (Conductor's rule) serves as well as one of its type's
+curl -s -X POST "$API/api/metadata/taskdefs" -H 'Content-Type: application/json' -d '[{"name":"encode"}]' >/dev/null
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X POST "$API/api/metadata/workflow" -H 'Content-Type: application/json' \
+    -d "$(def vid encode VIDEO_ENCODE)")
+[ "$code" = 200 ] && ok "a TaskDef of the task's name" || not_ok "TaskDef by task name: $code $(cat "$TMP/body")"
+
+# 7c. domains at start: the queue taskToDomain sends a task to must be served
+start_weftd d4 --workers 1 --plugin-path "$SLEEP_PLUGINS" --domain blue
+wait_for 20 grep -q 'started:' "$TMP/d4.log" || { not_ok "d4 did not start"; cat "$TMP/d4.log"; }
+expect_400 "served only in a domain, started without one" POST /api/workflow "{\"name\":\"nap\",\"workflowDef\":$nap}" \
+    "FX_SLEEP" "outside a task domain"
+expect_400 "sent to a domain nobody serves" POST /api/workflow \
+    "{\"name\":\"nap\",\"taskToDomain\":{\"n\":\"green\"},\"workflowDef\":$nap}" "FX_SLEEP" "green"
+# 7d. an idempotent start again returns its run, whatever is served now
+id=$(curl -s -X POST "$API/api/workflow" -H 'Content-Type: application/json' \
+    -d "{\"name\":\"nap\",\"idempotencyKey\":\"k1\",\"taskToDomain\":{\"n\":\"blue\"},\"workflowDef\":$nap}")
+wait_status "$id" COMPLETED && ok "a start with a key runs" || not_ok "keyed start: $id"
+kill_weftd d4
+rcli HSET "${WEFT_KEY_PREFIX}daemons" d4 '{"types":["blue:FX_SLEEP"],"seen":1000}' >/dev/null
+again=$(curl -s -X POST "$API/api/workflow" -H 'Content-Type: application/json' \
+    -d "{\"name\":\"nap\",\"idempotencyKey\":\"k1\",\"taskToDomain\":{\"n\":\"blue\"},\"workflowDef\":$nap}")
+[ "$again" = "$id" ] && ok "the same start again: the same run, though nothing serves it now" ||
+    not_ok "keyed start again: $again, first $id"
+# 7e. a failure workflow is started even while its type is not served (refused, it
+# would be lost): it runs once a daemon serves it
+rcli HSET "${WEFT_KEY_PREFIX}daemons" d9 "{\"types\":[\"FX_SLEEP\"],\"seen\":$(date +%s)000}" >/dev/null
+curl -s -o /dev/null -X POST "$API/api/metadata/workflow" -H 'Content-Type: application/json' \
+    -d '{"name":"onfail","tasks":[{"name":"n","taskReferenceName":"n","type":"FX_SLEEP","ms":1}]}'
+curl -s -o /dev/null -X POST "$API/api/metadata/workflow" -H 'Content-Type: application/json' \
+    -d '{"name":"failing","failureWorkflow":"onfail","tasks":[{"name":"t","taskReferenceName":"t","type":"TERMINATE","inputParameters":{"terminationStatus":"FAILED","terminationReason":"boom"}}]}'
+rcli HSET "${WEFT_KEY_PREFIX}daemons" d9 '{"types":["FX_SLEEP"],"seen":1000}' >/dev/null
+id=$(curl -s -X POST "$API/api/workflow/failing" -H 'Content-Type: application/json' -d '{}')
+wait_status "$id" FAILED || not_ok "failing did not fail: $(wf_status "$id")"
+start_weftd d5 --workers 1 --plugin-path "$SLEEP_PLUGINS"
+wait_for 20 sh -c "curl -s '$API/api/workflow/search?query=workflowType%3Donfail%20AND%20status%3DCOMPLETED' | jq -e '.totalHits == 1'" &&
+    ok "the failure workflow ran once its type was served" ||
+    not_ok "failure workflow: $(curl -s "$API/api/workflow/search?query=workflowType%3Donfail" | jq -c '[.totalHits, .results[0].status]')"
+kill_weftd d5
+
+# 7f. a client without plugins: control flow is what live daemons decide, and
+# SIMPLE is for external workers wherever it is started
+cat >"$TMP/dec.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "dec", output = { v = "${s.output.result}" },
+  w.lambda { ref = "l", script = "return 'x'" },
+  w.decision { ref = "d", on = "${l.output.result}",
+    cases = { x = { w.lambda { ref = "s", script = "return 1" } } } },
+  w.simple { ref = "ext_q" } }
+L
+WEFT_PLUGIN_PATH="$TMP/empty1" run_weft start "$TMP/dec.lua"
+expect_rc "a client without plugins starts control flow and SIMPLE" 0
 
 # 8. an inline sub-workflow with an unknown type fails its task, naming it
 sub='{"name":"sub","tasks":[{"name":"c","taskReferenceName":"c","type":"SUB_WORKFLOW","subWorkflowParam":{"name":"kid","workflowDefinition":{"name":"kid","tasks":[{"name":"k","taskReferenceName":"k","type":"NOPE_KID"}]}}}]}'
