@@ -103,6 +103,18 @@ fi
 cflags=$(PKG_CONFIG_PATH="$inst/lib/pkgconfig" pkg-config --define-prefix --cflags weft-plugin)
 case $cflags in *"-I$inst/include"*) ok "pkg-config points at the installed headers" ;;
     *) not_ok "pkg-config --cflags weft-plugin: $cflags" ;; esac
+# the .pc's abi_major is the WEFT_ABI_MAJOR a plugin compiles with, as the compiler reads it
+pc_abi=$(PKG_CONFIG_PATH="$inst/lib/pkgconfig" pkg-config --define-prefix --variable=abi_major weft-plugin)
+printf '#include <stdio.h>\n#include <weft/plugin.h>\nint main(void) { printf("%%d\\n", WEFT_ABI_MAJOR); return 0; }\n' \
+    >"$TMP/abi.c"
+if ${CC:-cc} $cflags "$TMP/abi.c" -o "$TMP/abi" >"$TMP/abi.log" 2>&1; then
+    h_abi=$("$TMP/abi")
+    [ -n "$pc_abi" ] && [ "$pc_abi" = "$h_abi" ] &&
+        ok "weft-plugin.pc's abi_major=$pc_abi is the installed plugin.h's WEFT_ABI_MAJOR" ||
+        not_ok "weft-plugin.pc says abi_major=$pc_abi, the installed plugin.h WEFT_ABI_MAJOR $h_abi"
+else
+    not_ok "a program including the installed weft/plugin.h does not build: $(head -c 500 "$TMP/abi.log")"
+fi
 
 WEFT="$inst/bin/weft"
 WEFT_PLUGIN_PATH="$TMP/textcase:$inst/lib/weft" run_weft run "$TMP/textcase/workflow.lua" \
