@@ -17,9 +17,26 @@ for f in "$inst/bin/weft" "$inst/include/weft/plugin.h" "$inst/lib/pkgconfig/wef
     [ -e "$f" ] && ok "installed ${f#$root}" || not_ok "missing ${f#$root}"
 done
 
-# packaging: man pages, bash completion, the systemd unit and a sample configuration
-unitdir=$(sed -n 's/^systemdsystemunitdir = //p' "$BUILD/runtime/Makefile")
-sysconfdir=$(sed -n 's/^sysconfdir = //p' "$BUILD/Makefile" | sed "s|\${prefix}|$prefix|")
+# packaging: man pages, bash completion, the systemd unit and a sample configuration,
+# where make install puts them: the directories as make expands them
+make_eval() { # DIR TEXT: TEXT as make expands it in $BUILD/DIR's Makefile
+    printf 'weft-eval:\n\t@echo %s\n' "$2" |
+        MAKEFLAGS= make -s --no-print-directory -C "$BUILD/$1" -f Makefile -f - weft-eval
+}
+unitdir=$(make_eval runtime '$(systemdsystemunitdir)')
+sysconfdir=$(make_eval . '$(sysconfdir)')
+# a variable the configured unit directory names must be make's: one only a
+# shell knew (distcheck's dc_install_base, quoted) would be empty, and the
+# unit would go to /lib/systemd/system, outside the prefix
+for v in $(sed -n 's/^systemdsystemunitdir = //p' "$BUILD/runtime/Makefile" |
+    grep -o '\${[A-Za-z_][A-Za-z_0-9]*}\|\$([A-Za-z_][A-Za-z_0-9]*)' | tr -d '${}()'); do
+    [ "$(make_eval runtime "\$(origin $v)")" != undefined ] ||
+        not_ok "systemdsystemunitdir names \${$v}, which make does not define (the unit would go to $unitdir)"
+done
+case $unitdir in
+/*) ok "the unit directory is a path: $unitdir" ;;
+*) not_ok "the unit directory, as make expands it: '$unitdir'" ;;
+esac
 man1="$inst/share/man/man1/weft.1" man8="$inst/share/man/man8/weftd.8"
 comp="$inst/share/bash-completion/completions/weft"
 unit="$root$unitdir/weftd.service" conf="$root$sysconfdir/weft/weftd.conf"
