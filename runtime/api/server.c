@@ -819,12 +819,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     if (!q) return;
     if (q->code) {
-        char code[8], ms[24];
-        snprintf(code, sizeof code, "%d", q->code);
-        snprintf(ms, sizeof ms, "%lld", (long long)(wu_mono_ms() - q->t0));
         ap_log(s, q->code >= 500 ? WEFT_LOG_WARN : WEFT_LOG_DEBUG,
-               LG_FIELDS({"method", q->method}, {"path", q->url}, {"status", code}, {"ms", ms},
-                         {"error", q->why[0] ? q->why : NULL}),
+               LG_FIELDS(LG_STR("method", q->method), LG_STR("path", q->url),
+                         LG_INT("status", q->code), LG_INT("ms", wu_mono_ms() - q->t0),
+                         LG_STR("error", q->why[0] ? q->why : NULL)),
                "api request%s",
                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
         mt_api_request(s->cfg.metrics, q->code);

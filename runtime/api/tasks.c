@@ -128,7 +128,7 @@ static int fn_poll(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, void
 
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    ap_log(ud, WEFT_LOG_WARN, LG_FIELDS({"workflow", workflow_id}), "api: %s", msg);
+    ap_log(ud, WEFT_LOG_WARN, LG_FIELDS(LG_STR("workflow", workflow_id)), "api: %s", msg);
 }
 
 /* Members whose lease expired too often fail their task (the decider retries it). */
@@ -176,7 +176,8 @@ static int hand_out(ap_server *s, tls *t, const st_lease *l, int64_t lease_ms, c
         weft_error e2 = {0};
         /* contention: let it expire now, so the next poll gets it again */
         ST(t->st, lease_extend, l->type, l->workflow_id, l->task_id, 0, &e2);
-        ap_log(s, WEFT_LOG_WARN, LG_FIELDS({"workflow", l->workflow_id}, {"task_id", l->task_id}),
+        ap_log(s, WEFT_LOG_WARN,
+               LG_FIELDS(LG_STR("workflow", l->workflow_id), LG_STR("task_id", l->task_id)),
                "api: %s", err.msg);
     }
     return 0;
@@ -413,7 +414,7 @@ static int apply_result(ap_server *s, tls *t, const char *wfid, result_args *a, 
         weft_error e2 = {0};
         if (ST(t->st, task_log_add, wfid, a->found_id, (const char *const *)a->lines.v, a->lines.n,
                &e2))
-            ap_log(s, WEFT_LOG_WARN, LG_FIELDS({"task_id", a->found_id}),
+            ap_log(s, WEFT_LOG_WARN, LG_FIELDS(LG_STR("task_id", a->found_id)),
                    "api: its logs were not kept: %s", e2.msg);
     }
     if (a->status == WEFT_TASK_IN_PROGRESS) {

@@ -99,13 +99,22 @@ static void add_quoted(char *buf, size_t size, size_t *used, const char *msg)
     put(buf, size, used, "\"");
 }
 
-/* key=value, the value quoted when it holds a space, a quote or '='. */
+/* f is written: a number, or a text that is not NULL. */
+static int present(const lg_field *f)
+{
+    return f->is_int || f->value;
+}
+
+/* key=value, a text quoted when it holds a space, a quote or '=' (a number
+ * never does). */
 static void add_field(char *buf, size_t size, size_t *used, const lg_field *f)
 {
     put(buf, size, used, " ");
     put(buf, size, used, f->key);
     put(buf, size, used, "=");
-    if (f->value[strcspn(f->value, " \"=\n")] || !*f->value)
+    if (f->is_int)
+        add(buf, size, used, "%lld", (long long)f->num);
+    else if (f->value[strcspn(f->value, " \"=\n")] || !*f->value)
         add_quoted(buf, size, used, f->value);
     else
         put(buf, size, used, f->value);
@@ -169,7 +178,10 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
         /* the command line's: "weft: <plugin>: <level>: msg" */
         add(buf, size, &used, "weft: ");
         for (f = fields; f && f->key; f++)
-            if (f->value) add(buf, size, &used, "%s: ", f->value);
+            if (f->is_int)
+                add(buf, size, &used, "%lld: ", (long long)f->num);
+            else if (f->value)
+                add(buf, size, &used, "%s: ", f->value);
         add(buf, size, &used, "%s: %s", lg_level_name(level), msg);
         return used;
     }
@@ -184,11 +196,14 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
             (int)(ts_ms % 1000), lg_level_name(level));
         add_json(buf, size, &used, node);
         for (f = fields; f && f->key; f++)
-            if (f->value) {
+            if (present(f)) {
                 add(buf, size, &used, ",");
                 add_json(buf, size, &used, f->key);
                 add(buf, size, &used, ":");
-                add_json(buf, size, &used, f->value);
+                if (f->is_int)
+                    add(buf, size, &used, "%lld", (long long)f->num);
+                else
+                    add_json(buf, size, &used, f->value);
             }
         add(buf, size, &used, ",\"msg\":");
         add_json(buf, size, &used, msg);
@@ -199,7 +214,7 @@ size_t lg_format(char *buf, size_t size, int level, const lg_field *fields, cons
     add(buf, size, &used, "ts=%s.%03dZ level=%s node=%s", ts, (int)(ts_ms % 1000),
         lg_level_name(level), node);
     for (f = fields; f && f->key; f++)
-        if (f->value) add_field(buf, size, &used, f);
+        if (present(f)) add_field(buf, size, &used, f);
     put(buf, size, &used, " msg=");
     add_quoted(buf, size, &used, msg);
     return used;

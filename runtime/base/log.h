@@ -17,14 +17,27 @@
 
 #include "weft/plugin.h"
 
-/* A named value of a line ("plugin", "fx_sleep"); a NULL value is left out. */
+/* A named value of a line, typed where it is made: text (LG_STR("plugin",
+ * name); a NULL text is left out) or a whole number (LG_INT("status", 200):
+ * written bare, a JSON number with log_format = json). */
 typedef struct lg_field {
     const char *key;
-    const char *value;
+    const char *value; /* the text; unused when is_int */
+    int is_int;        /* the value is num */
+    int64_t num;
 } lg_field;
 
-/* A field list for lg_log, ended for you: LG_FIELDS({"plugin", name}). */
-#define LG_FIELDS(...) ((const lg_field[]){__VA_ARGS__, {NULL, NULL}})
+#define LG_STR(k, v)                                                                               \
+    {                                                                                              \
+        .key = (k), .value = (v)                                                                   \
+    }
+#define LG_INT(k, n)                                                                               \
+    {                                                                                              \
+        .key = (k), .is_int = 1, .num = (n)                                                        \
+    }
+
+/* A field list for lg_log, ended for you: LG_FIELDS(LG_STR("plugin", name)). */
+#define LG_FIELDS(...) ((const lg_field[]){__VA_ARGS__, {.key = NULL}})
 
 /* Lines above level (WEFT_LOG_ERROR .. WEFT_LOG_DEBUG) are dropped; info by default. */
 void lg_set_level(int level);

@@ -137,11 +137,10 @@ static void add_note(collect *c, int level, const xc_exec *x, const xc_task *t, 
     p = (char *)(n + 1);
     for (i = 0; i < 6; i++)
         if (v[i]) {
-            n->f[k].key = keys[i];
-            n->f[k++].value = strcpy(p, v[i]);
+            n->f[k++] = (lg_field)LG_STR(keys[i], strcpy(p, v[i]));
             p += strlen(v[i]) + 1;
         }
-    n->f[k].key = n->f[k].value = NULL;
+    n->f[k] = (lg_field){.key = NULL};
     n->msg = strcpy(p, msg);
     if (wu_vec_push(&c->notes, n)) free(n);
 }

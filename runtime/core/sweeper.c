@@ -52,7 +52,7 @@ static void child_gone(op_env *env, const dec_env *dec, xc_exec *x, xc_task *t, 
         return;
     }
     if (env->hooks && env->hooks->note) {
-        lg_field f[] = {{"workflow", x->id}, {"task", t->ref}, {NULL, NULL}};
+        lg_field f[] = {LG_STR("workflow", x->id), LG_STR("task", t->ref), {.key = NULL}};
         env->hooks->note(env->hooks->ud, WEFT_LOG_WARN, f, msg);
     }
     free(t->child_id);

@@ -7,7 +7,7 @@
 
 static void warn_reaped(void *ud, const char *workflow_id, const char *msg)
 {
-    lg_log(WEFT_LOG_WARN, LG_FIELDS({"workflow", workflow_id}), "%s", msg);
+    lg_log(WEFT_LOG_WARN, LG_FIELDS(LG_STR("workflow", workflow_id)), "%s", msg);
 }
 
 static int execs_alive(void *ud, const char *const *ids, size_t n, int *alive, weft_error *err)
@@ -85,7 +85,8 @@ static void keep(worker *k)
         for (i = 0; i < nr; i++)
             if (!ok[i])
                 lg_log(WEFT_LOG_WARN,
-                       LG_FIELDS({"workflow", renew[i].workflow_id}, {"task_id", renew[i].task_id}),
+                       LG_FIELDS(LG_STR("workflow", renew[i].workflow_id),
+                                 LG_STR("task_id", renew[i].task_id)),
                        "lost its lease");
     } else if (nr && !ST(k->st, broken)) {
         lg_say(WEFT_LOG_WARN, "renewing %d lease(s): %s", nr, err.msg);

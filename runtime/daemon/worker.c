@@ -184,8 +184,10 @@ static void run_held(worker *w, job *j, const held *h)
      * one is checked (and dropped) before its result may count. */
     fresh = wu_mono_ms() - h->since <= n->cfg->lease_ms / 2;
     if (!fresh && ST(w->st, ack, &h->l, &err) != 0) {
-        lg_log(WEFT_LOG_WARN, LG_FIELDS({"workflow", j->id}, {"task_id", t->id}, {"task", t->ref}),
-               "%s", err.msg);
+        lg_log(
+            WEFT_LOG_WARN,
+            LG_FIELDS(LG_STR("workflow", j->id), LG_STR("task_id", t->id), LG_STR("task", t->ref)),
+            "%s", err.msg);
         host_result_clear(&a->r);
         return;
     }
@@ -394,7 +396,7 @@ static int run_round(worker *w, int wait, int64_t *backoff)
             if (it->rc == WEFT_ENOTFOUND && j->due)
                 forget_due(w, it->id, 1);
             else if (it->rc != WEFT_ETIMEOUT)
-                lg_log(WEFT_LOG_WARN, LG_FIELDS({"workflow", it->id}), "%s%s",
+                lg_log(WEFT_LOG_WARN, LG_FIELDS(LG_STR("workflow", it->id)), "%s%s",
                        j->nres ? "results not saved: " : "", it->err.msg);
         } else if (!it->saved && j->due && !j->nres) {
             /* finished: only its decider-queue entry or outbox was left */

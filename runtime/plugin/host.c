@@ -71,7 +71,7 @@ static void host_log(int level, const char *fmt, ...)
     if (log_sink)
         log_sink(log_ud, level, plugin, line);
     else
-        lg_log(level, LG_FIELDS({"plugin", plugin}), "%s", line);
+        lg_log(level, LG_FIELDS(LG_STR("plugin", plugin)), "%s", line);
 }
 
 static int host_error(weft_error *err, int code, const char *fmt, ...)

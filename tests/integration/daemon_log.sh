@@ -100,7 +100,8 @@ expect_json "and still runs workflows" '{"greeting":"hello, hup!"}'
 stop_weftd_clean d1
 
 # 7. log_format = json: each line one JSON object, the fields as members
-start_weftd d2 --workers 1 --set log_format=json --plugin-path "$PLUGINS"
+start_weftd d2 --workers 1 --set log_format=json --set log_level=debug --plugin-path "$PLUGINS" \
+    --api 127.0.0.1:0
 if wait_for 10 grep -q '"msg":"started:' "$TMP/d2.log"; then
     line=$(grep -m1 '"msg":"started:' "$TMP/d2.log")
     case $line in
@@ -111,6 +112,17 @@ if wait_for 10 grep -q '"msg":"started:' "$TMP/d2.log"; then
     esac
 else
     not_ok "log_format=json: no started line"; tail -n 5 "$TMP/d2.log" | sed 's/^/# /'
+fi
+# numbers are JSON numbers: an API request's status and ms
+api2=$(grep -m1 -o '"msg":"started: [^"]*api=127\.0\.0\.1:[0-9]*' "$TMP/d2.log" | sed 's/.*api=//')
+curl -s -o /dev/null "http://$api2/health"
+if wait_for 10 grep -q '"path":"/health".*"msg":"api request"' "$TMP/d2.log"; then
+    line=$(grep -m1 '"path":"/health".*"msg":"api request"' "$TMP/d2.log")
+    [ "$(jq -r '[(.status | type), .status, (.ms | type), (.ms >= 0)] | join(" ")' <<<"$line")" = "number 200 number true" ] &&
+        ok "log_format=json: an API request's status and ms are JSON numbers" ||
+        not_ok "log_format=json: status and ms: $line"
+else
+    not_ok "log_format=json: no api request line for /health (api $api2)"; tail -n 5 "$TMP/d2.log" | sed 's/^/# /'
 fi
 run_weft start "$TMP/fails_wf.lua"
 fid=$last

@@ -124,16 +124,58 @@ static void test_fields(void **state)
     lg_set_node("host-42");
     /* in order, between node and msg; a NULL value is left out */
     assert_string_equal(fmt(WEFT_LOG_INFO,
-                            LG_FIELDS({"plugin", "fx_sleep"}, {"task", NULL}, {"workflow", "w-1"}),
+                            LG_FIELDS(LG_STR("plugin", "fx_sleep"), LG_STR("task", NULL),
+                                      LG_STR("workflow", "w-1")),
                             "slept 1 ms"),
                         "ts=2023-11-14T22:13:20.123Z level=info node=host-42 plugin=fx_sleep "
                         "workflow=w-1 msg=\"slept 1 ms\"");
     /* a value that would break the line is quoted */
-    assert_string_equal(fmt(WEFT_LOG_DEBUG, LG_FIELDS({"ref", "a b=\"c\""}, {"empty", ""}), "m"),
-                        "ts=2023-11-14T22:13:20.123Z level=debug node=host-42 ref=\"a b='c'\" "
-                        "empty=\"\" msg=\"m\"");
-    lg_log(WEFT_LOG_WARN, LG_FIELDS({"plugin", "http"}), "%d retries", 3);
+    assert_string_equal(
+        fmt(WEFT_LOG_DEBUG, LG_FIELDS(LG_STR("ref", "a b=\"c\""), LG_STR("empty", "")), "m"),
+        "ts=2023-11-14T22:13:20.123Z level=debug node=host-42 ref=\"a b='c'\" "
+        "empty=\"\" msg=\"m\"");
+    lg_log(WEFT_LOG_WARN, LG_FIELDS(LG_STR("plugin", "http")), "%d retries", 3);
     assert_non_null(strstr(logged(), " level=warn node=host-42 plugin=http msg=\"3 retries\"\n"));
+    /* a number is written bare, 0 and negatives included */
+    assert_string_equal(fmt(WEFT_LOG_INFO,
+                            LG_FIELDS(LG_STR("path", "/x"), LG_INT("status", 404), LG_INT("ms", 0),
+                                      LG_INT("off", -9007199254740993LL)),
+                            "m"),
+                        "ts=2023-11-14T22:13:20.123Z level=info node=host-42 path=/x status=404 "
+                        "ms=0 off=-9007199254740993 msg=\"m\"");
+}
+
+/* log_format = json: a field made with LG_INT is a JSON number, one made
+ * with LG_STR a string even when it reads as a number. */
+static void test_json_numbers(void **state)
+{
+    const char *line;
+    json_object *o, *v;
+    lg_set_node("d1");
+    lg_set_json(1);
+    line = fmt(WEFT_LOG_DEBUG,
+               LG_FIELDS(LG_STR("method", "GET"), LG_INT("status", 200), LG_INT("ms", 0),
+                         LG_STR("task_id", "42"), LG_INT("big", INT64_MAX), LG_INT("neg", -1)),
+               "api request");
+    assert_string_equal(line, "{\"ts\":\"2023-11-14T22:13:20.123Z\",\"level\":\"debug\","
+                              "\"node\":\"d1\",\"method\":\"GET\",\"status\":200,\"ms\":0,"
+                              "\"task_id\":\"42\",\"big\":9223372036854775807,\"neg\":-1,"
+                              "\"msg\":\"api request\"}");
+    assert_non_null(o = json_tokener_parse(line));
+    assert_true(json_object_object_get_ex(o, "status", &v));
+    assert_true(json_object_is_type(v, json_type_int));
+    assert_int_equal(json_object_get_int64(v), 200);
+    assert_true(json_object_object_get_ex(o, "big", &v));
+    assert_true(json_object_get_int64(v) == INT64_MAX);
+    assert_true(json_object_object_get_ex(o, "task_id", &v));
+    assert_true(json_object_is_type(v, json_type_string));
+    json_object_put(o);
+    /* through lg_log as well; the command line's format shows the number */
+    lg_log(WEFT_LOG_WARN, LG_FIELDS(LG_INT("status", 503)), "x");
+    assert_non_null(strstr(logged(), ",\"status\":503,\"msg\":\"x\"}\n"));
+    lg_set_node(NULL);
+    assert_string_equal(fmt(WEFT_LOG_WARN, LG_FIELDS(LG_INT("status", 503)), "x"),
+                        "weft: 503: warn: x");
 }
 
 /* log_format = json: one object a line, every string escaped, the fields
@@ -145,8 +187,9 @@ static void test_json_format(void **state)
     json_object *o, *v;
     lg_set_node("d\"1");
     lg_set_json(1);
-    line =
-        fmt(WEFT_LOG_WARN, LG_FIELDS({"plugin", "http"}, {"task", NULL}, {"workflow", "w-1"}), msg);
+    line = fmt(WEFT_LOG_WARN,
+               LG_FIELDS(LG_STR("plugin", "http"), LG_STR("task", NULL), LG_STR("workflow", "w-1")),
+               msg);
     assert_string_equal(line,
                         "{\"ts\":\"2023-11-14T22:13:20.123Z\",\"level\":\"warn\",\"node\":"
                         "\"d\\\"1\",\"plugin\":\"http\",\"workflow\":\"w-1\",\"msg\":\"task 'a' "
@@ -163,7 +206,7 @@ static void test_json_format(void **state)
     assert_true(strlen(small) < sizeof small);
     assert_non_null(o = json_tokener_parse(small));
     json_object_put(o);
-    lg_log(WEFT_LOG_INFO, LG_FIELDS({"plugin", "http"}), "%d retries", 3);
+    lg_log(WEFT_LOG_INFO, LG_FIELDS(LG_STR("plugin", "http")), "%d retries", 3);
     assert_non_null(strstr(logged(), ",\"plugin\":\"http\",\"msg\":\"3 retries\"}\n"));
     /* bytes that are not UTF-8 (a worker's reason may hold any) become
      * U+FFFD; well-formed characters pass; a sequence cut by the end too */
@@ -177,9 +220,9 @@ static void test_json_format(void **state)
 static void test_cli_format(void **state)
 {
     /* no node: the command line's "weft: <plugin>: <level>: msg", msg as it is */
-    assert_string_equal(fmt(WEFT_LOG_INFO, LG_FIELDS({"plugin", "FX_SLEEP"}), "say \"hi\""),
+    assert_string_equal(fmt(WEFT_LOG_INFO, LG_FIELDS(LG_STR("plugin", "FX_SLEEP")), "say \"hi\""),
                         "weft: FX_SLEEP: info: say \"hi\"");
-    assert_string_equal(fmt(WEFT_LOG_ERROR, LG_FIELDS({"plugin", NULL}), "e 1"),
+    assert_string_equal(fmt(WEFT_LOG_ERROR, LG_FIELDS(LG_STR("plugin", NULL)), "e 1"),
                         "weft: error: e 1");
     assert_string_equal(fmt(WEFT_LOG_WARN, NULL, "w"), "weft: warn: w");
     lg_say(WEFT_LOG_INFO, "i %c", '3');
@@ -210,7 +253,8 @@ static void test_hook(void **state)
 {
     lg_set_node("d1");
     lg_hook(NULL, WEFT_LOG_INFO,
-            LG_FIELDS({"method", "GET"}, {"path", "/health"}, {"status", "200"}, {"error", NULL}),
+            LG_FIELDS(LG_STR("method", "GET"), LG_STR("path", "/health"), LG_INT("status", 200),
+                      LG_STR("error", NULL)),
             "api request");
     lg_hook(NULL, WEFT_LOG_DEBUG, NULL, "dropped");
     /* fields as fields, a NULL one left out */
@@ -242,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_daemon_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_json_format, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_numbers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cli_format, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_and_small, setup, teardown),
         cmocka_unit_test_setup_teardown(test_hook, setup, teardown),
