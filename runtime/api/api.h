@@ -48,9 +48,11 @@ typedef struct ap_config {
     int64_t sweep_ms;
     int fencing;
     int max_reaps;            /* lease expiries before an external worker's task fails */
+    int64_t unpolled_ms;      /* a queue with ready tasks no worker polled this long is
+                               * said to be unpolled; 0 = 5 min */
     mt_metrics *metrics;      /* may be NULL */
     ps_store *payloads;       /* large payloads (shared, thread-safe); may be NULL */
-    const char *const *types; /* queues whose depth /metrics reports (borrowed) */
+    const char *const *types; /* queues /metrics reports besides those holding tasks (borrowed) */
     size_t ntypes;
     const char *const *serves; /* what /health says this daemon serves (borrowed) */
     size_t nserves;

@@ -1,6 +1,6 @@
 /*
  * /health (Redis reachable, store data lost) and /metrics (Prometheus
- * text, with the depth of the queues configured and seen).
+ * text, with the queues of ap_queues: their depths and last polls).
  */
 #include "api/internal.h"
 
@@ -77,57 +77,40 @@ mhd_result ap_h_health(ctx *c)
     return ap_send_json(c, up ? 200 : 503, j);
 }
 
-typedef struct depths {
-    mt_depth d[MT_SERIES_MAX * 2];
-    size_t n;
-    st_store *st;
-} depths;
-
-static int add_depth(void *ud, const char *queue)
-{
-    depths *g = ud;
-    weft_error err = {0};
-    long long ready = 0, leased = 0;
-    size_t i;
-    for (i = 0; i < g->n; i++)
-        if (!strcmp(g->d[i].queue, queue)) return 0;
-    if (g->n == sizeof g->d / sizeof g->d[0]) return 1;
-    if (ST(g->st, queue_sizes, queue, &ready, &leased, &err))
-        return ST(g->st, broken); /* Redis away: stop asking */
-    g->d[g->n].queue = queue;
-    g->d[g->n].limits = NULL;
-    ST(g->st, queue_limits, queue, &g->d[g->n].limits, &err);
-    g->d[g->n++].depth = ready + leased;
-    return 0;
-}
-
 mhd_result ap_h_metrics(ctx *c)
 {
-    depths *g = calloc(1, sizeof *g);
+    st_store *st = c->t ? c->t->st : NULL;
+    ap_qset set = {0};
+    mt_depth *d = NULL;
     wu_buf b = {0};
-    size_t i;
+    size_t i, n = 0;
     long long unfinished = -1;
     mhd_result r;
-    if (!g || !c->s->cfg.metrics) {
-        free(g);
-        return ap_send_error(c, 500, "no metrics");
-    }
-    g->st = c->t ? c->t->st : NULL;
-    for (i = 0; g->st && i < c->s->cfg.ntypes; i++)
-        if (add_depth(g, c->s->cfg.types[i])) break;
-    if (g->st && !ST(g->st, broken)) mt_queues(c->s->cfg.metrics, add_depth, g);
-    if (g->st && !ST(g->st, broken)) {
+    if (!c->s->cfg.metrics) return ap_send_error(c, 500, "no metrics");
+    /* Redis away: the daemon's own metrics, without what the store holds */
+    if (st) {
         weft_error err = {0};
-        if (ST(g->st, unfinished, &unfinished, &err)) unfinished = -1;
+        if (ap_queues(c->s, st, &set, &err) == 0 && set.n && !(d = calloc(set.n, sizeof *d)))
+            ap_qset_free(&set);
+        for (i = 0; d && i < set.n; i++) {
+            d[n].queue = set.q[i].name;
+            d[n].depth = set.q[i].ready + set.q[i].leased;
+            d[n].polled_ms = set.q[i].polled_ms;
+            d[n].limits = NULL;
+            if (ST(st, queue_limits, set.q[i].name, &d[n].limits, &err) && ST(st, broken)) break;
+            n++;
+        }
+        if (!ST(st, broken) && ST(st, unfinished, &unfinished, &err)) unfinished = -1;
     }
-    if (mt_render(c->s->cfg.metrics, g->d, g->n, unfinished, &b))
+    if (mt_render(c->s->cfg.metrics, d, n, unfinished, &b))
         r = ap_send_error(c, 500, "out of memory");
     else
         r = ap_send_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.data, b.len, NULL,
                         NULL);
     wu_buf_free(&b);
-    for (i = 0; i < g->n; i++)
-        json_object_put(g->d[i].limits);
-    free(g);
+    for (i = 0; i < n; i++)
+        json_object_put(d[i].limits);
+    free(d);
+    ap_qset_free(&set);
     return r;
 }

@@ -8,11 +8,13 @@
  *               request reading, routing, auth, replies and errors
  *   workflow.c  starting and changing workflows (/api/workflow...)
  *   metadata.c  workflow and task definitions (/api/metadata/...)
- *   tasks.c     external workers: poll, result, queue sizes; leases; a task
+ *   tasks.c     external workers: poll, result; leases; a task
  *               by its id, and its log
  *   search.c    finding runs: search, running, correlated
  *   ui.c        the web UI's files, and the daemons it lists
  *   events.c    what waits off the pool: the waiter, event streams, batch long polls
+ *   queues.c    the queues: sizes, one queue and its limits, poll data, and
+ *               the set /metrics reports; a queue no worker polls
  *   health.c    /health and /metrics
  */
 #ifndef WEFT_API_INTERNAL_H
@@ -198,6 +200,23 @@ void *ap_waiter_main(void *arg);
 int ap_take(ap_server *s, tls *t, const char *queue, int max, const char *worker, json_object *arr,
             weft_error *err);
 
+/* Queues to report (ap_queues), each once, with its sizes and last poll. */
+typedef struct ap_qset {
+    st_qinfo *q; /* malloc'd */
+    size_t n, cap;
+} ap_qset;
+/* Every queue that holds tasks, and those this daemon serves (cfg.types) or
+ * was polled through (mt_queue_seen), into *set (emptied first; free it
+ * with ap_qset_free, also on failure). 0, or the store's error. */
+int ap_queues(ap_server *s, st_store *st, ap_qset *set, weft_error *err);
+void ap_qset_free(ap_qset *set);
+/* When q holds ready tasks and no worker polled it for cfg.unpolled_ms
+ * (or none is on record), why that is a problem in words, into buf
+ * ("no worker has polled for 7m02s; 3 task(s) wait"), which it returns;
+ * else NULL. */
+const char *ap_unpolled(const ap_server *s, const st_qinfo *q, int64_t now_ms, char *buf,
+                        size_t size);
+
 /* The handlers, one per route and method (see the table in server.c). */
 mhd_result ap_h_health(ctx *c);
 mhd_result ap_h_ready(ctx *c);
@@ -233,6 +252,9 @@ mhd_result ap_h_taskdef_get(ctx *c);
 mhd_result ap_h_result(ctx *c);
 mhd_result ap_h_queue_sizes(ctx *c);
 mhd_result ap_h_queue(ctx *c);
+mhd_result ap_h_queue_all(ctx *c);
+mhd_result ap_h_polldata(ctx *c);
+mhd_result ap_h_polldata_all(ctx *c);
 mhd_result ap_h_poll_batch(ctx *c);
 mhd_result ap_h_poll(ctx *c);
 mhd_result ap_h_by_ref(ctx *c);

@@ -1,7 +1,8 @@
 /*
  * The external workers' calls: poll, result (complete, fail, heartbeat,
- * callback), queue sizes; the leases their tasks are claimed with. Batch
- * long polls wait in events.c and take through ap_take.
+ * callback); the leases their tasks are claimed with (the queues' sizes and
+ * poll data are queues.c's). Batch long polls wait in events.c and take
+ * through ap_take.
  *
  * Round trips to Redis (fencing on, so no lock): a poll that hands out a
  * task costs 4 (claim with reaping, load, fenced save, the save's queue
@@ -554,58 +555,6 @@ mhd_result ap_h_by_ref(ctx *c)
     r = result_reply(c, c->q->seg[2], &a);
     json_object_put(out);
     return r;
-}
-
-typedef struct names {
-    const char *v[64];
-    int n;
-} names;
-
-static mhd_result each_task_type(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 const char *value)
-{
-    names *ns = cls;
-    if (key && value && !strcmp(key, "taskType") && ns->n < 64) ns->v[ns->n++] = value;
-    return MHD_YES;
-}
-
-/* GET /api/tasks/queue/sizes?taskType=a&taskType=b: {"a": n, ...} (ready + leased). */
-mhd_result ap_h_queue_sizes(ctx *c)
-{
-    names ns = {{0}, 0};
-    json_object *j = json_object_new_object();
-    int i;
-    MHD_get_connection_values(c->conn, MHD_GET_ARGUMENT_KIND, each_task_type, &ns);
-    for (i = 0; i < ns.n; i++) {
-        weft_error err = {0};
-        long long ready = 0, leased = 0;
-        if (ST(c->t->st, queue_sizes, ns.v[i], &ready, &leased, &err)) {
-            json_object_put(j);
-            return ap_send_werr(c, &err);
-        }
-        json_object_object_add(j, ns.v[i], json_object_new_int64(ready + leased));
-    }
-    return ap_send_json(c, 200, j);
-}
-
-/* GET /api/queue/{name}?domain=: the queue's sizes and the state of its
- * limits: {"queue", "ready", "leased", "waiting", "limits": {<name>: {"held",
- * "windowStart", "windowClaims"}}}. */
-mhd_result ap_h_queue(ctx *c)
-{
-    weft_error err = {0};
-    char qbuf[256];
-    const char *queue = ap_poll_queue(c, c->q->seg[2], qbuf);
-    long long ready = 0, leased = 0;
-    json_object *j = NULL;
-    if (!queue) return c->res;
-    if (ST(c->t->st, queue_sizes, queue, &ready, &leased, &err) ||
-        ST(c->t->st, queue_limits, queue, &j, &err))
-        return ap_send_werr(c, &err);
-    json_object_object_add(j, "queue", json_object_new_string(queue));
-    json_object_object_add(j, "ready", json_object_new_int64(ready));
-    json_object_object_add(j, "leased", json_object_new_int64(leased));
-    return ap_send_json(c, 200, j);
 }
 
 /* ---- a task by its id, and its log ---- */

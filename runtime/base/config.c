@@ -88,6 +88,9 @@ static const cf_field fields[] = {
      "the stored text; for a new prefix \"1\", or the number of primaries on a Redis Cluster)"},
     {"max_reaps", CF_INT, F(max_reaps), 0, "3", 0, NULL, NULL,
      "lease expiries before a task fails"},
+    {"queue_unpolled_after", CF_DURATION, F(queue_unpolled_ms), 0, "5m", 1, NULL, NULL,
+     "a queue holding ready tasks that no worker polled this long is reported as unpolled (the "
+     "Queues page, GET /api/queue/{name}, poll data)"},
     {"log_level", CF_STRING, F(log_level), 0, "info", 0, "error|warn|info|debug", NULL,
      "log verbosity (SIGHUP applies a new value)"},
     {"log_format", CF_STRING, F(log_format), 0, "logfmt", 0, "logfmt|json", NULL,

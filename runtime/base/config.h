@@ -51,6 +51,8 @@ typedef struct cf_config {
     size_t ntypes;
     char **domains; /* domains: task domains to serve; NULL = none (plain queues) */
     size_t ndomains;
+    /* queue_unpolled_after: "5m" (a queue with ready tasks no worker polls) */
+    int64_t queue_unpolled_ms;
     json_object *plugins; /* plugins: { <plugin or lock name> = { ... } }, owned */
     int api;              /* api: true (serve the REST API) */
     char *api_listen;     /* api_listen: "127.0.0.1:8080" (port 0: any free port) */

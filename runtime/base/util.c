@@ -180,6 +180,21 @@ static const struct {
     {"d", 86400000, 4},     {"day", 86400000, 4}, {"days", 86400000, 4},
 };
 
+void wu_duration_text(char *buf, size_t n, int64_t ms)
+{
+    long long v = ms < 0 ? 0 : (long long)ms;
+    if (v < 1000)
+        snprintf(buf, n, "%lldms", v);
+    else if (v < 60000)
+        snprintf(buf, n, "%lld.%llds", v / 1000, v / 100 % 10);
+    else if (v < 3600000)
+        snprintf(buf, n, "%lldm%02llds", v / 60000, v / 1000 % 60);
+    else if (v < 86400000)
+        snprintf(buf, n, "%lldh%02lldm", v / 3600000, v / 60000 % 60);
+    else
+        snprintf(buf, n, "%lldd%02lldh", v / 86400000, v / 3600000 % 24);
+}
+
 /*
  * "250ms", "5s", "1.5h", a bare number of seconds, or parts with units in
  * any order, each unit once: "3 days 2 hours", "10m20s", "1 hr 2 mins".

@@ -60,6 +60,8 @@ int wu_task_workflow(const char *task_id, char wf[WU_TASK_ID_MAX], weft_error *e
  */
 int wu_parse_duration(json_object *v, int64_t *ms, weft_error *err);
 int wu_parse_duration_str(const char *s, int64_t *ms, weft_error *err);
+/* ms as people read it, into buf: 120ms, 1.4s, 2m03s, 1h05m, 2d03h. */
+void wu_duration_text(char *buf, size_t n, int64_t ms);
 
 /* Read a whole file (NUL-terminated; *len excludes the NUL). Caller frees. */
 int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err);

@@ -141,8 +141,6 @@ void cli_show_status(FILE *f, json_object *wf, int color);
 /* A search's answer ({totalHits, results: [WorkflowSummary]}, borrowed) as
  * a table of runs, then how many of how many; colour when color is set. */
 void cli_show_list(FILE *f, json_object *res, int color);
-/* ms as people read it: 120ms, 1.4s, 2m03s, 1h05m, 2d03h. */
-void cli_duration(char *buf, size_t n, int64_t ms);
 /* ms since the epoch in local time: "YYYY-MM-DD HH:MM:SS.mmm ZONE" with date
  * set, else "HH:MM:SS.mmm". */
 void cli_local_time(char *buf, size_t n, int64_t ms, int date);

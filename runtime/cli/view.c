@@ -42,21 +42,6 @@ static int64_t num(json_object *o, const char *key)
     return json_object_object_get_ex(o, key, &v) ? json_object_get_int64(v) : 0;
 }
 
-void cli_duration(char *buf, size_t n, int64_t ms)
-{
-    long long v = ms < 0 ? 0 : (long long)ms;
-    if (v < 1000)
-        snprintf(buf, n, "%lldms", v);
-    else if (v < 60000)
-        snprintf(buf, n, "%lld.%llds", v / 1000, v / 100 % 10);
-    else if (v < 3600000)
-        snprintf(buf, n, "%lldm%02llds", v / 60000, v / 1000 % 60);
-    else if (v < 86400000)
-        snprintf(buf, n, "%lldh%02lldm", v / 3600000, v / 60000 % 60);
-    else
-        snprintf(buf, n, "%lldd%02lldh", v / 86400000, v / 3600000 % 24);
-}
-
 void cli_local_time(char *buf, size_t n, int64_t ms, int date)
 {
     time_t t = (time_t)(ms / 1000);
@@ -142,7 +127,7 @@ static void task_duration(json_object *task, char *buf, size_t n)
     if (start <= 0)
         snprintf(buf, n, "-");
     else
-        cli_duration(buf, n, (end > 0 ? end : wu_now_ms()) - start);
+        wu_duration_text(buf, n, (end > 0 ? end : wu_now_ms()) - start);
 }
 
 static json_object *task_by_id(json_object *tasks, const char *id)
@@ -180,7 +165,7 @@ static void show_summary(FILE *f, json_object *wf, json_object *tasks, int color
         field(f, "ended", when, NULL);
     }
     if (start > 0) {
-        cli_duration(when, sizeof when, (end > 0 ? end : wu_now_ms()) - start);
+        wu_duration_text(when, sizeof when, (end > 0 ? end : wu_now_ms()) - start);
         if (end <= 0) strncat(when, " so far", sizeof when - strlen(when) - 1);
         field(f, "duration", when, NULL);
     }
@@ -299,7 +284,7 @@ static void event_line(cli_watcher *w, json_object *ev)
             json_object_object_add(w->started, task, json_object_new_int64(t));
         else if (s && json_object_object_get_ex(w->started, task, &seen)) {
             /* any other status ends the task */
-            cli_duration(took, sizeof took, t - json_object_get_int64(seen));
+            wu_duration_text(took, sizeof took, t - json_object_get_int64(seen));
             json_object_object_del(w->started, task);
         }
     } else {
@@ -394,7 +379,7 @@ void cli_show_list(FILE *f, json_object *res, int color)
         cli_local_time(buf, sizeof buf, start, 1);
         buf[19] = 0; /* to the second */
         cell(f, start ? buf : "-", w[3] + 2, NULL);
-        cli_duration(buf, sizeof buf, (end ? end : wu_now_ms()) - start);
+        wu_duration_text(buf, sizeof buf, (end ? end : wu_now_ms()) - start);
         cell(f, start ? buf : "-", w[4] + 2, NULL);
         fit(why, sizeof why, str(r, "correlationId") ? str(r, "correlationId") : "", w[5]);
         fit(buf, sizeof buf, reason ? reason : "", room);

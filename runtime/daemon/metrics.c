@@ -419,6 +419,11 @@ int mt_render(const mt_metrics *m, const mt_depth *depths, size_t ndepths, long 
     head(&o, "weft_queue_depth", "gauge", "Tasks in a queue (ready plus leased), read at scrape.");
     for (i = 0; i < ndepths; i++)
         put(&o, "weft_queue_depth{queue=\"%s\"} %lld\n", esc(depths[i].queue, e), depths[i].depth);
+    head(&o, "weft_queue_last_poll_timestamp_seconds", "gauge",
+         "When a worker last polled a queue (Unix time; 0 = none on record), read at scrape.");
+    for (i = 0; i < ndepths; i++)
+        put(&o, "weft_queue_last_poll_timestamp_seconds{queue=\"%s\"} %.3f\n",
+            esc(depths[i].queue, e), (double)depths[i].polled_ms / 1000.0);
     head(&o, "weft_queue_waiting", "gauge",
          "Tasks of a queue held back by a rate or concurrency limit, read at scrape.");
     for (i = 0; i < ndepths; i++) {

@@ -45,10 +45,12 @@ void mt_queue_seen(mt_metrics *m, const char *queue);
  * Calls fn for each; stops when fn returns non-zero. */
 void mt_queues(const mt_metrics *m, int (*fn)(void *ud, const char *queue), void *ud);
 
-/* A gauge value read at scrape time: weft_queue_depth{queue}. */
+/* Gauge values of a queue read at scrape time: weft_queue_depth{queue} and
+ * weft_queue_last_poll_timestamp_seconds{queue}. */
 typedef struct mt_depth {
     const char *queue;   /* borrowed */
     long long depth;     /* ready + leased */
+    int64_t polled_ms;   /* when a worker last polled it (Unix ms); 0: none on record */
     json_object *limits; /* borrowed, may be NULL: st_ops.queue_limits' answer */
 } mt_depth;
 

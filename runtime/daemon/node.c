@@ -377,6 +377,7 @@ static int start_api(nd_node *n, weft_error *err)
     a->sweep_ms = cfg->sweep_ms;
     a->fencing = cfg->fencing;
     a->max_reaps = cfg->max_reaps;
+    a->unpolled_ms = cfg->queue_unpolled_ms;
     a->metrics = n->metrics;
     a->payloads = n->payloads;
     a->types = (const char *const *)n->types;

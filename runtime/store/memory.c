@@ -724,6 +724,11 @@ static int mem_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_er
     return 0;
 }
 
+static int mem_queue_list(st_store *s, st_qinfo **out, size_t *n, weft_error *err)
+{
+    return mq_list(((mem *)s)->queues, out, n) ? oom(err) : 0;
+}
+
 static int mem_queue_member(st_store *s, const char *queue, const char *workflow_id,
                             const char *task_id, st_qmember *out, weft_error *err)
 {
@@ -1022,6 +1027,7 @@ static const st_ops mem_ops = {
     .search = mem_search,
     .task_log_add = mem_task_log_add,
     .task_log = mem_task_log,
+    .queue_list = mem_queue_list,
 };
 
 int st_memory_open(const st_memory_opts *o, st_store **out, weft_error *err)

@@ -763,9 +763,35 @@ void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
 
 int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out)
 {
-    mq_queue *q = queue_of(w, type, strchr(type, ':') != NULL); /* a domain's: kept, polled */
-    if (q) q->polled = now;
-    return q ? queue_claim(w, q, now, lease_ms, max, out) : 0;
+    mq_queue *q = queue_of(w, type, 1); /* made when none is: its poll is kept */
+    if (!q) return WEFT_ENOMEM;
+    q->polled = now;
+    return queue_claim(w, q, now, lease_ms, max, out);
+}
+
+int mq_list(mq *w, st_qinfo **out, size_t *n)
+{
+    size_t i;
+    *out = NULL;
+    *n = 0;
+    for (i = 0; i < w->all_queues.len; i++) {
+        const mq_queue *q = w->all_queues.items[i];
+        st_qinfo *v;
+        if (!q->nready && !q->nleased) continue;
+        if (!(v = realloc(*out, (*n + 1) * sizeof *v))) {
+            free(*out);
+            *out = NULL;
+            *n = 0;
+            return WEFT_ENOMEM;
+        }
+        *out = v;
+        v += (*n)++;
+        snprintf(v->name, sizeof v->name, "%s", q->type);
+        v->ready = q->nready;
+        v->leased = q->nleased;
+        v->polled_ms = q->polled;
+    }
+    return 0;
 }
 
 int64_t mq_polled(mq *w, const char *type)

@@ -77,6 +77,9 @@ int mq_extend(mq *w, const char *type, const char *wf, const char *task, int64_t
 void mq_sizes(mq *w, const char *type, long long *ready, long long *leased);
 /* When a claim last polled type's queue (0: never). */
 int64_t mq_polled(mq *w, const char *type);
+/* Every queue holding members, ready or leased (st_ops.queue_list): into
+ * *out (malloc'd; NULL when none) and *n. 0 or WEFT_ENOMEM. */
+int mq_list(mq *w, st_qinfo **out, size_t *n);
 /* Where member wf|task of type's queue stands (st_ops.queue_member). */
 void mq_member_state(mq *w, const char *type, const char *wf, const char *task, st_qmember *out);
 /* The state of type's limits (st_ops.queue_limits); NULL when out of memory. */

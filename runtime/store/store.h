@@ -142,6 +142,14 @@ typedef struct st_qmember {
     int window_claims; /* claims in the rate window that started then */
 } st_qmember;
 
+/* A queue and what it holds (queue_list). */
+typedef struct st_qinfo {
+    char name[128];    /* a task type's queue, or a domain's ("<domain>:<type>") */
+    long long ready;   /* as queue_sizes: queued, visible or not, waiting on a limit or not */
+    long long leased;  /* claimed */
+    int64_t polled_ms; /* as queue_polled: when a claim last polled it; 0: none on record */
+} st_qinfo;
+
 /* exec_command's outcomes (besides WEFT_ESTATE with the status, WEFT_ENOTFOUND). */
 enum { ST_CMD_RECORDED = 1, ST_CMD_SAME = 2, ST_CMD_OTHER = 3 };
 
@@ -273,8 +281,12 @@ typedef struct st_ops {
                   int block_ms, int (*fn)(void *ud, const char *id, const char *json), void *ud,
                   weft_error *err);
 
-    /* When a claim last polled a domain's queue ("<domain>:<queue>"; 0:
-     * never), for taskToDomain's active workers. */
+    /* When a claim last polled queue (a task type's, or a domain's
+     * "<domain>:<type>"), in ms since the epoch; 0 when none is on record.
+     * A claim that finds the queue empty counts. For taskToDomain's active
+     * workers and for telling a queue no worker polls (queue_list). The
+     * redis backend writes it at most once a second and keeps it for the
+     * retention. */
     int (*queue_polled)(st_store *s, const char *queue, int64_t *ms, weft_error *err);
     /* Where member workflow_id|task_id of queue stands. */
     int (*queue_member)(st_store *s, const char *queue, const char *workflow_id,
@@ -298,6 +310,13 @@ typedef struct st_ops {
     /* The lines kept, oldest first, a line each (malloc'd; "" for none). */
     int (*task_log)(st_store *s, const char *workflow_id, const char *task_id, char **lines,
                     weft_error *err);
+
+    /* Every queue that holds tasks (ready, not visible yet, waiting on a
+     * limit, or leased), whoever pushed them and whether anyone serves it,
+     * with its sizes and last poll, in no particular order, into *out
+     * (malloc'd, the caller frees it; NULL when none) and *n. A queue that
+     * holds none is not listed. */
+    int (*queue_list)(st_store *s, st_qinfo **out, size_t *n, weft_error *err);
 } st_ops;
 
 /* Every backend's handle starts with this. */

@@ -2,7 +2,8 @@
 # The web UI weftd serves at /, in a real headless Chromium (ui_check.py):
 # the files are served with a content security policy and without a token;
 # the pages list, show and act on the runs started here, through the API
-# token. WEFT_UI_SHOTS=DIR keeps the screenshots (docs/ui.md's).
+# token; the queues page shows a queue no worker polls, saying so.
+# WEFT_UI_SHOTS=DIR keeps the screenshots (docs/ui.md's).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/redis_lib.sh"
 command -v chromium >/dev/null 2>&1 || { echo "chromium not installed: skipping"; exit 77; }
@@ -38,6 +39,12 @@ local w = require "weft"
 return w.workflow { name = "ui_hold", w.wait { ref = "hold" },
   w.lambda { ref = "after", script = "return 'done'" } }
 L
+cat >"$TMP/unserved.lua" <<'L'
+local w = require "weft"
+return w.workflow { name = "ui_unserved", w.simple { ref = "greet", name = "ui_greet" } }
+L
+run_weft start "$TMP/unserved.lua"
+expect_rc "a run whose SIMPLE task (queue ui_greet) no worker polls" 0
 run_weft start "$TMP/bad.lua" --correlation-id ui-failing
 failed=$last
 run_weft start "$TMP/hold.lua"
@@ -54,7 +61,7 @@ code=$(auth -o /dev/null -w '%{http_code}' -X POST "$API/api/tasks/$hold/log" --
 [ "$code" = 200 ] && ok "a log line for the waiting task" || not_ok "POST /log: $code"
 
 shots=${WEFT_UI_SHOTS:-$TMP}
-/usr/bin/python3 "$SRC/tests/integration/ui_check.py" "$API" "$TOKEN" "$shots" "$failed" "$wait1" "$wait2" uid \
+/usr/bin/python3 "$SRC/tests/integration/ui_check.py" "$API" "$TOKEN" "$shots" "$failed" "$wait1" "$wait2" uid ui_greet \
     >"$TMP/ui.out" 2>&1
 rc=$?
 cat "$TMP/ui.out"

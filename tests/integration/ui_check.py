@@ -2,10 +2,11 @@
 """weftd's web UI in a real headless Chromium, driven over the DevTools
 protocol (python3-websocket): the runs page lists the runs ui.sh started,
 a failed run's page shows its failed task and reason, the buttons act (a
-terminate, a WAIT signalled), the queues page lists the daemon. Prints
+terminate, a WAIT signalled), the queues page lists the daemon, and QUEUE,
+a queue holding a task no worker polls, first, saying so. Prints
 "ok - ..." / "not ok - ..." lines; exits 1 on any failure.
 
-usage: ui_check.py API TOKEN SHOTS FAILED_ID WAIT_ID WAIT2_ID DAEMON
+usage: ui_check.py API TOKEN SHOTS FAILED_ID WAIT_ID WAIT2_ID DAEMON QUEUE
 """
 import base64
 import json
@@ -18,7 +19,7 @@ import urllib.request
 
 import websocket
 
-API, TOKEN, SHOTS, FAILED, WAIT1, WAIT2, DAEMON = sys.argv[1:8]
+API, TOKEN, SHOTS, FAILED, WAIT1, WAIT2, DAEMON, QUEUE = sys.argv[1:9]
 failures = 0
 
 
@@ -151,8 +152,8 @@ try:
     check("the runs page lists the runs the test started", listed, b.js("document.body.innerText"))
     check("the counts per status: 1 FAILED",
           b.until("document.querySelector('[data-count=FAILED] b')?.textContent === '1'"))
-    check("the counts per status: 2 RUNNING",
-          b.until("document.querySelector('[data-count=RUNNING] b')?.textContent === '2'"))
+    check("the counts per status: 3 RUNNING (two wait, one waits for a worker of QUEUE)",
+          b.until("document.querySelector('[data-count=RUNNING] b')?.textContent === '3'"))
     check("the runs page writes no 'null' or 'undefined'",
           b.until("!/null|undefined/.test(document.getElementById('main').innerText)"),
           b.js("document.getElementById('main').innerText"))
@@ -221,6 +222,16 @@ try:
           b.until(f"!!document.querySelector('#daemons tr[data-daemon=\"{DAEMON}\"]')"))
     check("and the LAMBDA queue",
           b.until("!!document.querySelector('#queues tr[data-queue=LAMBDA]')"))
+    # a queue no daemon serves and no worker polls, holding a task: listed,
+    # and first, saying so in words
+    row = f"document.querySelector('#queues tr[data-queue=\"{QUEUE}\"]')"
+    check(f"and {QUEUE}, a queue no one serves, with its waiting task",
+          b.until(f"{row} && {row}.children[1].textContent === '1'"))
+    said = b.until(f"{row} && {row}.querySelector('.problem') && {row}.querySelector('.problem').textContent")
+    check(f"it says no worker has polled it: \"{said}\"",
+          bool(said) and said.startswith("no worker has polled"))
+    check("the unpolled queue comes first",
+          b.js("document.querySelector('#queues tbody tr').dataset.queue") == QUEUE)
     size = b.shot("ui-queues.png")
     check(f"a screenshot of the queues page ({size} bytes)", size > 5000)
 

@@ -78,6 +78,7 @@ static void assert_defaults(const cf_config *c)
     assert_int_equal(c->grace_ms, 10000);
     assert_int_equal(c->poll_ms, 50);
     assert_int_equal(c->max_reaps, 3);
+    assert_int_equal(c->queue_unpolled_ms, 5 * 60000);
     assert_int_equal(c->lua_memory, 32 << 20);
     assert_int_equal(c->lua_instructions, 10000000);
     assert_int_equal(c->lua_time_ms, 5000);
@@ -125,6 +126,7 @@ static void test_full_file(void **state)
                   "  grace = 0,\n"
                   "  poll_interval = '250ms',\n"
                   "  max_reaps = 5,\n"
+                  "  queue_unpolled_after = '90s',\n"
                   "  log_level = 'debug',\n"
                   "  types = { 'HTTP', 'LAMBDA' },\n"
                   "  plugins = { http = { max_body = 1024, proxy = 'none' } },\n"
@@ -146,6 +148,7 @@ static void test_full_file(void **state)
     assert_int_equal(c.grace_ms, 0);
     assert_int_equal(c.poll_ms, 250);
     assert_int_equal(c.max_reaps, 5);
+    assert_int_equal(c.queue_unpolled_ms, 90000);
     assert_string_equal(c.log_level, "debug");
     assert_int_equal(c.ntypes, 2);
     assert_string_equal(c.types[0], "HTTP");

@@ -1326,6 +1326,77 @@ static void test_eager_lease(void **state)
     OK(ST(S, ack, &l, &e_));
 }
 
+/* The queue named name in q[0..n), or NULL. */
+static const st_qinfo *listed(const st_qinfo *q, size_t n, const char *name)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(q[i].name, name)) return &q[i];
+    return NULL;
+}
+
+/* queue_list: every queue that holds tasks (ready, not visible yet, or only
+ * leased), whoever pushed them and whether anyone polls it, with its sizes
+ * and last poll; one that holds none is not listed. A claim, even of an
+ * empty queue, is a poll (queue_polled). */
+static void test_queue_list(void **state)
+{
+    int64_t later = wu_now_ms() + 60000, t0, t1, ms = -1;
+    st_step sp[4] = {push("greet", "a", 0), push("greet", "b", later), push("blue:greet", "c", 0),
+                     push("eager", "d", 0)};
+    st_step un = {.kind = ST_UNQUEUE, .type = "greet", .task_id = "b"};
+    st_lease l;
+    st_qinfo *q = NULL;
+    const st_qinfo *g;
+    size_t n = 9;
+    xc_exec *x;
+    (void)state;
+    OK(ST(S, queue_list, &q, &n, &e_));
+    assert_int_equal(n, 0);
+    free(q);
+    sp[3].lease = "mine-1";
+    sp[3].lease_until = later;
+    x = queued("wf-q", sp, 4);
+    if (!is_memory()) /* names no push makes, in the set of queues: passed over */
+        OK(rs_command(st_redis_conn(S), &e_, "SADD weft:queues a|b %0200d", 7));
+    OK(ST(S, queue_list, &q, &n, &e_));
+    assert_int_equal(n, 3);
+    assert_non_null(g = listed(q, n, "greet"));
+    assert_int_equal(g->ready, 2);
+    assert_int_equal(g->leased, 0);
+    assert_int_equal(g->polled_ms, 0);
+    assert_non_null(g = listed(q, n, "blue:greet"));
+    assert_int_equal(g->ready, 1);
+    assert_non_null(g = listed(q, n, "eager"));
+    assert_int_equal(g->ready, 0);
+    assert_int_equal(g->leased, 1);
+    free(q);
+    /* polls: of greet (one task is visible), and of a queue that holds none */
+    t0 = wu_now_ms();
+    assert_int_equal(claim("greet", 2, 60000, &l), 1);
+    assert_int_equal(claim("idle", 1, 60000, &l), 0);
+    t1 = wu_now_ms();
+    OK(ST(S, queue_polled, "idle", &ms, &e_));
+    assert_true(ms >= t0 && ms <= t1);
+    OK(ST(S, queue_polled, "blue:greet", &ms, &e_));
+    assert_int_equal(ms, 0);
+    OK(ST(S, queue_list, &q, &n, &e_));
+    assert_int_equal(n, 3);
+    assert_null(listed(q, n, "idle"));
+    assert_non_null(g = listed(q, n, "greet"));
+    assert_int_equal(g->ready, 1);
+    assert_int_equal(g->leased, 1);
+    assert_true(g->polled_ms >= t0 && g->polled_ms <= t1);
+    free(q);
+    /* emptied: not listed */
+    OK(ST(S, ack, &l, &e_));
+    assert_int_equal(save(x, x->fence, &un, 1, NULL, 0, NULL), 0);
+    OK(ST(S, queue_list, &q, &n, &e_));
+    assert_int_equal(n, 2);
+    assert_null(listed(q, n, "greet"));
+    free(q);
+}
+
 /* ---- the decider queue ---- */
 
 static void test_due_wake_forget(void **state)
@@ -1904,6 +1975,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_poll_extend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unqueue_and_acks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eager_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_wake_forget, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_forget_missing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_and_claims, setup, teardown),

@@ -69,6 +69,25 @@ static void test_duration_good(void **state)
     json_object_put(v);
 }
 
+/* wu_duration_text: as people read it, each unit's range in turn. */
+static void test_duration_text(void **state)
+{
+    static const struct {
+        int64_t ms;
+        const char *text;
+    } cases[] = {{-5, "0ms"},         {0, "0ms"},         {999, "999ms"},     {1000, "1.0s"},
+                 {2650, "2.6s"},      {59999, "59.9s"},   {60000, "1m00s"},   {302000, "5m02s"},
+                 {3599999, "59m59s"}, {3600000, "1h00m"}, {3900000, "1h05m"}, {86400000, "1d00h"},
+                 {183600000, "2d03h"}};
+    char buf[32];
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        wu_duration_text(buf, sizeof buf, cases[i].ms);
+        assert_string_equal(buf, cases[i].text);
+    }
+}
+
 /* wu_list_next: elements trimmed, empty ones kept (the caller refuses them). */
 static void test_list_next(void **state)
 {
@@ -449,12 +468,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration_good), cmocka_unit_test(test_list_next),
-        cmocka_unit_test(test_duration_bad),  cmocka_unit_test(test_uuid),
-        cmocka_unit_test(test_task_id),       cmocka_unit_test(test_map),
-        cmocka_unit_test(test_map_borrowing), cmocka_unit_test(test_vec),
-        cmocka_unit_test(test_parse_json),    cmocka_unit_test(test_read_file),
-        cmocka_unit_test(test_errors),        cmocka_unit_test(test_clocks),
-        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_duration_bad),  cmocka_unit_test(test_duration_text),
+        cmocka_unit_test(test_uuid),          cmocka_unit_test(test_task_id),
+        cmocka_unit_test(test_map),           cmocka_unit_test(test_map_borrowing),
+        cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
+        cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_clocks),        cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

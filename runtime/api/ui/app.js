@@ -432,12 +432,24 @@ async function queuesPage(main) {
     el('form', { class: 'filters', onsubmit: (e) => { e.preventDefault(); if (look.value) extra.add(look.value); refresh(); } },
       look, el('button', { class: 'act', type: 'submit', text: 'Show' })),
     el('table', { id: 'queues' }, el('thead', {}, el('tr', {},
-      ['Queue', 'Ready', 'Leased', 'Waiting on limits', 'Limits'].map((t) => el('th', { text: t })))), qbody));
+      ['Queue', 'Ready', 'Leased', 'Waiting on limits', 'Limits', 'Last poll'].map((t) => el('th', { text: t })))), qbody));
+
+  // a queue's row: "<domain>:<type>" is the type's queue in that domain
+  function queueRow(q) {
+    const polled = q.lastPollTime ? `${duration(Date.now() - q.lastPollTime)} ago` : 'none on record';
+    return el('tr', { 'data-queue': q.queue, class: q.problem ? 'unpolled' : null },
+      el('td', { class: 'mono', text: q.queue }), el('td', { text: q.ready }), el('td', { text: q.leased }),
+      el('td', { text: q.waiting || 0 }),
+      el('td', { class: 'mono', text: Object.entries(q.limits || {}).map(([n, l]) => `${n}: ${l.held} held, ${l.windowClaims} in window`).join('; ') }),
+      el('td', {}, q.problem ? el('span', { class: 'problem', text: q.problem }) : polled));
+  }
 
   async function refresh() {
     try {
-      const [daemons, taskdefs] = await Promise.all([api('GET', '/api/daemons'), api('GET', '/api/metadata/taskdefs').catch(() => [])]);
-      const types = new Set(extra);
+      const [daemons, taskdefs, held] = await Promise.all([api('GET', '/api/daemons'),
+        api('GET', '/api/metadata/taskdefs').catch(() => []), api('GET', '/api/tasks/queue/sizes').catch(() => ({}))]);
+      // every queue holding tasks, whoever serves it (or nobody does)
+      const types = new Set([...extra, ...Object.keys(held || {})]);
       fill(dbody, ...Object.entries(daemons || {}).sort().map(([name, d]) => {
         (d.types || []).forEach((t) => { if (t !== 'SIMPLE') types.add(t); });
         const ago = Date.now() - (d.seen || 0);
@@ -446,11 +458,14 @@ async function queuesPage(main) {
           el('td', { text: (d.types || []).join(', ') }));
       }));
       (taskdefs || []).forEach((t) => types.add(t.name));
-      const qs = await Promise.all([...types].sort().map((t) => api('GET', `/api/queue/${encodeURIComponent(t)}`).catch(() => null)));
-      fill(qbody, ...qs.filter(Boolean).map((q) => el('tr', { 'data-queue': q.queue },
-        el('td', { class: 'mono', text: q.queue }), el('td', { text: q.ready }), el('td', { text: q.leased }),
-        el('td', { text: q.waiting || 0 }),
-        el('td', { class: 'mono', text: Object.entries(q.limits || {}).map(([n, l]) => `${n}: ${l.held} held, ${l.windowClaims} in window`).join('; ') }))));
+      const qs = await Promise.all([...types].sort().map((t) => {
+        const i = t.indexOf(':');
+        const path = i < 0 ? encodeURIComponent(t) : `${encodeURIComponent(t.slice(i + 1))}?domain=${encodeURIComponent(t.slice(0, i))}`;
+        return api('GET', `/api/queue/${path}`).catch(() => null);
+      }));
+      // the queues no worker polls first: they are what an operator must see
+      const shown = qs.filter(Boolean).sort((a, b) => !a.problem - !b.problem);
+      fill(qbody, ...shown.map(queueRow));
     } catch (e) {
       flash(e.message, true);
     }

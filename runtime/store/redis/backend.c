@@ -457,6 +457,11 @@ static int rb_queue_polled(st_store *s, const char *queue, int64_t *ms, weft_err
     return rs_queue_polled(rb_of(s)->r, queue, ms, err);
 }
 
+static int rb_queue_list(st_store *s, st_qinfo **out, size_t *n, weft_error *err)
+{
+    return rs_queue_list(rb_of(s)->r, out, n, err);
+}
+
 static int rb_queue_member(st_store *s, const char *queue, const char *workflow_id,
                            const char *task_id, st_qmember *out, weft_error *err)
 {
@@ -618,6 +623,7 @@ static const st_ops rb_ops = {
     .search = rb_search,
     .task_log_add = rb_task_log_add,
     .task_log = rb_task_log,
+    .queue_list = rb_queue_list,
 };
 
 int st_redis_open(const st_redis_opts *o, st_store **out, weft_error *err)

@@ -5,7 +5,8 @@
 -- path of a queue without controls, which needs none of it)
 -- ARGV[2] now ms ("0": Redis's clock, for a poll queued behind a wait)
 -- ARGV[3] lease ms   ARGV[4] max   ARGV[5] token seed (random, per call)
--- ARGV[6] "1": a domain's queue: the poll's time is kept 10 s (P{q:<type>}:polled)
+-- ARGV[6] on the base queue: how long (ms) the poll's time is kept in
+-- P{q:<type>}:polled, written at most once a second; "0" on a shard: not
 -- Returns {member, token, controlled, ...}; token = seed .. ":" .. counter,
 -- controlled 1 when the member has controls (its ack runs ack.lua).
 local now, now_s = tonumber(ARGV[2]), ARGV[2]
@@ -19,8 +20,12 @@ end
 local expiry = string.format('%d', now + tonumber(ARGV[3]))
 local max = tonumber(ARGV[4])
 local out = {}
-if ARGV[6] == '1' then
-    redis.call('SET', ARGV[1] .. 'polled', now_s, 'PX', 10000)
+if ARGV[6] ~= '0' then
+    -- every poll of every worker would be a write: one a second is plenty
+    local last = tonumber(redis.call('GET', ARGV[1] .. 'polled')) or 0
+    if now - last >= 1000 then
+        redis.call('SET', ARGV[1] .. 'polled', now_s, 'PX', ARGV[6])
+    end
 end
 local function lease(m, ctl)
     local token = ARGV[5] .. ':' .. string.format('%d', #out / 3 + 1)

@@ -749,6 +749,40 @@ int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err)
     return 0;
 }
 
+/* One round trip: "cmd key", whose reply is an array: its string elements
+ * that keep takes (NULL: all), copied, into *out (malloc'd, never NULL on
+ * success; the caller frees each and it) and *n. */
+int rs_strings(rs *r, const char *cmd, const char *key, int (*keep)(const char *s), char ***out,
+               size_t *n, weft_error *err)
+{
+    rs_cmd c = {0};
+    redisReply *x = NULL;
+    size_t i;
+    int rc;
+    *out = NULL;
+    *n = 0;
+    rs_cmd_add(&c, cmd);
+    rs_cmd_add(&c, key);
+    if ((rc = rs_array(r, &c, &x, key, err)) != 0) return rc;
+    if (!(*out = calloc(x->elements ? x->elements : 1, sizeof **out))) rc = rs_oom(err);
+    for (i = 0; i < x->elements && !rc; i++) {
+        if (x->element[i]->type != REDIS_REPLY_STRING || (keep && !keep(x->element[i]->str)))
+            continue;
+        if (!((*out)[*n] = rs_reply_dup(x->element[i])))
+            rc = rs_oom(err);
+        else
+            ++*n;
+    }
+    rs_replies_free(&x, 1);
+    if (rc) {
+        while (*n)
+            free((*out)[--*n]);
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 /* ---- open, close ---- */
 
 void rs_free(rs *r)

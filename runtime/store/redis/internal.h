@@ -54,6 +54,7 @@ enum {
 
 #define RS_QSHARDS_MAX 64 /* shards of one type's queue */
 #define RS_QSEEN 32       /* types whose claims are remembered (rs.qseen) */
+#define RS_QNOTE_MS 10000 /* how often one rs adds a queue it pushes to to Pqueues */
 
 struct rs {
     redisContext *c;
@@ -76,6 +77,11 @@ struct rs {
         uint64_t empty;      /* bit s-1: shard s had none */
     } qseen[RS_QSEEN];       /* a few types at a time */
     unsigned qseen_next;     /* the place a type not among them takes */
+    struct rs_qnote {        /* a queue this rs put in Pqueues lately (rs_queue_note) */
+        char type[TYPE_MAX]; /* "": a free place */
+        int64_t at;          /* when (monotonic ms) */
+    } qnote[RS_QSEEN];       /* a few queues at a time */
+    unsigned qnote_next;     /* the place a queue not among them takes */
     int early;               /* rs_opts.early_steps */
     int homes;               /* rs_opts.home_rounds */
     int homed;               /* the last rs_due_claim kept to one node */
@@ -209,6 +215,8 @@ int rs_is_noscript(const redisReply *x);
 int rs_pipe(rs *r, rs_cmd *cmds, size_t n, redisReply **rep, const char *key, weft_error *err);
 int rs_one(rs *r, rs_cmd *c, redisReply **rep, const char *key, weft_error *err);
 int rs_array(rs *r, rs_cmd *c, redisReply **x, const char *key, weft_error *err);
+int rs_strings(rs *r, const char *cmd, const char *key, int (*keep)(const char *s), char ***out,
+               size_t *n, weft_error *err);
 void rs_cat(char *dst, size_t cap, ...);
 void rs_k_exec(const rs *r, const char *id, const char *suffix, char key[KEY_MAX]);
 void rs_k_queue(const rs *r, const char *type, const char *which, char key[KEY_MAX]);
@@ -245,6 +253,10 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
 void rs_claim_noted(rs *r, const char *type, int max, const rs_qclaim *q, int n);
 /* How many queues type has: the base queue (0), then its shards (1..). */
 int rs_nqueues(const rs *r, const char *type);
+/* Whether a push to type's queue should add it to Pqueues (rs_queue_list):
+ * 1 when this rs did not in the last RS_QNOTE_MS (and it counts as done
+ * now), else 0. */
+int rs_queue_note(rs *r, const char *type);
 /* A key in partition part's hash tag: P{dq}<suffix> with one partition. */
 void rs_k_part(const rs *r, int part, const char *suffix, char key[KEY_MAX]);
 void rs_k_dq(const rs *r, int part, char key[KEY_MAX]);

@@ -296,27 +296,8 @@ int rs_secret_delete(rs *r, const char *name, weft_error *err)
 int rs_secret_names(rs *r, char ***names, size_t *n, weft_error *err)
 {
     char k[KEY_MAX];
-    rs_cmd c = {0};
-    redisReply *x = NULL;
-    size_t i;
-    int rc;
-    *names = NULL;
-    *n = 0;
     rs_k_name(r, "secrets", "", k);
-    rs_cmd_add(&c, "HKEYS");
-    rs_cmd_add(&c, k);
-    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
-    *names = calloc(x->elements ? x->elements : 1, sizeof **names);
-    if (!*names) {
-        rs_replies_free(&x, 1);
-        return rs_oom(err);
-    }
-    for (i = 0; i < x->elements; i++)
-        if (x->element[i]->type == REDIS_REPLY_STRING &&
-            ((*names)[*n] = rs_reply_dup(x->element[i])))
-            (*n)++;
-    rs_replies_free(&x, 1);
-    return 0;
+    return rs_strings(r, "HKEYS", k, NULL, names, n, err);
 }
 
 /* One round trip: HSET and SADD, pipelined. */

@@ -510,6 +510,32 @@ int rs_steps_check(rs *r, const char *id, const rs_entry *e, size_t n, redisRepl
 }
 
 /*
+ * SADD Pqueues of the queues the sets push to that this rs did not name
+ * there lately (rs_queue_note), into c: rs_queue_list finds every queue
+ * holding tasks there, whoever serves it. 1, or 0 (c left empty) when
+ * there are none. Its reply is not looked at: a queue it failed to name is
+ * named by a push within RS_QNOTE_MS.
+ */
+static size_t queues_cmd(rs *r, const step_set *sets, size_t nsets, rs_cmd *c)
+{
+    char key[KEY_MAX];
+    size_t i, j;
+    rs_k_name(r, "queues", "", key);
+    rs_cmd_add(c, "SADD");
+    rs_cmd_dup(c, key);
+    for (i = 0; i < nsets; i++)
+        for (j = 0; j < sets[i].n; j++)
+            if (sets[i].e[j].kind == RS_PUSH && rs_queue_note(r, sets[i].e[j].type))
+                rs_cmd_dup(c, sets[i].e[j].type);
+    if (c->argc > 2 || c->oom) {
+        c->group = -1; /* no order */
+        return 1;
+    }
+    rs_cmd_free(c);
+    return 0;
+}
+
+/*
  * The commands of a steps pipeline into *cmds_out (*k_out of them): the
  * nhead commands of head, for each set the commands applying its entries,
  * its trim and its acks, and a wake token when any of it is work visible
@@ -540,8 +566,9 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
                 (sets[i].e[j].kind == RS_WAKE && sets[i].e[j].at <= now);
     }
     /* work that is visible now wakes an idle worker (two more commands in the
-     * same pipeline: no extra round trip) */
-    total += wake ? 2 : 0;
+     * same pipeline: no extra round trip); the queues pushed to are named in
+     * Pqueues (one more, at times) */
+    total += (wake ? 2 : 0) + 1;
     cmds = calloc(total, sizeof *cmds);
     first = calloc(total + 1, sizeof *first);
     if (!cmds || !first) {
@@ -584,6 +611,7 @@ int rs_steps_build(rs *r, rs_cmd *head, size_t nhead, step_set *sets, size_t nse
             cmds[j].group = (int)i + 1;
         }
     }
+    k += queues_cmd(r, sets, nsets, &cmds[k]);
     if (wake) {
         /* in the first exchange, on a cluster: a worker it wakes polls the
          * steps' nodes after those have the steps in hand (written to them

@@ -315,33 +315,113 @@ static int base_query(rs *r, const char *type, const char *const *cmd, const cha
     return queue_query(r, type, base, 1, cmd, which, arg, n, x, err);
 }
 
+/* The sizes of a queue: what is asked of each of its queues (base and
+ * shards), and the sum of the nq * SIZE_N replies from x. Ready counts
+ * every member not leased: visible or not, waiting on a limit or not. */
+#define SIZE_N 4
+static const char *const size_cmd[SIZE_N] = {"ZCARD", "ZCARD", "ZCARD", "HGET"};
+static const char *const size_which[SIZE_N] = {"ready", "due", "leases", "lim"};
+static const char *const size_arg[SIZE_N] = {NULL, NULL, NULL, "parked"};
+
+static void sizes_sum(redisReply **x, int nq, long long *ready, long long *leased)
+{
+    long long v[SIZE_N] = {0, 0, 0, 0}, p;
+    int i;
+    for (i = 0; i < SIZE_N * nq; i++)
+        if (i % SIZE_N < 3)
+            v[i % SIZE_N] += x[i]->type == REDIS_REPLY_INTEGER ? x[i]->integer : 0;
+        else if (x[i]->type == REDIS_REPLY_STRING && (p = atoll(x[i]->str)) > 0)
+            v[3] += p;
+    if (ready) *ready = v[0] + v[1] + v[3];
+    if (leased) *leased = v[2];
+}
+
 /* One round trip: ZCARDs and the parked count of every queue of type,
- * pipelined. Ready counts every member not leased: visible or not, waiting
- * on a limit or not. */
+ * pipelined. */
 int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased, weft_error *err)
 {
-    static const char *const cmd[4] = {"ZCARD", "ZCARD", "ZCARD", "HGET"};
-    static const char *const which[4] = {"ready", "due", "leases", "lim"};
-    static const char *const arg[4] = {NULL, NULL, NULL, "parked"};
-    redisReply *x[4 * (RS_QSHARDS_MAX + 1)];
+    redisReply *x[SIZE_N * (RS_QSHARDS_MAX + 1)];
     int rc, i, sh[RS_QSHARDS_MAX + 1] = {0}, nq; /* every queue: 0..nq */
-    long long v[4] = {0, 0, 0, 0}, p;
     if ((rc = st_check_name("task type", type, TYPE_MAX, 0, err)) != 0 ||
         (rc = rs_ensure(r, err)) != 0)
         return rc;
     nq = rs_nqueues(r, type);
     for (i = 0; i < nq; i++)
         sh[i] = i;
-    if ((rc = queue_query(r, type, sh, nq, cmd, which, arg, 4, x, err)) != 0) return rc;
-    for (i = 0; i < 4 * nq; i++)
-        if (i % 4 < 3)
-            v[i % 4] += x[i]->type == REDIS_REPLY_INTEGER ? x[i]->integer : 0;
-        else if (x[i]->type == REDIS_REPLY_STRING && (p = atoll(x[i]->str)) > 0)
-            v[3] += p;
-    rs_replies_free(x, (size_t)(4 * nq));
-    if (ready) *ready = v[0] + v[1] + v[3];
-    if (leased) *leased = v[2];
+    rc = queue_query(r, type, sh, nq, size_cmd, size_which, size_arg, SIZE_N, x, err);
+    if (rc) return rc;
+    sizes_sum(x, nq, ready, leased);
+    rs_replies_free(x, (size_t)(SIZE_N * nq));
     return 0;
+}
+
+/* A name Pqueues may hold: one a push could have made. */
+static int queue_name_ok(const char *name)
+{
+    weft_error ignored;
+    return st_check_name("queue", name, TYPE_MAX, 0, &ignored) == 0;
+}
+
+/* Two round trips: Pqueues' names (SMEMBERS), then each one's sizes and
+ * GET polled, pipelined; the queues that hold tasks are kept. */
+int rs_queue_list(rs *r, st_qinfo **out, size_t *n, weft_error *err)
+{
+    char **names = NULL, k[KEY_MAX];
+    size_t nnames = 0, i, all = 0, at = 0, j;
+    rs_cmd *c = NULL;
+    redisReply **x = NULL;
+    int rc, q;
+    *out = NULL;
+    *n = 0;
+    rs_k_name(r, "queues", "", k);
+    if ((rc = rs_ensure(r, err)) != 0 ||
+        (rc = rs_strings(r, "SMEMBERS", k, queue_name_ok, &names, &nnames, err)) != 0)
+        return rc;
+    for (i = 0; i < nnames; i++)
+        all += SIZE_N * (size_t)rs_nqueues(r, names[i]) + 1;
+    if (nnames && (!(c = calloc(all, sizeof *c)) || !(x = calloc(all, sizeof *x)) ||
+                   !(*out = calloc(nnames, sizeof **out))))
+        rc = rs_oom(err);
+    for (i = 0; i < nnames && !rc; i++) {
+        for (q = 0; q < rs_nqueues(r, names[i]); q++)
+            for (j = 0; j < SIZE_N; j++, at++) {
+                rs_k_qs(r, names[i], q, size_which[j], k);
+                rs_cmd_add(&c[at], size_cmd[j]);
+                rs_cmd_dup(&c[at], k);
+                if (size_arg[j]) rs_cmd_add(&c[at], size_arg[j]);
+            }
+        rs_k_qs(r, names[i], 0, "polled", k);
+        rs_cmd_add(&c[at], "GET");
+        rs_cmd_dup(&c[at++], k);
+    }
+    rs_k_name(r, "queues", "", k);
+    if (!rc && nnames) rc = rs_pipe(r, c, all, x, k, err);
+    for (i = 0, at = 0; i < nnames && !rc; i++) {
+        st_qinfo *v = &(*out)[*n];
+        int nq = rs_nqueues(r, names[i]);
+        for (j = 0; j < (size_t)(SIZE_N * nq + 1) && !rc; j++)
+            if (rs_is_err(x[at + j])) rc = rs_reply_err(r, x[at + j], names[i], err);
+        if (rc) break;
+        snprintf(v->name, sizeof v->name, "%s", names[i]);
+        sizes_sum(&x[at], nq, &v->ready, &v->leased);
+        at += SIZE_N * (size_t)nq;
+        v->polled_ms = rs_is_str(x[at]) ? atoll(x[at]->str) : 0;
+        at++;
+        if (v->ready > 0 || v->leased > 0) ++*n;
+    }
+    if (c) rs_cmds_free(c, all);
+    if (x) rs_replies_free(x, all);
+    free(c);
+    free(x);
+    for (i = 0; i < nnames; i++)
+        free(names[i]);
+    free(names);
+    if (rc || !*n) {
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
 }
 
 /* One round trip: ZSCOREs and HEXISTS, pipelined. Returns 1 when queued
@@ -383,19 +463,34 @@ void rs_token_seed(char seed[37])
     seed[24] = 0;
 }
 
-/* What the last claims of type found (rs.qseen, a few types at a time: a
- * type not among them starts afresh, in the place of the one after the last
- * taken). */
-static struct rs_qseen *seen_of(rs *r, const char *type)
+/* type's place among the RS_QSEEN places of size each from first, each
+ * starting with its char type[TYPE_MAX]: a type not among them starts
+ * afresh (zeroed), in the place after the last taken (*next). */
+static void *place_of(void *first, size_t size, unsigned *next, const char *type)
 {
-    struct rs_qseen *w;
+    char *p = first;
     size_t i;
     for (i = 0; i < RS_QSEEN; i++)
-        if (!strcmp(r->qseen[i].type, type)) return &r->qseen[i];
-    w = &r->qseen[r->qseen_next++ % RS_QSEEN];
-    memset(w, 0, sizeof *w);
-    snprintf(w->type, sizeof w->type, "%s", type);
-    return w;
+        if (!strcmp(p + i * size, type)) return p + i * size;
+    p += (*next)++ % RS_QSEEN * size;
+    memset(p, 0, size);
+    snprintf(p, TYPE_MAX, "%s", type);
+    return p;
+}
+
+/* What the last claims of type found (rs.qseen, a few types at a time). */
+static struct rs_qseen *seen_of(rs *r, const char *type)
+{
+    return place_of(r->qseen, sizeof r->qseen[0], &r->qseen_next, type);
+}
+
+int rs_queue_note(rs *r, const char *type)
+{
+    struct rs_qnote *q = place_of(r->qnote, sizeof r->qnote[0], &r->qnote_next, type);
+    int64_t now = wu_mono_ms();
+    if (q->at && now - q->at < RS_QNOTE_MS) return 0;
+    q->at = now;
+    return 1;
 }
 
 /* A turn counter's value spread over the unsigned range (Fibonacci hashing). */
@@ -421,8 +516,9 @@ static unsigned mixed(unsigned v)
  * claim, in turn. A round kept to one node (home >= 0, rs_cl_home) asks
  * only the shards on it, and the base queue when it is there or was not
  * empty at its last claim. What comes back over max goes back (the caller,
- * who notes what came: rs_claim_noted). A domain's base queue keeps the
- * time of the last poll.
+ * who notes what came: rs_claim_noted). The base queue keeps the time of
+ * the last poll (a domain's base queue is always asked: its poll tells
+ * taskToDomain that a worker serves the domain).
  */
 int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int max, int how,
                   int home, const char *seed, rs_cmd *c, rs_qclaim *q)
@@ -486,7 +582,10 @@ int rs_claim_cmds(rs *r, const char *type, long long now, int64_t lease_ms, int 
         rs_cmd_addf(&c[n], "%lld", (long long)lease_ms);
         rs_cmd_addf(&c[n], "%d", share[s]);
         rs_cmd_add(&c[n], seed);
-        rs_cmd_add(&c[n], s == 0 && domain ? "1" : "0");
+        if (s == 0) /* the base queue keeps the poll's time */
+            rs_cmd_addf(&c[n], "%lld", (long long)r->retention_ms);
+        else
+            rs_cmd_add(&c[n], "0");
         q[n].shard = s;
         q[n].asked = share[s];
         q[n++].got = 0;
@@ -608,7 +707,7 @@ int rs_lease_extend(rs *r, const char *queue, const char *workflow_id, const cha
     return rc;
 }
 
-/* One round trip: GET polled (kept 10 s after a claim: 0 when older). */
+/* One round trip: GET polled (claim.lua's, kept for the retention). */
 int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err)
 {
     static const char *const cmd[1] = {"GET"}, *const which[1] = {"polled"}, *const arg[1] = {NULL};

@@ -15,11 +15,13 @@
  *   P{q:<type>}:leases   ZSET  claimed members, score = lease expiry ms
  *   P{q:<type>}:lease    HASH  member -> current lease token
  *   P{q:<type>}:reaped   HASH  member -> times its lease expired
+ *   P{q:<type>}:polled   STRING when a claim last polled it (ms), kept for the retention
  *   P{dq}:due            ZSET  every unfinished execution, score = when a
  *                              decider should look at it next
  *   Pdef:<name>          HASH  version -> definition JSON (registered)
  *   Pidem:<key>          STRING workflow id started with this idempotency key
  *   Pdaemons             HASH  daemon id -> JSON {types, pid, host, seen}
+ *   Pqueues              SET   the queues tasks were pushed to (rs_queue_list)
  *
  * (so with the default prefix: weft:{<wfid>}, weft:def:order, weft:daemons)
  *
@@ -325,8 +327,11 @@ int rs_queue_sizes(rs *r, const char *type, long long *ready, long long *leased,
  * code. The sweeper's repair. */
 int rs_queue_has(rs *r, const char *type, const char *workflow_id, const char *task_id,
                  weft_error *err);
-/* When a claim last polled queue (a domain's), 0 when never. One round trip. */
+/* When a claim last polled queue, 0 when none is on record. One round trip. */
 int rs_queue_polled(rs *r, const char *queue, int64_t *ms, weft_error *err);
+/* Every queue holding tasks (st_ops.queue_list): the names in Pqueues,
+ * then their sizes and poll times. Two round trips. */
+int rs_queue_list(rs *r, st_qinfo **out, size_t *n, weft_error *err);
 /* Where a member stands (st_ops.queue_member). Two round trips at most. */
 int rs_queue_member(rs *r, const char *queue, const char *workflow_id, const char *task_id,
                     st_qmember *out, weft_error *err);
