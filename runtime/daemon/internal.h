@@ -27,6 +27,8 @@
 #define ND_BUSY_POLL_MS 2 /* while busy with held work, look at the queues this often */
 #define ND_ROUND_MS 20    /* run held tasks for this long, then save what is done */
 #define ND_PS_BATCH 512   /* payload directory entries a keeper round looks at */
+/* A daemon not heard of for this long leaves P:daemons (the keeper looks once a minute). */
+#define ND_DAEMON_FORGET_MS (3600 * 1000LL)
 
 /* A task leased to a worker, and the execution it holds for it (or NULL). */
 typedef struct held {
@@ -82,12 +84,13 @@ struct nd_node {
     int running; /* worker threads still in their loop */
     int ready;   /* its workers run and it is not stopping (atomic; /ready) */
     mt_metrics *metrics;
-    int64_t ps_next;   /* the keeper: when the next payload sweep starts (monotonic ms) */
-    int ps_pass;       /* a payload sweep is under way */
-    size_t ps_removed; /* files it removed so far */
-    rs_epoch *epoch;   /* the store's, shared by every connection */
-    ap_config api_cfg; /* must outlive api */
-    ap_server *api;    /* NULL when the REST API is off */
+    int64_t ps_next;     /* the keeper: when the next payload sweep starts (monotonic ms) */
+    int64_t forget_next; /* the keeper: when it next forgets daemons long gone (monotonic ms) */
+    int ps_pass;         /* a payload sweep is under way */
+    size_t ps_removed;   /* files it removed so far */
+    rs_epoch *epoch;     /* the store's, shared by every connection */
+    ap_config api_cfg;   /* must outlive api */
+    ap_server *api;      /* NULL when the REST API is off */
 };
 
 /* node.c: sleep ms, EINTR or not. */

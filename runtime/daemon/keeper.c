@@ -106,6 +106,14 @@ static void keep(worker *k)
     }
     if (nd_beat(k, &err) == 0) nd_redis_fine(k);
     sweep_payloads(k);
+    if (wu_mono_ms() >= n->forget_next) {
+        /* the heartbeats of daemons long gone: every start that looks for a
+         * type's daemon reads them all (served.h) */
+        size_t gone = 0;
+        n->forget_next = wu_mono_ms() + 60000;
+        if (ST(k->st, daemons_forget, wu_now_ms() - ND_DAEMON_FORGET_MS, &gone, &err) == 0 && gone)
+            lg_say(WEFT_LOG_INFO, "%zu daemon(s) not heard of for an hour forgotten", gone);
+    }
 }
 
 void *nd_keeper_main(void *arg)

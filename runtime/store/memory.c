@@ -1016,6 +1016,7 @@ static const st_ops mem_ops = {
     .idem_claim = mm_idem_claim,
     .daemon_beat = mm_daemon_beat,
     .daemons = mm_daemons,
+    .daemons_forget = mm_daemons_forget,
     .secret_set = mm_secret_set,
     .secret_get = mm_secret_get,
     .secret_delete = mm_secret_delete,

@@ -309,6 +309,26 @@ int mm_daemons(st_store *s, char **json, weft_error *err)
     return *json ? 0 : oom(err);
 }
 
+int mm_daemons_forget(st_store *s, int64_t seen_before, size_t *n, weft_error *err)
+{
+    json_object *all = st_memory_meta(s)->daemons;
+    wu_vec gone = {0};
+    size_t i;
+    json_object_object_foreach(all, id, info)
+    {
+        if (st_daemon_stale(info, seen_before) && wu_vec_push(&gone, id)) {
+            wu_vec_free(&gone);
+            return oom(err);
+        }
+    }
+    /* deleted after the walk: deleting during it is not safe */
+    for (i = 0; i < gone.len; i++)
+        json_object_object_del(all, gone.items[i]);
+    if (n) *n = gone.len;
+    wu_vec_free(&gone);
+    return 0;
+}
+
 int mm_secret_set(st_store *s, const char *name, const char *value, weft_error *err)
 {
     return put_named(&st_memory_meta(s)->secrets, "secret name", name, value, err);

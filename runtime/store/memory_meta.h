@@ -30,6 +30,7 @@ int mm_taskdefs_get(st_store *s, const char *const *names, size_t n, char **json
 int mm_idem_claim(st_store *s, const char *key, const char *id, char existing[64], weft_error *err);
 int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, weft_error *err);
 int mm_daemons(st_store *s, char **json, weft_error *err);
+int mm_daemons_forget(st_store *s, int64_t seen_before, size_t *n, weft_error *err);
 int mm_secret_set(st_store *s, const char *name, const char *value, weft_error *err);
 int mm_secret_get(st_store *s, const char *name, char **value, weft_error *err);
 int mm_secret_delete(st_store *s, const char *name, weft_error *err);

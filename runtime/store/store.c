@@ -177,3 +177,10 @@ int st_event_id_parse(const char *id, char entry[ST_EVENT_ID_MAX], long long *in
     if (d2) *index = (long long)i;
     return 0;
 }
+
+int st_daemon_stale(json_object *info, int64_t seen_before)
+{
+    json_object *seen;
+    return !json_object_object_get_ex(info, "seen", &seen) ||
+           !json_object_is_type(seen, json_type_int) || json_object_get_int64(seen) < seen_before;
+}

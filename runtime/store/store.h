@@ -271,6 +271,9 @@ typedef struct st_ops {
                       weft_error *err);
     int (*daemon_beat)(st_store *s, const char *daemon_id, const char *info_json, weft_error *err);
     int (*daemons)(st_store *s, char **json, weft_error *err);
+    /* Forget the daemons whose last heartbeat is from before seen_before
+     * (ms since the epoch), or unreadable: *n of them (optional). */
+    int (*daemons_forget)(st_store *s, int64_t seen_before, size_t *n, weft_error *err);
     int (*secret_set)(st_store *s, const char *name, const char *value, weft_error *err);
     int (*secret_get)(st_store *s, const char *name, char **value, weft_error *err);
     int (*secret_delete)(st_store *s, const char *name, weft_error *err);
@@ -343,6 +346,10 @@ int st_check_due_claim(int due_max, int64_t hold_ms, const char *const *types, s
  * first): {"workflowId":..,"time":<ms>,...}. One that carries them
  * already is passed as it is. 0 or WEFT_ENOMEM. */
 int st_event_text(wu_buf *b, const char *workflow_id, uint64_t ms, const char *line, size_t len);
+
+/* Whether a stored heartbeat (info, as daemons() gives it) is from before
+ * seen_before, or unreadable: one rule for both backends' daemons_forget. */
+int st_daemon_stale(json_object *info, int64_t seen_before);
 
 /* A daemon's heartbeat info (a JSON object text, NULL = {}) with "seen":
  * now added, into *out (caller owns). WEFT_EINVAL when it is no object. */

@@ -1651,6 +1651,22 @@ static void test_daemons(void **state)
     assert_true(json_object_object_get_ex(all, "d2", &v));
     json_object_put(all);
     assert_int_equal(RC(ST(S, daemon_beat, "d3", "[1]", &e_)), WEFT_EINVAL);
+
+    /* daemons long gone are forgotten; those heard of since stay */
+    {
+        size_t n = 99;
+        OK(ST(S, daemons_forget, wu_now_ms() - 60000, &n, &e_));
+        assert_int_equal(n, 0);
+        OK(ST(S, daemons, &j, &e_));
+        assert_has(j, "\"d1\"");
+        free(j);
+        OK(ST(S, daemons_forget, wu_now_ms() + 60000, &n, &e_));
+        assert_int_equal(n, 2);
+        OK(ST(S, daemons, &j, &e_));
+        assert_string_equal(j, "{}");
+        free(j);
+        OK(ST(S, daemons_forget, wu_now_ms(), NULL, &e_)); /* none: nothing to do */
+    }
 }
 
 /* ---- the status lane ---- */

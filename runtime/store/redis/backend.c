@@ -547,6 +547,11 @@ static int rb_daemon_beat(st_store *s, const char *daemon_id, const char *info_j
 {
     return rs_daemon_beat(rb_of(s)->r, daemon_id, info_json, err);
 }
+static int rb_daemons_forget(st_store *s, int64_t seen_before, size_t *n, weft_error *err)
+{
+    return rs_daemons_forget(rb_of(s)->r, seen_before, n, err);
+}
+
 static int rb_daemons(st_store *s, char **json, weft_error *err)
 {
     return rs_daemons(rb_of(s)->r, json, err);
@@ -612,6 +617,7 @@ static const st_ops rb_ops = {
     .idem_claim = rb_idem_claim,
     .daemon_beat = rb_daemon_beat,
     .daemons = rb_daemons,
+    .daemons_forget = rb_daemons_forget,
     .secret_set = rb_secret_set,
     .secret_get = rb_secret_get,
     .secret_delete = rb_secret_delete,

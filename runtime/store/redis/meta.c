@@ -214,6 +214,39 @@ int rs_daemons(rs *r, char **json, weft_error *err)
     return *json ? 0 : rs_oom(err);
 }
 
+/* Two round trips: HGETALL, then one HDEL of the stale ones (a daemon that
+ * beats in between is written again within its next second). */
+int rs_daemons_forget(rs *r, int64_t seen_before, size_t *n, weft_error *err)
+{
+    char k[KEY_MAX];
+    rs_cmd c = {0};
+    redisReply *x = NULL, *y = NULL;
+    size_t i, stale = 0;
+    int rc;
+    if (n) *n = 0;
+    rs_k_name(r, "daemons", "", k);
+    rs_cmd_add(&c, "HGETALL");
+    rs_cmd_add(&c, k);
+    if ((rc = rs_array(r, &c, &x, k, err)) != 0) return rc;
+    rs_cmd_add(&c, "HDEL");
+    rs_cmd_add(&c, k);
+    for (i = 0; i + 1 < x->elements; i += 2) {
+        const redisReply *id = x->element[i], *v = x->element[i + 1];
+        json_object *info = v->type == REDIS_REPLY_STRING ? json_tokener_parse(v->str) : NULL;
+        if (id->type == REDIS_REPLY_STRING && st_daemon_stale(info, seen_before)) {
+            rs_cmd_addn(&c, id->str, id->len, NULL);
+            stale++;
+        }
+        json_object_put(info);
+    }
+    if (stale) rc = rs_one(r, &c, &y, k, err);
+    rs_cmd_free(&c);
+    rs_replies_free(&x, 1);
+    if (y) rs_replies_free(&y, 1);
+    if (!rc && n) *n = stale;
+    return rc;
+}
+
 /* ---- named hashes (secrets, task definitions): NAME -> value ---- */
 
 /* HSET P<kind> name value. One round trip. */

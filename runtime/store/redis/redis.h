@@ -388,6 +388,8 @@ int rs_idem_claim(rs *r, const char *key, const char *id, char existing[64], wef
 int rs_daemon_beat(rs *r, const char *daemon_id, const char *info_json, weft_error *err);
 /* All daemons' info as a JSON object text { id: info } (caller frees). */
 int rs_daemons(rs *r, char **json, weft_error *err);
+/* Forget the daemons not seen since seen_before (st_daemon_stale): *n. */
+int rs_daemons_forget(rs *r, int64_t seen_before, size_t *n, weft_error *err);
 
 /* ---- secrets ---- */
 
