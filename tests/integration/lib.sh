@@ -13,15 +13,15 @@ passes=0
 ok() { passes=$((passes + 1)); echo "ok - $*"; }
 not_ok() { failures=$((failures + 1)); echo "not ok - $*"; }
 
-# run_weft ARGS...: runs weft, sets $out (stdout), $errout (stderr), $rc, $last (last stdout line)
-run_weft() { run_cmd "$WEFT" "$@"; }
+# run_weft ARGS...: runs weft, sets $out (stdout), $errout (stderr), $rc, $last (last
+# stdout line). One still running after WEFT_TEST_RUN_TIMEOUT seconds (600) is stopped,
+# exit 124: a `weft watch` or `wait` on a workflow no daemon is left to end fails its
+# test, never hangs make check.
+run_weft() { run_cmd timeout "${WEFT_TEST_RUN_TIMEOUT:-600}" "$WEFT" "$@"; }
 
-# run_cmd CMD ARGS...: runs CMD, setting the same variables as run_weft. One still
-# running after WEFT_TEST_RUN_TIMEOUT seconds (600) is stopped, exit 124: a `weft
-# watch` or `wait` on a workflow no daemon is left to end fails its test, never
-# hangs make check.
+# run_cmd CMD ARGS...: runs CMD (a shell function too), setting the same variables as run_weft
 run_cmd() {
-    timeout "${WEFT_TEST_RUN_TIMEOUT:-600}" "$@" >"$TMP/out" 2>"$TMP/err"
+    "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     out=$(cat "$TMP/out")
     errout=$(cat "$TMP/err")
