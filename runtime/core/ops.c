@@ -674,7 +674,6 @@ int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *e
     int rc;
 
     memset(&p, 0, sizeof p);
-    id_out[0] = 0;
     if ((rc = start_new(a, &p.x, err))) return rc;
     if (a->idempotency_key) {
         rc = ST(env->st, idem_claim, a->idempotency_key, p.x->id, existing, err);

@@ -209,10 +209,12 @@ typedef struct op_start_args {
 } op_start_args;
 
 /* Create a RUNNING execution and put it on the decider queue, due now.
- * id_out gets its id (the existing one for a repeated idempotency key).
- * When the create was sent and no answer came (WEFT_EIO, WEFT_ETIMEOUT),
- * the run may exist: id_out gets the id it has if so, and err says that
- * it may have started; on every other failure id_out is "". */
+ * id_out gets its id (the existing one for a repeated idempotency key); it
+ * may be a->id's own buffer. When the create was sent and no answer came
+ * (WEFT_EIO, WEFT_ETIMEOUT), the run may exist: id_out gets the id it has
+ * if so, and err says that it may have started; on every other failure
+ * id_out is left as it was (a caller that tells the cases apart starts it
+ * as ""). */
 int op_start(op_env *env, const op_start_args *a, char id_out[64], weft_error *err);
 
 /* Several starts in one round trip (those with an idempotency key go one by
