@@ -35,8 +35,9 @@ id=$(jq -r '.workflowId // empty' "$TMP/r1")
 grep -q "may have" "$TMP/r1" && ok "says the run may exist" || not_ok "message: $(cat "$TMP/r1")"
 wait_for 20 sh -c "curl -s '$API/api/workflow/$id' | grep -q '\"workflowId\"'" &&
     ok "the run is found under that id" || not_ok "no run $id: $(curl -s "$API/api/workflow/$id")"
-n=$(curl -s "$API/api/workflow/search?query=workflowType%3Ds" | jq .totalHits)
-[ "$n" = 2 ] && ok "two runs in all (none retried behind the client's back)" || not_ok "$n runs of s"
+wait_for 10 sh -c "[ \"\$(curl -s '$API/api/workflow/search?query=workflowType%3Ds' | jq .totalHits)\" = 2 ]" &&
+    ok "two runs in all (none retried behind the client's back)" ||
+    not_ok "$(curl -s "$API/api/workflow/search?query=workflowType%3Ds" | jq .totalHits) runs of s"
 
 # with an idempotency key, retrying is safe and says so
 kbody='{"name":"s","idempotencyKey":"k-1","workflowDef":{"name":"s","tasks":[{"name":"l","taskReferenceName":"l","type":"LAMBDA","inputParameters":{"scriptExpression":"return 1"}}]}}'
