@@ -16,6 +16,10 @@ API="http://$(api_of d1)" || exit 1
 # TaskDef is looked up first, and a start that fails there did not happen)
 body='{"name":"s","workflowDef":{"name":"s","tasks":[{"name":"l","taskReferenceName":"l","type":"LAMBDA","inputParameters":{"scriptExpression":"return 1"}}]}}'
 curl -s -o /dev/null -X POST "$API/api/workflow" -H 'Content-Type: application/json' -d "$body"
+# its end indexed before Redis stalls (an end's steps cut off by the stall wait in
+# the outbox for the sweeper, 30 s on)
+wait_for 20 sh -c "[ \"\$(curl -s '$API/api/workflow/search?query=workflowType%3Ds' | jq .totalHits)\" = 1 ]" ||
+    not_ok "the first run of s is not found"
 
 # stall SECONDS: Redis stops answering (SIGSTOP) for that long, from now
 stall() {
