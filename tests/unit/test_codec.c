@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc_fail.h"
 #include "core/codec.h"
 #include "core/decider.h"
 
@@ -126,6 +127,7 @@ static struct {
 static int teardown(void **state)
 {
     size_t i;
+    af_stopped();
     dec_out_free(&F.o);
     xc_free(F.x);
     xc_free(F.old);
@@ -1134,6 +1136,94 @@ static void test_event(void **state)
     json_object_put(ev);
 }
 
+/* ---- allocation failures ---- */
+
+/* What a codec sweep works on: F.x, its document as text, one run's own. */
+static struct {
+    char *want;       /* F.x's document */
+    const xc_task *t; /* cd_event_text's task (NULL: the workflow) */
+    char *want_event;
+    wu_buf b;
+} AF;
+
+/* An execution with something in every part of its document: a loop, a
+ * dynamic task retried, a reason, a domain, a child, a payload reference. */
+static void af_build(void)
+{
+    xc_task *t;
+    start("{'name':'w','tasks':[{'taskReferenceName':'dyn','type':'DYN','inputParameters':"
+          "{'tasks':'${workflow.input.dyn}'}},{'taskReferenceName':'lp','type':'LOOP',"
+          "'inputParameters':{'times':2},'loopOver':[" T_("body", "") "]}," T_("c", "") "]}",
+          "{'dyn':[{'taskReferenceName':'d1','type':'T','taskDefinition':{'retryCount':1,"
+          "'retryDelaySeconds':0}}]}");
+    decide();
+    run("d1", WEFT_TASK_FAILED, NULL, "first try");
+    complete("d1", "{'r':[1,2.5,true,null,'s']}");
+    complete("body__1", "{'n':1}");
+    F.x->correlation_id = strdup("corr-1");
+    F.x->parent_id = strdup("parent-wf");
+    F.x->parent_task_id = strdup("parent-task");
+    F.x->task_to_domain = json_object_new_object();
+    json_object_object_add(F.x->task_to_domain, "T", json_object_new_string("blue"));
+    json_object_object_add(F.x->variables, "v", json_object_new_string("x"));
+    t = task("body__2");
+    assert_int_equal(xc_task_set_domain(t, "blue"), 0);
+    t->worker_id = strdup("worker-1");
+    t->child_id = strdup("child-1");
+    task("d1")->output_ref = strdup("wf-1.0123456789abcdef.json");
+}
+
+static int af_doc_call(void *ud)
+{
+    return cd_doc_text(F.x, &AF.b);
+}
+
+/* 0: the same text; WEFT_ENOMEM: b is the caller's to drop */
+static void af_doc_check(void *ud, int rc, int failed)
+{
+    if (rc == 0) assert_string_equal(AF.b.data, AF.want);
+}
+
+static void af_buf_free(void *ud)
+{
+    wu_buf_free(&AF.b);
+}
+
+static int af_event_call(void *ud)
+{
+    return cd_event_text(F.x, AF.t, &AF.b);
+}
+
+static void af_event_check(void *ud, int rc, int failed)
+{
+    if (rc == 0) assert_string_equal(AF.b.data, AF.want_event);
+}
+
+/* Every allocation of writing an execution and its events fails in turn:
+ * WEFT_ENOMEM, or the same text. */
+static void test_alloc_failures(void **state)
+{
+    static const af_case doc = {"cd_doc_text", NULL, af_doc_call, af_doc_check, af_buf_free};
+    static const af_case event = {"cd_event_text", NULL, af_event_call, af_event_check,
+                                  af_buf_free};
+    size_t i;
+    af_build();
+    assert_int_equal(cd_doc_text(F.x, &AF.b), 0);
+    AF.want = AF.b.data;
+    AF.b = (wu_buf){0};
+    af_run(&doc, NULL);
+    for (i = 0; i <= F.x->tasks.len; i++) {
+        AF.t = i < F.x->tasks.len ? F.x->tasks.items[i] : NULL;
+        assert_int_equal(cd_event_text(F.x, AF.t, &AF.b), 0);
+        AF.want_event = AF.b.data;
+        AF.b = (wu_buf){0};
+        af_run(&event, NULL);
+        free(AF.want_event);
+    }
+    free(AF.want);
+    memset(&AF, 0, sizeof AF);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1154,6 +1244,7 @@ int main(void)
         cmocka_unit_test_teardown(test_domain_fields, teardown),
         cmocka_unit_test_teardown(test_def_key, teardown),
         cmocka_unit_test_teardown(test_event, teardown),
+        cmocka_unit_test_teardown(test_alloc_failures, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
