@@ -10,17 +10,19 @@
  * A value kept outside has its reference in a field of its own, "<k>Ref",
  * which only w_payload writes: whatever a client sends is a value in "<k>"
  * and stays data, however it is shaped (payload.h). The reference goes to
- * *ref, the value is left NULL.
+ * *ref, the value (a new reference, or NULL) to *val. 0 or WEFT_ENOMEM.
  */
-static json_object *get_payload(json_object *o, const char *k, const char *kref, char **ref)
+static int get_payload(json_object *o, const char *k, const char *kref, json_object **val,
+                       char **ref)
 {
     json_object *v;
-    if (json_object_object_get_ex(o, kref, &v) && json_object_is_type(v, json_type_string)) {
-        *ref = strdup(json_object_get_string(v));
-        return NULL;
-    }
-    if (!json_object_object_get_ex(o, k, &v) || json_object_is_type(v, json_type_null)) return NULL;
-    return json_object_get(v);
+    *val = NULL;
+    *ref = NULL;
+    if (json_object_object_get_ex(o, kref, &v) && json_object_is_type(v, json_type_string))
+        return (*ref = strdup(json_object_get_string(v))) ? 0 : WEFT_ENOMEM;
+    if (json_object_object_get_ex(o, k, &v) && !json_object_is_type(v, json_type_null))
+        *val = json_object_get(v);
+    return 0;
 }
 
 /* ---- the document and events as text, written directly ----
@@ -303,9 +305,11 @@ static json_object *get_obj(json_object *o, const char *k)
                : NULL;
 }
 
-static char *dup_or_null(const char *s)
+/* A copy of s (NULL: none) into *slot. 0, or WEFT_ENOMEM. */
+static int dup_to(char **slot, const char *s)
 {
-    return s ? strdup(s) : NULL;
+    *slot = s ? strdup(s) : NULL;
+    return s && !*slot ? WEFT_ENOMEM : 0;
 }
 
 static int task_status_parse(const char *s, weft_task_status *out)
@@ -374,8 +378,8 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     xc_task *t;
     weft_task_status st;
     int64_t scope = get_int(td, "scope"), flags = get_int(td, "flags");
-    const char *id = get_str(td, "id"), *ref = get_str(td, "ref");
-    int rc;
+    const char *id = get_str(td, "id"), *ref = get_str(td, "ref"), *domain;
+    int rc, oom = 0;
 
     if (!id || !ref) return wu_err(err, WEFT_EINVAL, "task %zu has no id or ref", x->tasks.len + 1);
     if ((rc = task_def(td, x, env, &d, err))) return rc;
@@ -389,18 +393,20 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     snprintf(t->id, sizeof t->id, "%s", id);
     if (strcmp(t->ref, ref)) {
         char *r = strdup(ref);
-        if (!r) return wu_err(err, WEFT_ENOMEM, "out of memory");
+        if (!r || wu_map_put(x->by_ref, r, t)) {
+            free(r);
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        }
         free(t->ref);
         t->ref = r;
-        wu_map_put(x->by_ref, t->ref, t);
     }
     if (json_object_object_get_ex(td, "dyn", NULL))
         t->dyn_json = json_object_get(d->json); /* a dynamic def is its own node */
     t->status = st;
     if (xc_task_terminal(st)) x->active--;
-    t->input = get_payload(td, "input", "inputRef", &t->input_ref);
-    t->output = get_payload(td, "output", "outputRef", &t->output_ref);
-    t->reason = dup_or_null(get_str(td, "reason"));
+    oom |= get_payload(td, "input", "inputRef", &t->input, &t->input_ref);
+    oom |= get_payload(td, "output", "outputRef", &t->output, &t->output_ref);
+    oom |= dup_to(&t->reason, get_str(td, "reason"));
     t->retry_count = (int)get_int(td, "retryCount");
     t->poll_count = (int)get_int(td, "pollCount");
     t->scheduled_ms = get_int(td, "scheduledTime");
@@ -408,12 +414,10 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->ended_ms = get_int(td, "endTime");
     t->updated_ms = get_int(td, "updateTime");
     t->callback_ms = get_int(td, "callbackTime");
-    t->child_id = dup_or_null(get_str(td, "subWorkflowId"));
-    t->worker_id = dup_or_null(get_str(td, "workerId"));
+    oom |= dup_to(&t->child_id, get_str(td, "subWorkflowId"));
+    oom |= dup_to(&t->worker_id, get_str(td, "workerId"));
     /* a domain read back must name a queue: a non-empty string */
-    if (get_str(td, "domain") && *get_str(td, "domain") &&
-        xc_task_set_domain(t, get_str(td, "domain")))
-        return WEFT_ENOMEM;
+    if ((domain = get_str(td, "domain")) && *domain) oom |= xc_task_set_domain(t, domain);
     t->followed = (flags & 1) != 0;
     t->spawned = (flags & 2) != 0;
     t->retried = (flags & 4) != 0;
@@ -422,8 +426,8 @@ static int restore_task(json_object *td, xc_exec *x, const def_env *env, weft_er
     t->sized = (flags & 32) != 0;
     t->no_response = (flags & 64) != 0;
     if (t->fresh) x->fresh++;
-    if (!t->input && !t->input_ref) t->input = json_object_new_object();
-    return 0;
+    if (!t->input && !t->input_ref && !(t->input = json_object_new_object())) oom = 1;
+    return oom ? wu_err(err, WEFT_ENOMEM, "out of memory") : 0;
 }
 
 int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec **out,
@@ -433,7 +437,7 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     json_object *arr, *v;
     xc_exec *x;
     size_t i, n;
-    int rc;
+    int rc, oom = 0;
 
     *out = NULL;
     if (!id) return wu_err(err, WEFT_EINVAL, "stored workflow has no id");
@@ -443,17 +447,17 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         goto fail;
     }
     json_object_put(x->input);
-    x->input = get_payload(doc, "input", "inputRef", &x->input_ref);
-    if (!x->input && !x->input_ref) x->input = json_object_new_object();
-    x->output = get_payload(doc, "output", "outputRef", &x->output_ref);
+    oom |= get_payload(doc, "input", "inputRef", &x->input, &x->input_ref);
+    if (!x->input && !x->input_ref && !(x->input = json_object_new_object())) oom = 1;
+    oom |= get_payload(doc, "output", "outputRef", &x->output, &x->output_ref);
     if ((v = get_obj(doc, "variables"))) {
         json_object_put(x->variables);
         x->variables = v;
     }
-    x->reason = dup_or_null(get_str(doc, "reason"));
-    x->correlation_id = dup_or_null(get_str(doc, "correlationId"));
-    x->parent_id = dup_or_null(get_str(doc, "parentWorkflowId"));
-    x->parent_task_id = dup_or_null(get_str(doc, "parentWorkflowTaskId"));
+    oom |= dup_to(&x->reason, get_str(doc, "reason"));
+    oom |= dup_to(&x->correlation_id, get_str(doc, "correlationId"));
+    oom |= dup_to(&x->parent_id, get_str(doc, "parentWorkflowId"));
+    oom |= dup_to(&x->parent_task_id, get_str(doc, "parentWorkflowTaskId"));
     x->depth = (int)get_int(doc, "depth");
     x->priority = (int)get_int(doc, "priority");
     x->task_to_domain = get_obj(doc, "taskToDomain");
@@ -462,7 +466,11 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
         x->task_to_domain = NULL;
     }
     if (x->priority < 0 || x->priority > 99) x->priority = 0;
-    x->failed_task_id = dup_or_null(get_str(doc, "failedTaskId"));
+    oom |= dup_to(&x->failed_task_id, get_str(doc, "failedTaskId"));
+    if (oom) {
+        rc = wu_err(err, WEFT_ENOMEM, "out of memory");
+        goto fail;
+    }
     x->created_ms = get_int(doc, "createTime");
     x->updated_ms = get_int(doc, "updateTime");
     x->ended_ms = get_int(doc, "endTime");
@@ -476,10 +484,13 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
                 json_object_is_type(pair, json_type_array) && json_object_array_length(pair) == 2
                     ? json_object_get_int(json_object_array_get_idx(pair, 0))
                     : -1;
-            if (parent < 0 || (size_t)parent >= x->scopes.len ||
-                xc_new_scope(x, parent, json_object_get_int(json_object_array_get_idx(pair, 1))) <
-                    0) {
+            if (parent < 0 || (size_t)parent >= x->scopes.len) {
                 rc = wu_err(err, WEFT_EINVAL, "bad loop scope %zu", i + 1);
+                goto fail;
+            }
+            if (xc_new_scope(x, parent, json_object_get_int(json_object_array_get_idx(pair, 1))) <
+                0) {
+                rc = wu_err(err, WEFT_ENOMEM, "out of memory");
                 goto fail;
             }
         }
@@ -508,7 +519,10 @@ int cd_from_doc(json_object *doc, def_workflow *def, const def_env *env, xc_exec
     *out = x;
     return 0;
 fail:
-    wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
+    if (rc == WEFT_ENOMEM)
+        wu_err_prefix(err, "workflow %s: ", id);
+    else
+        wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
     xc_free(x);
     return rc ? rc : WEFT_EINVAL;
 }

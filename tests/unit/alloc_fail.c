@@ -249,18 +249,20 @@ static int run_once(const af_case *c, void *ud, long fail_at, int leaks_checked)
     rc = c->call(ud);
     n = af_disarm();
     R.rc = rc;
-    R.stage = "check";
     failed = af_failed();
-    if (rc != 0 && !(rc == WEFT_ENOMEM && failed))
-        fail_msg("%s: allocation %ld of %ld failed: code %d, want 0 or WEFT_ENOMEM (%d)", c->name,
-                 fail_at, n, rc, WEFT_ENOMEM);
+    if (rc != 0 && !(rc == WEFT_ENOMEM && failed)) {
+        R.name = NULL;
+        fail_msg("%s: allocation %ld failing (%ld made): code %d, want %s", c->name, fail_at, n, rc,
+                 failed ? "0 or WEFT_ENOMEM (-2)" : "0");
+    }
+    R.stage = "check";
     if (c->check) c->check(ud, rc, failed);
     R.stage = "teardown";
     if (c->teardown) c->teardown(ud);
     R.name = NULL;
     if (leaks_checked && af_live() != live)
-        fail_msg("%s: allocation %ld failed (code %d): %ld allocations leaked", c->name, fail_at,
-                 rc, af_live() - live);
+        fail_msg("%s: allocation %ld failing (code %d): %ld blocks leaked", c->name, fail_at, rc,
+                 af_live() - live);
     return rc;
 }
 

@@ -1141,9 +1141,12 @@ static void test_event(void **state)
 /* What a codec sweep works on: F.x, its document as text, one run's own. */
 static struct {
     char *want;       /* F.x's document */
+    json_object *doc; /* parsed want, for cd_from_doc */
     const xc_task *t; /* cd_event_text's task (NULL: the workflow) */
     char *want_event;
     wu_buf b;
+    xc_exec *y;
+    weft_error err;
 } AF;
 
 /* An execution with something in every part of its document: a loop, a
@@ -1199,11 +1202,50 @@ static void af_event_check(void *ud, int rc, int failed)
     if (rc == 0) assert_string_equal(AF.b.data, AF.want_event);
 }
 
-/* Every allocation of writing an execution and its events fails in turn:
- * WEFT_ENOMEM, or the same text. */
+static void af_load_setup(void *ud)
+{
+    weft_error err = {0};
+    AF.y = (xc_exec *)1;
+    wu_err_clear(&AF.err);
+    assert_int_equal(wu_parse_json("doc", AF.want, &AF.doc, &err), 0);
+}
+
+static int af_load_call(void *ud)
+{
+    return cd_from_doc(AF.doc, F.wf, &DEFS, &AF.y, &AF.err);
+}
+
+/* 0: the same execution; WEFT_ENOMEM: none, and err says so */
+static void af_load_check(void *ud, int rc, int failed)
+{
+    wu_buf b = {0};
+    if (rc) {
+        assert_null(AF.y);
+        assert_int_equal(AF.err.code, WEFT_ENOMEM);
+        return;
+    }
+    assert_non_null(AF.y);
+    assert_int_equal(cd_doc_text(AF.y, &b), 0);
+    assert_string_equal(b.data, AF.want);
+    wu_buf_free(&b);
+    assert_same_exec(F.x, AF.y);
+}
+
+static void af_load_teardown(void *ud)
+{
+    xc_free(AF.y);
+    AF.y = NULL;
+    json_object_put(AF.doc);
+    AF.doc = NULL;
+}
+
+/* Every allocation of writing, reading back and eventing an execution
+ * fails in turn: WEFT_ENOMEM and nothing made, or the same result. */
 static void test_alloc_failures(void **state)
 {
     static const af_case doc = {"cd_doc_text", NULL, af_doc_call, af_doc_check, af_buf_free};
+    static const af_case load = {"cd_from_doc", af_load_setup, af_load_call, af_load_check,
+                                 af_load_teardown};
     static const af_case event = {"cd_event_text", NULL, af_event_call, af_event_check,
                                   af_buf_free};
     size_t i;
@@ -1212,6 +1254,7 @@ static void test_alloc_failures(void **state)
     AF.want = AF.b.data;
     AF.b = (wu_buf){0};
     af_run(&doc, NULL);
+    af_run(&load, NULL);
     for (i = 0; i <= F.x->tasks.len; i++) {
         AF.t = i < F.x->tasks.len ? F.x->tasks.items[i] : NULL;
         assert_int_equal(cd_event_text(F.x, AF.t, &AF.b), 0);
