@@ -39,9 +39,9 @@ long af_live(void);
  * One call swept by af_run. setup and teardown run unarmed, around every
  * run; call runs armed and returns the call's code; check runs unarmed
  * after it, with that code and whether an allocation failed, and asserts
- * what must hold: with 0 the outcome of a run where nothing failed, with
- * WEFT_ENOMEM the state setup made (nothing half-applied). setup, check
- * and teardown may be NULL.
+ * what must hold: with the code of a run where nothing failed, that run's
+ * outcome (the failure was absorbed); with WEFT_ENOMEM, the state setup
+ * made (nothing half-applied). setup, check and teardown may be NULL.
  */
 typedef struct af_case {
     const char *name;
@@ -55,10 +55,12 @@ typedef struct af_case {
  * Run c with nothing failing, then with the n-th allocation failing for
  * n = 1, 2, ... until a run reaches no failing allocation (or n passes the
  * cap: WEFT_AF_MAX in the environment, 0 or unset = none). After every run
- * the code must be 0 or WEFT_ENOMEM (0 with nothing failed), check must
- * hold, and after teardown as many allocations must be live as before
- * setup. Returns the number of allocation points tried; prints
- * "af: <name>: <points> allocation points, <absorbed> absorbed".
+ * the code must be the code of the run where nothing failed (0, or the
+ * error a call that is refused gives) or WEFT_ENOMEM, check must hold, and
+ * after teardown as many allocations must be live as before setup. Returns
+ * the number of allocation points tried; prints "af: <name>: <points>
+ * allocation points, <absorbed> absorbed" (absorbed: runs that gave the
+ * code of the run where nothing failed).
  */
 long af_run(const af_case *c, void *ud);
 
