@@ -101,13 +101,19 @@ static int fail(parser *ps, const char *why)
     return WEFT_EINVAL;
 }
 
+/* Out of memory: not a bad expression. */
+static int nomem(parser *ps)
+{
+    ps->why = "out of memory";
+    return WEFT_ENOMEM;
+}
+
 static int push_step(ex_path *p, char *key, size_t index, parser *ps)
 {
     ex_step *steps = realloc(p->steps, (p->nsteps + 1) * sizeof *steps);
     if (!steps) {
         free(key);
-        ps->why = "out of memory";
-        return WEFT_ENOMEM;
+        return nomem(ps);
     }
     p->steps = steps;
     steps[p->nsteps].key = key;
@@ -143,7 +149,7 @@ static int parse_bracket(parser *ps, char **key, size_t *index)
         }
         if (*p != q) return fail(ps, "unterminated quoted key");
         buf = malloc((size_t)(p - start) + 1);
-        if (!buf) return fail(ps, "out of memory");
+        if (!buf) return nomem(ps);
         for (w = buf; start < p; start++) {
             if (*start == '\\' && start + 1 < p) start++;
             *w++ = *start;
@@ -209,10 +215,11 @@ static int parse_expr(parser *ps, ex_path **out)
     if (*ps->s == '}') return fail(ps, "empty ${}");
     if (!*ps->s) return fail(ps, "unclosed ${");
     p = calloc(1, sizeof *p);
-    if (!p) return fail(ps, "out of memory");
+    if (!p) return nomem(ps);
     p->root = parse_name(ps);
     if (!p->root) {
         path_free(p);
+        if (ps->why) return WEFT_ENOMEM;
         return fail(ps, "an expression must start with a name (workflow, secrets or a task ref)");
     }
     if ((rc = parse_steps(ps, p)) != 0) {

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "alloc_fail.h"
 #include "core/def.h"
 #include "plugin/host.h"
 
@@ -79,6 +80,7 @@ static def_workflow *track_wf(def_workflow *wf)
 static int teardown(void **state)
 {
     size_t i;
+    af_stopped();
     def_dynamic_free(&G.dyn); /* before the JSON its nodes are attached to */
     for (i = 0; i < G.njs; i++)
         json_object_put(G.js[i]);
@@ -957,6 +959,207 @@ static void test_limits(void **state)
     env.limits = NULL;
 }
 
+/* ---- allocation failures ---- */
+
+static json_object *no_value(void *ud, const char *root, const char *field)
+{
+    return NULL;
+}
+
+/* A compiled task as text, what it points at and its input evaluated included. */
+static void print_task(wu_buf *b, const def_task *t)
+{
+    char line[1024];
+    json_object *in = t->input ? ex_eval(t->input, no_value, NULL) : NULL;
+    size_t i;
+    snprintf(line, sizeof line,
+             "%s name=%s type=%s queue=%s owner=%s index=%zu line=%d self=%d optional=%d "
+             "retry=%d/%d/%lld/%lld/%lld/%g timeout=%lld/%lld/%d start=%lld limit=%d/%lld/%d "
+             "secrets=%d input=%s children=",
+             t->ref, t->name, t->type_name, t->queue, t->list->owner ? t->list->owner->ref : "-",
+             t->index, t->line, def_of_json(t->json) == t, t->optional, t->retry_count,
+             (int)t->retry_logic, (long long)t->retry_delay_ms, (long long)t->max_retry_delay_ms,
+             (long long)t->jitter_ms, t->backoff_scale, (long long)t->timeout_ms,
+             (long long)t->response_timeout_ms, (int)t->timeout_policy,
+             (long long)t->start_delay_ms, t->limit.rate_count, (long long)t->limit.rate_per_ms,
+             t->limit.concurrency, t->uses_secrets,
+             t->input ? json_object_to_json_string_ext(in, JSON_C_TO_STRING_PLAIN) : "-");
+    assert_int_equal(wu_buf_add(b, line, strlen(line)), 0);
+    for (i = 0; i < t->nchildren; i++) {
+        const def_list *l = t->children[i];
+        size_t k;
+        assert_ptr_equal(l->owner, t);
+        for (k = 0; k < l->n; k++) {
+            assert_ptr_equal(l->tasks[k]->list, l);
+            assert_int_equal(wu_buf_add(b, k ? "," : "[", 1), 0);
+            assert_int_equal(wu_buf_add(b, l->tasks[k]->ref, strlen(l->tasks[k]->ref)), 0);
+        }
+        assert_int_equal(wu_buf_add(b, "]", 2), 0);
+    }
+    assert_int_equal(wu_buf_add(b, "\n", 1), 0);
+    json_object_put(in);
+}
+
+/* A compiled workflow as text (caller frees): every field and task. */
+static char *print_wf(const def_workflow *wf)
+{
+    char head[512];
+    wu_buf b = {0};
+    json_object *out = wf->output ? ex_eval(wf->output, no_value, NULL) : NULL;
+    size_t i;
+    snprintf(
+        head, sizeof head,
+        "%s v%d source=%s refs=%d timeout=%lld/%d restartable=%d failure=%s remote=%zu "
+        "output=%s root=%zu all=%zu by_ref=%zu json=%s\n",
+        wf->name, wf->version, wf->source, wf->refs, (long long)wf->timeout_ms, wf->timeout_fails,
+        wf->restartable, wf->failure_workflow ? json_object_get_string(wf->failure_workflow) : "-",
+        wf->nremote, wf->output ? json_object_to_json_string(out) : "-", wf->root.n, wf->all.len,
+        wu_map_count(wf->by_ref), json_object_to_json_string_ext(wf->json, JSON_C_TO_STRING_PLAIN));
+    assert_int_equal(wu_buf_add(&b, head, strlen(head)), 0);
+    for (i = 0; i < wf->all.len; i++) {
+        const def_task *t = wf->all.items[i];
+        assert_ptr_equal(wu_map_get(wf->by_ref, t->ref), t);
+        print_task(&b, t);
+    }
+    json_object_put(out);
+    return b.data;
+}
+
+/* What a def sweep works on. */
+static struct {
+    json_object *json, *lines, *node, *good;
+    def_workflow *base, *wf;
+    def_task *d;
+    char *want;
+    weft_error err;
+} AF;
+
+static const char AF_DEF[] =
+    "{'name':'w','version':2,'timeoutSeconds':'2m','failureWorkflow':'cleanup',"
+    "'variables':{'v':[1,{'k':'x'}]},'outputParameters':{'r':'${a.output.x}','t':'n=${b.output}'},"
+    "'tasks':[{'taskReferenceName':'a','type':'T','inputParameters':{'x':'${workflow.input.x}',"
+    "'s':'${secrets.KEY}','k':[1,'c'],'i':'a ${workflow.workflowId} b'},'taskDefinition':"
+    "{'retryCount':2,'retryLogic':'LINEAR_BACKOFF','retryDelaySeconds':3,'timeoutSeconds':9,"
+    "'responseTimeoutSeconds':4,'rateLimitPerFrequency':5,'concurrentExecLimit':2,"
+    "'timeoutPolicy':'RETRY'}},{'taskReferenceName':'b','type':'BOX','loopOver':["
+    "{'taskReferenceName':'b1','type':'T'},{'taskReferenceName':'b2','type':'PICKY',"
+    "'optional':true,'startDelay':1}],'decisionCases':{'x':[{'taskReferenceName':'c1',"
+    "'type':'T','inputParameters':{'p':'${b1.output}'}}]},'forkTasks':[[{'taskReferenceName':"
+    "'f1','type':'T'}],[{'taskReferenceName':'f2','name':'ext','type':'T'}]]}]}";
+
+static void af_compile_setup(void *ud)
+{
+    AF.wf = (def_workflow *)1;
+    wu_err_clear(&AF.err);
+}
+
+static int af_compile_call(void *ud)
+{
+    return def_compile(&env, AF.json, "w.json", AF.lines, &AF.wf, &AF.err);
+}
+
+/* 0: the same compiled tree; an error: none, the caller's JSON untouched */
+static void af_compile_check(void *ud, int rc, int failed)
+{
+    char *got;
+    if (rc) {
+        assert_null(AF.wf);
+        assert_int_equal(AF.err.code, rc);
+    } else {
+        got = print_wf(AF.wf);
+        assert_string_equal(got, AF.want);
+        free(got);
+    }
+    assert_null(
+        def_of_json(json_object_array_get_idx(json_object_object_get(AF.json, "tasks"), 0)));
+}
+
+static void af_compile_teardown(void *ud)
+{
+    if (AF.wf != (def_workflow *)1) def_unref(AF.wf);
+    AF.wf = NULL;
+}
+
+/* The dynamic store before the call holds one task, "g". */
+static void af_dynamic_setup(void *ud)
+{
+    weft_error err = {0};
+    assert_int_equal(
+        def_compile_dynamic(&env, AF.base, by_ref(AF.base, "b"), AF.good, &G.dyn, &AF.d, &err), 0);
+    AF.d = (def_task *)1;
+    wu_err_clear(&AF.err);
+}
+
+static int af_dynamic_call(void *ud)
+{
+    return def_compile_dynamic(&env, AF.base, by_ref(AF.base, "b"), AF.node, &G.dyn, &AF.d,
+                               &AF.err);
+}
+
+/* 0: the same nodes; WEFT_ENOMEM: none kept, none attached */
+static void af_dynamic_check(void *ud, int rc, int failed)
+{
+    wu_buf b = {0};
+    size_t i;
+    assert_ptr_equal(def_of_json(AF.good), G.dyn.tasks.items[0]);
+    if (rc) {
+        assert_null(AF.d);
+        assert_int_equal(AF.err.code, WEFT_ENOMEM);
+        assert_int_equal(G.dyn.tasks.len, 1);
+        assert_int_equal(G.dyn.roots.len, 1);
+        assert_null(def_of_json(AF.node));
+        return;
+    }
+    assert_ptr_equal(def_of_json(AF.node), AF.d);
+    assert_int_equal(G.dyn.roots.len, 2);
+    for (i = 1; i < G.dyn.tasks.len; i++)
+        print_task(&b, G.dyn.tasks.items[i]);
+    assert_string_equal(b.data, AF.want);
+    wu_buf_free(&b);
+}
+
+static void af_dynamic_teardown(void *ud)
+{
+    def_dynamic_free(&G.dyn);
+    memset(&G.dyn, 0, sizeof G.dyn);
+}
+
+/* Every allocation of compiling a definition, and a dynamic task, fails in
+ * turn: WEFT_ENOMEM and nothing made or changed, or the same tree. */
+static void test_alloc_failures(void **state)
+{
+    static const af_case compile = {"def_compile", af_compile_setup, af_compile_call,
+                                    af_compile_check, af_compile_teardown};
+    static const af_case dynamic = {"def_compile_dynamic", af_dynamic_setup, af_dynamic_call,
+                                    af_dynamic_check, af_dynamic_teardown};
+    weft_error err = {0};
+    wu_buf b = {0};
+    size_t i;
+    env.host = host_table();
+    AF.json = J(AF_DEF);
+    AF.lines = J("{'a':3,'b1':7}");
+    assert_int_equal(def_compile(&env, AF.json, "w.json", AF.lines, &AF.base, &err), 0);
+    track_wf(AF.base);
+    AF.want = print_wf(AF.base);
+    af_run(&compile, NULL);
+    free(AF.want);
+
+    AF.good = J("{'taskReferenceName':'g','type':'T'}");
+    AF.node = J("{'taskReferenceName':'d','type':'BOX','inputParameters':{'v':'${g.output.x}'},"
+                "'taskDefinition':{'retryCount':1},'loopOver':[{'taskReferenceName':'d1',"
+                "'type':'T'},{'taskReferenceName':'d2','type':'T'}]}");
+    af_dynamic_setup(NULL);
+    AF.d = NULL;
+    assert_int_equal(af_dynamic_call(NULL), 0);
+    for (i = 1; i < G.dyn.tasks.len; i++)
+        print_task(&b, G.dyn.tasks.items[i]);
+    AF.want = b.data;
+    af_dynamic_teardown(NULL);
+    af_run(&dynamic, NULL);
+    free(AF.want);
+    memset(&AF, 0, sizeof AF);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1004,6 +1207,7 @@ int main(void)
         cmocka_unit_test_teardown(test_retry_exponential_no_overflow, teardown),
         cmocka_unit_test_teardown(test_retry_jitter, teardown),
         cmocka_unit_test_teardown(test_limits, teardown),
+        cmocka_unit_test_teardown(test_alloc_failures, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
