@@ -541,7 +541,10 @@ int def_compile(const def_env *env, json_object *json, const char *source, json_
         json_object_is_type(v, json_type_object)) {
         /* the initial workflow.variables: the same bound as SET_VARIABLE's */
         size_t len = 0;
-        json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len);
+        if (!json_object_to_json_string_length(v, JSON_C_TO_STRING_PLAIN, &len)) {
+            wf_free(wf);
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        }
         if ((int64_t)len > def_limits_of(env)->max_variables) {
             wf_free(wf);
             return wu_err(err, WEFT_EINVAL,

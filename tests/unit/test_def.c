@@ -1144,6 +1144,18 @@ static void test_alloc_failures(void **state)
     af_run(&compile, NULL);
     free(AF.want);
 
+    /* refused (variables over the limit) whatever fails */
+    {
+        def_limits lim = def_limits_default;
+        lim.max_variables = 16;
+        env.limits = &lim;
+        AF.json = J("{'name':'w','variables':{'v':'0123456789'},'tasks':[{'taskReferenceName':"
+                    "'a','type':'T'}]}");
+        AF.lines = NULL;
+        assert_int_equal(af_run(&compile, NULL) > 0, 1);
+        env.limits = NULL;
+    }
+
     AF.good = J("{'taskReferenceName':'g','type':'T'}");
     AF.node = J("{'taskReferenceName':'d','type':'BOX','inputParameters':{'v':'${g.output.x}'},"
                 "'taskDefinition':{'retryCount':1},'loopOver':[{'taskReferenceName':'d1',"
