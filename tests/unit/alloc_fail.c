@@ -245,10 +245,12 @@ static long env_long(const char *name)
 
 /* One run of c with the fail_at-th allocation failing; its code, which must
  * be want (the code of a run where nothing fails; ANY_CODE: not known yet)
- * or WEFT_ENOMEM. */
+ * or WEFT_ENOMEM. *same: whether the outcome was that of a run where
+ * nothing failed. */
 #define ANY_CODE INT_MIN
 
-static int run_once(const af_case *c, void *ud, long fail_at, int want, int leaks_checked)
+static int run_once(const af_case *c, void *ud, long fail_at, int want, int leaks_checked,
+                    int *same)
 {
     long live = af_live(), n;
     int rc, failed;
@@ -269,7 +271,8 @@ static int run_once(const af_case *c, void *ud, long fail_at, int want, int leak
                  rc, want, failed ? " or WEFT_ENOMEM (-2)" : "");
     }
     R.stage = "check";
-    if (c->check) c->check(ud, rc, failed);
+    *same = rc == want;
+    if (c->check && !c->check(ud, rc, failed)) *same = 0;
     R.stage = "teardown";
     if (c->teardown) c->teardown(ud);
     R.name = NULL;
@@ -281,20 +284,24 @@ static int run_once(const af_case *c, void *ud, long fail_at, int want, int leak
 
 long af_run(const af_case *c, void *ud)
 {
-    long max = env_long("WEFT_AF_MAX"), n, absorbed = 0;
-    int trace = env_long("WEFT_AF_TRACE") != 0, want;
+    long max = env_long("WEFT_AF_MAX"), n, same = 0, enomem = 0;
+    int trace = env_long("WEFT_AF_TRACE") != 0, want, is_same;
     /* the first run may make what lives on (a host table, a cache) */
-    want = run_once(c, ud, 0, ANY_CODE, 0);
+    want = run_once(c, ud, 0, ANY_CODE, 0, &is_same);
     if (want == WEFT_ENOMEM) fail_msg("%s: WEFT_ENOMEM with no allocation failing", c->name);
-    run_once(c, ud, 0, want, 1);
+    run_once(c, ud, 0, want, 1, &is_same);
+    if (!is_same) fail_msg("%s: its check does not hold with no allocation failing", c->name);
     for (n = 1; max <= 0 || n <= max; n++) {
         int rc;
         if (trace) fprintf(stderr, "af: %s: allocation %ld fails\n", c->name, n);
-        rc = run_once(c, ud, n, want, 1);
+        rc = run_once(c, ud, n, want, 1, &is_same);
         if (!af_failed()) break;
-        absorbed += rc == want;
+        same += is_same;
+        enomem += rc == WEFT_ENOMEM;
     }
     n--;
-    print_message("af: %s: %ld allocation points, %ld absorbed\n", c->name, n, absorbed);
+    print_message("af: %s: %ld allocation points: %ld the same outcome, %ld WEFT_ENOMEM, %ld "
+                  "failed otherwise\n",
+                  c->name, n, same, enomem, n - same - enomem);
     return n;
 }

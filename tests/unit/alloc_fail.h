@@ -39,15 +39,17 @@ long af_live(void);
  * One call swept by af_run. setup and teardown run unarmed, around every
  * run; call runs armed and returns the call's code; check runs unarmed
  * after it, with that code and whether an allocation failed, and asserts
- * what must hold: with the code of a run where nothing failed, that run's
- * outcome (the failure was absorbed); with WEFT_ENOMEM, the state setup
- * made (nothing half-applied). setup, check and teardown may be NULL.
+ * what must hold: with WEFT_ENOMEM, the state setup made (nothing
+ * half-applied); with the code of a run where nothing failed, that run's
+ * outcome (the failure was absorbed: it returns 1), or another the module
+ * allows, a clear failure of what the call was about (it returns 0).
+ * setup, check and teardown may be NULL.
  */
 typedef struct af_case {
     const char *name;
     void (*setup)(void *ud);
     int (*call)(void *ud);
-    void (*check)(void *ud, int rc, int failed);
+    int (*check)(void *ud, int rc, int failed);
     void (*teardown)(void *ud);
 } af_case;
 
@@ -59,8 +61,8 @@ typedef struct af_case {
  * error a call that is refused gives) or WEFT_ENOMEM, check must hold, and
  * after teardown as many allocations must be live as before setup. Returns
  * the number of allocation points tried; prints "af: <name>: <points>
- * allocation points, <absorbed> absorbed" (absorbed: runs that gave the
- * code of the run where nothing failed).
+ * allocation points: <n> the same outcome, <n> WEFT_ENOMEM, <n> failed
+ * otherwise".
  */
 long af_run(const af_case *c, void *ud);
 

@@ -1182,9 +1182,10 @@ static int af_doc_call(void *ud)
 }
 
 /* 0: the same text; WEFT_ENOMEM: b is the caller's to drop */
-static void af_doc_check(void *ud, int rc, int failed)
+static int af_doc_check(void *ud, int rc, int failed)
 {
     if (rc == 0) assert_string_equal(AF.b.data, AF.want);
+    return 1;
 }
 
 static void af_buf_free(void *ud)
@@ -1197,9 +1198,10 @@ static int af_event_call(void *ud)
     return cd_event_text(F.x, AF.t, &AF.b);
 }
 
-static void af_event_check(void *ud, int rc, int failed)
+static int af_event_check(void *ud, int rc, int failed)
 {
     if (rc == 0) assert_string_equal(AF.b.data, AF.want_event);
+    return 1;
 }
 
 static void af_load_setup(void *ud)
@@ -1216,19 +1218,20 @@ static int af_load_call(void *ud)
 }
 
 /* 0: the same execution; WEFT_ENOMEM: none, and err says so */
-static void af_load_check(void *ud, int rc, int failed)
+static int af_load_check(void *ud, int rc, int failed)
 {
     wu_buf b = {0};
     if (rc) {
         assert_null(AF.y);
         assert_int_equal(AF.err.code, WEFT_ENOMEM);
-        return;
+        return 0;
     }
     assert_non_null(AF.y);
     assert_int_equal(cd_doc_text(AF.y, &b), 0);
     assert_string_equal(b.data, AF.want);
     wu_buf_free(&b);
     assert_same_exec(F.x, AF.y);
+    return 1;
 }
 
 static void af_load_teardown(void *ud)

@@ -1059,7 +1059,7 @@ static int af_compile_call(void *ud)
 }
 
 /* 0: the same compiled tree; an error: none, the caller's JSON untouched */
-static void af_compile_check(void *ud, int rc, int failed)
+static int af_compile_check(void *ud, int rc, int failed)
 {
     char *got;
     if (rc) {
@@ -1072,6 +1072,7 @@ static void af_compile_check(void *ud, int rc, int failed)
     }
     assert_null(
         def_of_json(json_object_array_get_idx(json_object_object_get(AF.json, "tasks"), 0)));
+    return 1;
 }
 
 static void af_compile_teardown(void *ud)
@@ -1097,7 +1098,7 @@ static int af_dynamic_call(void *ud)
 }
 
 /* 0: the same nodes; WEFT_ENOMEM: none kept, none attached */
-static void af_dynamic_check(void *ud, int rc, int failed)
+static int af_dynamic_check(void *ud, int rc, int failed)
 {
     wu_buf b = {0};
     size_t i;
@@ -1108,7 +1109,7 @@ static void af_dynamic_check(void *ud, int rc, int failed)
         assert_int_equal(G.dyn.tasks.len, 1);
         assert_int_equal(G.dyn.roots.len, 1);
         assert_null(def_of_json(AF.node));
-        return;
+        return 0;
     }
     assert_ptr_equal(def_of_json(AF.node), AF.d);
     assert_int_equal(G.dyn.roots.len, 2);
@@ -1116,6 +1117,7 @@ static void af_dynamic_check(void *ud, int rc, int failed)
         print_task(&b, G.dyn.tasks.items[i]);
     assert_string_equal(b.data, AF.want);
     wu_buf_free(&b);
+    return 1;
 }
 
 static void af_dynamic_teardown(void *ud)
