@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-static void init_variables(xc_exec *x);
+static int init_variables(const def_workflow *def, json_object *vars);
 
 int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out, weft_error *err)
 {
@@ -35,7 +35,10 @@ int xc_new(def_workflow *def, json_object *input, const char *id, xc_exec **out,
         xc_free(x);
         return wu_err(err, WEFT_ENOMEM, "out of memory");
     }
-    init_variables(x);
+    if (init_variables(def, x->variables)) {
+        xc_free(x);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
     *out = x;
     return 0;
 }
@@ -100,19 +103,23 @@ void xc_free(xc_exec *x)
     free(x);
 }
 
-static void init_variables(xc_exec *x)
+/* The definition's initial variables, copied into vars. 0 or WEFT_ENOMEM. */
+static int init_variables(const def_workflow *def, json_object *vars)
 {
-    json_object *vars;
-    if (json_object_object_get_ex(x->def->json, "variables", &vars) &&
-        json_object_is_type(vars, json_type_object)) {
-        json_object_object_foreach(vars, k, v)
-        {
-            /* copies: the definition may be used by other threads */
-            json_object *copy = NULL;
-            if (!v || json_object_deep_copy(v, &copy, NULL) == 0)
-                json_object_object_add(x->variables, k, copy);
+    json_object *init;
+    if (!json_object_object_get_ex(def->json, "variables", &init) ||
+        !json_object_is_type(init, json_type_object))
+        return 0;
+    json_object_object_foreach(init, k, v)
+    {
+        /* copies: the definition may be used by other threads */
+        json_object *copy = NULL;
+        if ((v && json_object_deep_copy(v, &copy, NULL)) || json_object_object_add(vars, k, copy)) {
+            json_object_put(copy);
+            return WEFT_ENOMEM;
         }
     }
+    return 0;
 }
 
 int xc_reset(xc_exec *x)
@@ -120,7 +127,7 @@ int xc_reset(xc_exec *x)
     wu_map *by_ref = wu_map_new(), *by_def = wu_map_new_borrowing();
     json_object *vars = json_object_new_object();
     size_t i;
-    if (!by_ref || !by_def || !vars) {
+    if (!by_ref || !by_def || !vars || init_variables(x->def, vars)) {
         wu_map_free(by_ref);
         wu_map_free(by_def);
         json_object_put(vars);
@@ -144,7 +151,6 @@ int xc_reset(xc_exec *x)
     memset(&x->dyn, 0, sizeof x->dyn);
     json_object_put(x->variables);
     x->variables = vars;
-    init_variables(x);
     x->active = x->timed = x->fresh = 0;
     x->root_done = 0;
     x->timer_ms = 0;

@@ -680,6 +680,41 @@ static void test_output_alloc_failure(void **state)
     assert_has(F.x->reason, "output could not be built");
 }
 
+/* ---- allocation failures (decider_fixture.h: df_sweep) ---- */
+
+static const char AF_CHAIN[] =
+    "{'name':'w','variables':{'v':{'k':[1,2]}},'tasks':[" T_("a", "") "]}";
+
+static json_object *new_input; /* borrowed from the fixture's JSON */
+
+/* a new execution */
+static void before_new(void)
+{
+    new_input = F.x->input;
+    xc_free(F.x);
+    F.x = NULL;
+}
+
+static int step_new(void)
+{
+    weft_error err = {0};
+    int rc = xc_new(F.wf, new_input, "wf-1", &F.x, &err);
+    if (rc) return rc;
+    F.x->created_ms = F.x->updated_ms = clock_ms;
+    return 0;
+}
+
+/* Every allocation of each step fails in turn (df_sweep). */
+static void test_alloc_failures(void **state)
+{
+    static const df_step steps[] = {
+        {"xc_new", AF_CHAIN, "{'x':5}", before_new, step_new},
+    };
+    size_t i;
+    for (i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        df_sweep(&steps[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -708,6 +743,7 @@ int main(void)
         cmocka_unit_test_teardown(test_late_apply_ignored, teardown),
         cmocka_unit_test_teardown(test_complete_terminal, teardown),
         cmocka_unit_test_teardown(test_resolve, teardown),
+        cmocka_unit_test_teardown(test_alloc_failures, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
