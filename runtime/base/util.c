@@ -438,15 +438,28 @@ size_t wu_map_count(const wu_map *m)
     return m ? m->count : 0;
 }
 
+int wu_grow(void *array, size_t *cap, size_t len, size_t n, size_t size)
+{
+    size_t c = *cap ? *cap : 8;
+    void *items;
+    if (len + n <= *cap) return 0;
+    while (c < len + n)
+        c *= 2;
+    memcpy(&items, array, sizeof items);
+    if (!(items = realloc(items, c * size))) return WEFT_ENOMEM;
+    memcpy(array, &items, sizeof items);
+    *cap = c;
+    return 0;
+}
+
+int wu_vec_reserve(wu_vec *v, size_t n)
+{
+    return wu_grow(&v->items, &v->cap, v->len, n, sizeof *v->items);
+}
+
 int wu_vec_push(wu_vec *v, void *item)
 {
-    if (v->len == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 8;
-        void **items = realloc(v->items, cap * sizeof *items);
-        if (!items) return WEFT_ENOMEM;
-        v->items = items;
-        v->cap = cap;
-    }
+    if (wu_vec_reserve(v, 1)) return WEFT_ENOMEM;
     v->items[v->len++] = item;
     return 0;
 }

@@ -113,12 +113,19 @@ int wu_buf_add_json_str(wu_buf *b, const char *s);
 int wu_buf_add_json_strn(wu_buf *b, const char *s, size_t len);
 void wu_buf_free(wu_buf *b);
 
+/* Room in a growable array for n more elements: *array (the address of a
+ * pointer to *cap elements of size bytes, len of them in use) doubles
+ * until they fit. 0, or WEFT_ENOMEM with nothing changed. */
+int wu_grow(void *array, size_t *cap, size_t len, size_t n, size_t size);
+
 /* A growable pointer array. */
 typedef struct wu_vec {
     void **items;
     size_t len, cap;
 } wu_vec;
 int wu_vec_push(wu_vec *v, void *item);
+/* Room for n more items: the next n pushes cannot fail. 0 or WEFT_ENOMEM. */
+int wu_vec_reserve(wu_vec *v, size_t n);
 void wu_vec_free(wu_vec *v);
 
 #endif

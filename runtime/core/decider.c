@@ -125,15 +125,20 @@ json_object *dec_resolve(const xc_exec *x, const ex_tmpl *t)
 
 /* ---- actions ---- */
 
+/*
+ * Room for n more actions. A change that asks for an action makes the room
+ * first and fails the workflow when it cannot (fail_oom), so that no
+ * action is ever lost: the embedded engine has no sweeper to find a task
+ * marked queued and never queued. 0 or WEFT_ENOMEM.
+ */
+static int room(dec_out *o, size_t n)
+{
+    return wu_grow(&o->a, &o->cap, o->n, n, sizeof *o->a);
+}
+
 static void push(dec_out *o, dec_kind kind, xc_task *t, int64_t at)
 {
-    if (o->n == o->cap) {
-        size_t cap = o->cap ? o->cap * 2 : 16;
-        dec_action *a = realloc(o->a, cap * sizeof *a);
-        if (!a) return; /* the sweeper finds what an action lost */
-        o->a = a;
-        o->cap = cap;
-    }
+    if (room(o, 1)) return; /* only where no room was made: the sweeper finds it */
     o->a[o->n].kind = kind;
     o->a[o->n].task = t;
     o->a[o->n].at = at;
@@ -164,8 +169,8 @@ static void set_status(const dec_env *e, xc_exec *x, xc_task *t, weft_task_statu
         t->ended_ms = now;
         t->queued = 0;
         if (was_active) x->active--;
-        if (!t->followed && wu_vec_push(&x->ended, t))
-            t->followed = 1; /* out of memory: dec_end below fails the workflow */
+        /* room was made when t was created (xc_add_task) */
+        if (!t->followed) wu_vec_push(&x->ended, t);
     }
     x->updated_ms = now;
     changed(e, x, t);
@@ -182,8 +187,14 @@ void dec_end(const dec_env *e, xc_exec *x, weft_wf_status status, const char *re
 {
     size_t i;
     if (xc_wf_terminal(x->status)) return;
+    /* its actions: a cancel and a terminate per task, the parent, the
+     * failure workflow, the end (when room cannot be made, each push
+     * tries again) */
+    room(o, 2 * (size_t)x->active + 3);
     x->status = status;
-    if (reason) xc_set_reason(&x->reason, "%s", reason);
+    /* a reason that cannot be kept says at least why */
+    if (reason && xc_set_reason(&x->reason, "%s", reason))
+        xc_set_reason(&x->reason, "out of memory");
     x->ended_ms = x->updated_ms = e->now();
     for (i = 0; i < x->tasks.len; i++) {
         xc_task *t = x->tasks.items[i];
@@ -210,6 +221,18 @@ static void fail_oom(const dec_env *e, xc_exec *x, dec_out *o)
 
 static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o);
 
+/* t's input resolved: 0, or WEFT_ENOMEM (t->input NULL): a value could
+ * not be made, and it must not be taken for null or {}. */
+static int resolve_input(const xc_exec *x, xc_task *t)
+{
+    if (!dec_resolve_checked(x, t->def->input, &t->input) &&
+        !json_object_is_type(t->input, json_type_object)) {
+        json_object_put(t->input);
+        t->input = json_object_new_object();
+    }
+    return t->input ? 0 : WEFT_ENOMEM;
+}
+
 /* A new instance of d in scope, its input resolved; dispatch() sends it on. */
 static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, json_object *dyn,
                        int retry_count, dec_out *o)
@@ -222,18 +245,17 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
     }
     t->retry_count = retry_count;
     if (dyn) t->dyn_json = json_object_get(dyn);
-    if (dec_resolve_checked(x, d->input, &t->input)) {
+    if (resolve_input(x, t)) {
         /* never run with a null where a value should be: failed, followed
          * (retried, or the workflow fails) like any failed task */
         t->input = json_object_new_object();
-        xc_set_reason(&t->reason, "its input could not be built: out of memory while "
-                                  "resolving its expressions");
+        if (!t->input || xc_set_reason(&t->reason, "its input could not be built: out of memory "
+                                                   "while resolving its expressions")) {
+            fail_oom(e, x, o);
+            return NULL;
+        }
         set_status(e, x, t, WEFT_TASK_FAILED);
         return t;
-    }
-    if (!json_object_is_type(t->input, json_type_object)) {
-        json_object_put(t->input);
-        t->input = json_object_new_object();
     }
     t->fresh = 1;
     x->fresh++;
@@ -250,19 +272,19 @@ static xc_task *create(const dec_env *e, xc_exec *x, def_task *d, int scope, jso
  * domain whose queue name would be too long for the store is passed over
  * (op_start refuses those it can see).
  */
-static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
+static int resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
 {
     json_object *v;
     const char *p, *s, *pick = NULL;
     size_t k, npick = 0, qlen = strlen(t->def->queue);
     int many;
     char d[XC_DOMAIN_MAX + 1];
-    if (!x->task_to_domain || t->domain) return;
+    if (!x->task_to_domain || t->domain) return 0;
     if (!json_object_object_get_ex(x->task_to_domain, t->def->name, &v) &&
         (!(t->def->type->flags & WEFT_TASK_EXTERNAL) ||
          !json_object_object_get_ex(x->task_to_domain, "*", &v)))
-        return;
-    if (!json_object_is_type(v, json_type_string)) return;
+        return 0;
+    if (!json_object_is_type(v, json_type_string)) return 0;
     p = json_object_get_string(v);
     many = strchr(p, ',') != NULL;
     while (wu_list_next(&p, &s, &k)) {
@@ -284,11 +306,10 @@ static void resolve_domain(const dec_env *e, const xc_exec *x, xc_task *t)
             }
         }
     }
-    if (pick) {
-        memcpy(d, pick, npick);
-        d[npick] = 0;
-        xc_task_set_domain(t, d); /* out of memory: the task goes to its type's queue */
-    }
+    if (!pick) return 0;
+    memcpy(d, pick, npick);
+    d[npick] = 0;
+    return xc_task_set_domain(t, d);
 }
 
 /* Control flow is mapped now (or at `delay`); other types go to their queue. */
@@ -305,8 +326,9 @@ static void dispatch(const dec_env *e, xc_exec *x, xc_task *t, int64_t delay, de
         } else {
             remap(e, x, t, o);
         }
+    } else if (resolve_domain(e, x, t)) {
+        fail_oom(e, x, o); /* not queued where no worker of its domain would look */
     } else {
-        resolve_domain(e, x, t);
         t->queued = 1;
         t->callback_ms = e->now() + delay;
         push(o, DEC_ENQUEUE, t, t->callback_ms);
@@ -316,7 +338,12 @@ static void dispatch(const dec_env *e, xc_exec *x, xc_task *t, int64_t delay, de
 static xc_task *schedule(const dec_env *e, xc_exec *x, def_task *d, int scope, json_object *dyn,
                          int retry_count, int64_t delay, dec_out *o)
 {
-    xc_task *t = create(e, x, d, scope, dyn, retry_count, o);
+    xc_task *t;
+    if (room(o, 1)) { /* its ENQUEUE or TIMER */
+        fail_oom(e, x, o);
+        return NULL;
+    }
+    t = create(e, x, d, scope, dyn, retry_count, o);
     /* startDelay holds back a first attempt; a retry waits its retry delay */
     if (t && retry_count == 0 && t->def->start_delay_ms > delay) delay = t->def->start_delay_ms;
     if (t && !xc_task_terminal(t->status)) dispatch(e, x, t, delay, o);
@@ -378,6 +405,10 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
     t->poll_count++;
     host_ctx_init(&c, e->svc, x, t);
     rc = t->def->type->map(&c, host_task_json(t), out_tasks, &r);
+    if (c.oom && rc == 0) {
+        rc = WEFT_ENOMEM;
+        snprintf(r.reason, sizeof r.reason, "out of memory while its map ran (a lookup)");
+    }
     host_ctx_done(&c);
     if (rc == 0 && r.status != WEFT_TASK_IN_PROGRESS && r.status != WEFT_TASK_COMPLETED &&
         r.status != WEFT_TASK_FAILED && r.status != WEFT_TASK_FAILED_WITH_TERMINAL_ERROR) {
@@ -396,8 +427,10 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         t->iteration = r.iteration;
     }
     if (rc != 0) {
-        xc_set_reason(&t->reason, "%s", r.reason[0] ? r.reason : "map failed");
-        set_status(e, x, t, WEFT_TASK_FAILED);
+        if (xc_set_reason(&t->reason, "%s", r.reason[0] ? r.reason : "map failed"))
+            fail_oom(e, x, o);
+        else
+            set_status(e, x, t, WEFT_TASK_FAILED);
         goto done;
     }
     json_object_put(t->output);
@@ -418,14 +451,19 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         def_task *d = def_of_json(node);
         if (d) continue;
         if ((rc = def_compile_dynamic(e->defs, x->def, t->def, node, &x->dyn, &d, &err))) {
-            xc_set_reason(&t->reason, "%s", err.msg);
-            set_status(e, x, t, WEFT_TASK_FAILED);
+            if (xc_set_reason(&t->reason, "%s", err.msg))
+                fail_oom(e, x, o);
+            else
+                set_status(e, x, t, WEFT_TASK_FAILED);
             goto done;
         }
         dynamic[i] = 1;
     }
-    if (r.status == WEFT_TASK_FAILED || r.status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR)
-        xc_set_reason(&t->reason, "%s", r.reason[0] ? r.reason : "failed");
+    if ((r.status == WEFT_TASK_FAILED || r.status == WEFT_TASK_FAILED_WITH_TERMINAL_ERROR) &&
+        xc_set_reason(&t->reason, "%s", r.reason[0] ? r.reason : "failed")) {
+        fail_oom(e, x, o);
+        goto done;
+    }
     if (t->status != r.status) set_status(e, x, t, r.status);
     if (xc_task_terminal(t->status) && !xc_task_ok(t->status))
         n = 0; /* a failed map schedules nothing */
@@ -435,8 +473,12 @@ static void remap(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
         schedule(e, x, def_of_json(node), child_scope, dynamic[i] ? node : NULL, 0, 0, o);
     }
     if (t->status == WEFT_TASK_IN_PROGRESS && r.callback_after_ms >= 0) {
-        t->callback_ms = e->now() + r.callback_after_ms;
-        push(o, DEC_TIMER, t, t->callback_ms);
+        if (room(o, 1)) {
+            fail_oom(e, x, o);
+        } else {
+            t->callback_ms = e->now() + r.callback_after_ms;
+            push(o, DEC_TIMER, t, t->callback_ms);
+        }
     }
     take_end(e, x, &r, o);
 done:
@@ -447,7 +489,7 @@ done:
 
 void dec_enqueue(const dec_env *e, xc_exec *x, xc_task *t, int64_t at, dec_out *o)
 {
-    resolve_domain(e, x, t);
+    if (room(o, 1) || resolve_domain(e, x, t)) return; /* the sweeper tries again */
     t->queued = 1;
     t->callback_ms = at;
     push(o, DEC_ENQUEUE, t, at);
@@ -537,7 +579,10 @@ static void follow(const dec_env *e, xc_exec *x, xc_task *t, dec_out *o)
             return;
         }
         free(x->failed_task_id);
-        x->failed_task_id = strdup(t->id);
+        if (!(x->failed_task_id = strdup(t->id))) {
+            fail_oom(e, x, o);
+            return;
+        }
         snprintf(head, sizeof head, "task '%s' (%s) %s: ", t->ref, t->def->type_name,
                  t->status == WEFT_TASK_TIMED_OUT ? "timed out" : "failed");
         wu_join_tail(reason, sizeof reason, head, t->reason ? t->reason : "no reason given");
@@ -568,7 +613,12 @@ static void complete_workflow(const dec_env *e, xc_exec *x, dec_out *o)
     if (!json_object_is_type(out, json_type_object)) {
         /* the output of a workflow is an object: wrap anything else */
         json_object *w = json_object_new_object();
-        if (out) json_object_object_add(w, "result", out);
+        if (!w || (out && json_object_object_add(w, "result", out))) {
+            json_object_put(w);
+            json_object_put(out);
+            fail_oom(e, x, o);
+            return;
+        }
         out = w;
     }
     json_object_put(x->output);
@@ -590,7 +640,11 @@ int dec_decide(const dec_env *e, xc_exec *x, dec_out *o)
     /* instances made where no plugins run (a client's retry) go out now */
     for (i = 0; x->fresh > 0 && i < x->tasks.len && x->status == WEFT_WF_RUNNING; i++) {
         xc_task *t = x->tasks.items[i];
-        if (t->fresh && !xc_task_terminal(t->status)) dispatch(e, x, t, 0, o);
+        if (!t->fresh || xc_task_terminal(t->status)) continue;
+        if (room(o, 1))
+            fail_oom(e, x, o);
+        else
+            dispatch(e, x, t, 0, o);
     }
     /* follow each task that ended, in the order they ended; following one
      * may end others (inline tasks), which join the queue */
@@ -622,10 +676,18 @@ void dec_apply(const dec_env *e, xc_exec *x, xc_task *t, int rc, weft_result *r,
         break;
     case WEFT_TASK_FAILED:
     case WEFT_TASK_FAILED_WITH_TERMINAL_ERROR:
-        xc_set_reason(&t->reason, "%s", r->reason[0] ? r->reason : "failed (no reason given)");
+        if (xc_set_reason(&t->reason, "%s",
+                          r->reason[0] ? r->reason : "failed (no reason given)")) {
+            fail_oom(e, x, o);
+            return;
+        }
         set_status(e, x, t, r->status);
         break;
     case WEFT_TASK_IN_PROGRESS:
+        if (r->callback_after_ms >= 0 && room(o, 1)) {
+            fail_oom(e, x, o);
+            return;
+        }
         if (t->status != WEFT_TASK_IN_PROGRESS) set_status(e, x, t, WEFT_TASK_IN_PROGRESS);
         if (r->callback_after_ms >= 0) {
             t->callback_ms = e->now() + r->callback_after_ms;
@@ -636,7 +698,10 @@ void dec_apply(const dec_env *e, xc_exec *x, xc_task *t, int rc, weft_result *r,
         }
         break;
     default:
-        xc_set_reason(&t->reason, "%s execute reported no status", t->def->type_name);
+        if (xc_set_reason(&t->reason, "%s execute reported no status", t->def->type_name)) {
+            fail_oom(e, x, o);
+            return;
+        }
         set_status(e, x, t, WEFT_TASK_FAILED);
         break;
     }
@@ -702,14 +767,19 @@ void dec_timeouts(const dec_env *e, xc_exec *x, int64_t now, int64_t *next, dec_
                 SOONER(d);
         }
         if (!why) continue;
-        if (!strcmp(why, "timeout")) {
-            xc_set_reason(&t->reason, "task timed out after %.3gs",
-                          (double)dt->timeout_ms / 1000.0);
-        } else {
-            xc_set_reason(&t->reason, "no response from the worker for %.3gs (responseTimeout)",
-                          (double)dt->response_timeout_ms / 1000.0);
-            t->no_response = 1;
+        /* out of memory for its cancels or its reason: it times out at the
+         * next look, now */
+        if (room(o, 2) ||
+            (strcmp(why, "timeout")
+                 ? xc_set_reason(&t->reason,
+                                 "no response from the worker for %.3gs (responseTimeout)",
+                                 (double)dt->response_timeout_ms / 1000.0)
+                 : xc_set_reason(&t->reason, "task timed out after %.3gs",
+                                 (double)dt->timeout_ms / 1000.0))) {
+            SOONER(now);
+            break;
         }
+        if (strcmp(why, "timeout")) t->no_response = 1;
         cancel(o, t);
         set_status(e, x, t, WEFT_TASK_TIMED_OUT);
     }

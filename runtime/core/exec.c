@@ -193,8 +193,10 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     t->ref = malloc(n + sn + 1);
     /* by_def borrows its keys: def->ref lives as long as x's definition and
      * dynamic nodes. Room first, so that put cannot fail. (by_ref copies:
-     * a task's ref may be replaced, codec.c) */
-    if (!t->ref || wu_map_reserve(x->by_def, 1) || wu_vec_push(&x->tasks, t)) {
+     * a task's ref may be replaced, codec.c) The same for the queue of
+     * ended tasks: the decider's push when the task ends cannot fail. */
+    if (!t->ref || wu_map_reserve(x->by_def, 1) || wu_vec_reserve(&x->ended, x->tasks.len + 1) ||
+        wu_vec_push(&x->tasks, t)) {
         free(t->ref);
         free(t);
         return NULL;
@@ -262,15 +264,17 @@ xc_task *xc_find_id(const xc_exec *x, const char *task_id)
     return NULL;
 }
 
-void xc_set_reason(char **slot, const char *fmt, ...)
+int xc_set_reason(char **slot, const char *fmt, ...)
 {
-    char buf[WEFT_ERROR_MAX];
+    char buf[WEFT_ERROR_MAX], *r;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    if (!(r = strdup(buf))) return WEFT_ENOMEM;
     free(*slot);
-    *slot = strdup(buf);
+    *slot = r;
+    return 0;
 }
 
 int xc_wf_status_parse(const char *s, weft_wf_status *out)

@@ -145,8 +145,9 @@ static inline double xc_run_seconds(const xc_exec *x)
     return (double)(x->ended_ms - x->created_ms) / 1000.0;
 }
 
-/* Replace a task's reason (printf-style). */
-void xc_set_reason(char **slot, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replace a task's reason (printf-style). 0, or WEFT_ENOMEM with *slot as
+ * it was. */
+int xc_set_reason(char **slot, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Conductor's Workflow JSON (with tasks[]) and Task JSON. Caller owns. */
 json_object *xc_to_json(const xc_exec *x);

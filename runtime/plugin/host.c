@@ -118,6 +118,7 @@ static const weft_task_view *view_of(weft_ctx *c, const xc_task *t)
     v = calloc(1, sizeof *v);
     if (!v || wu_vec_push(&c->views, v)) {
         free(v);
+        c->oom = 1;
         return NULL;
     }
     fill_view(v, c->x, t);
@@ -682,6 +683,10 @@ int host_execute(const host_services *svc, xc_exec *x, xc_task *t, weft_result *
     host_ctx_init(&c, svc, x, t);
     if ((rc = host_ctx_secrets(&c, &err)) == 0) {
         rc = t->def->type->execute(&c, r);
+        if (c.oom && rc == 0) {
+            rc = WEFT_ENOMEM;
+            snprintf(r->reason, sizeof r->reason, "out of memory while it ran (a lookup)");
+        }
         host_ctx_redact(&c, r);
         /* whatever a plugin made (an HTTP body in Latin-1) is stored and
          * served as JSON: UTF-8 */

@@ -683,11 +683,23 @@ static void test_output_alloc_failure(void **state)
 /* ---- allocation failures (decider_fixture.h: df_sweep) ---- */
 
 static const char AF_CHAIN[] =
-    "{'name':'w','variables':{'v':{'k':[1,2]}},'tasks':[" T_("a", "") "]}";
+    "{'name':'w','variables':{'v':{'k':[1,2]}},'outputParameters':{'total':'${b.output.n}',"
+    "'text':'t=${b.output.n} of ${workflow.input.x}','all':'${a.output}'},'tasks':[" T_(
+        "a",
+        ",'inputParameters':{'x':'${workflow.input.x}','s':'x=${workflow.input.x}!',"
+        "'k':[1,'c'],'id':'${workflow.workflowId}'}") "," T_("b", ",'inputParameters':{'v':'${a."
+                                                                  "output.n}'},'taskDefinition':{"
+                                                                  "'retryCount':1,"
+                                                                  "'retryDelaySeconds':2}") "]}";
+
+static int step_decide(void)
+{
+    return dec_decide(&ENV, F.x, &F.o);
+}
 
 static json_object *new_input; /* borrowed from the fixture's JSON */
 
-/* a new execution */
+/* a new execution, and its first decision */
 static void before_new(void)
 {
     new_input = F.x->input;
@@ -701,6 +713,60 @@ static int step_new(void)
     int rc = xc_new(F.wf, new_input, "wf-1", &F.x, &err);
     if (rc) return rc;
     F.x->created_ms = F.x->updated_ms = clock_ms;
+    return dec_decide(&ENV, F.x, &F.o);
+}
+
+static void before_a_done(void)
+{
+    decide();
+    DS.output = jt_parse("{'n':6,'list':[1,{'d':true}]}");
+}
+
+static int step_a_done(void)
+{
+    return df_report("a", WEFT_TASK_COMPLETED, NULL);
+}
+
+static void before_b_fails(void)
+{
+    decide();
+    complete("a", "{'n':6}");
+}
+
+static int step_b_fails(void)
+{
+    return df_report("b", WEFT_TASK_FAILED, "flaky");
+}
+
+static void before_b_done(void)
+{
+    before_b_fails();
+    run("b", WEFT_TASK_FAILED, NULL, "flaky");
+    clock_ms += 2000;
+    DS.output = jt_parse("{'n':7}");
+}
+
+/* the last task: the workflow's output is built */
+static int step_b_done(void)
+{
+    return df_report("b", WEFT_TASK_COMPLETED, NULL);
+}
+
+static int step_timeouts(void)
+{
+    int64_t next;
+    dec_timeouts(&ENV, F.x, clock_ms + 60000, &next, &F.o);
+    return 0;
+}
+
+static void before_running(void)
+{
+    decide();
+}
+
+static int step_end(void)
+{
+    dec_end(&ENV, F.x, WEFT_WF_TERMINATED, "by user", &F.o);
     return 0;
 }
 
@@ -708,7 +774,14 @@ static int step_new(void)
 static void test_alloc_failures(void **state)
 {
     static const df_step steps[] = {
-        {"xc_new", AF_CHAIN, "{'x':5}", before_new, step_new},
+        {"xc_new, dec_decide", AF_CHAIN, "{'x':5}", before_new, step_new},
+        {"dec_decide (start)", AF_CHAIN, "{'x':5}", NULL, step_decide},
+        {"a completes", AF_CHAIN, "{'x':5}", before_a_done, step_a_done},
+        {"b fails, retried", AF_CHAIN, "{'x':5}", before_b_fails, step_b_fails},
+        {"b completes, the output", AF_CHAIN, "{'x':5}", before_b_done, step_b_done},
+        {"dec_timeouts", "{'name':'w','timeoutSeconds':5,'tasks':[" T_("a", "") "]}", NULL,
+         before_running, step_timeouts},
+        {"dec_end", AF_CHAIN, "{'x':5}", before_running, step_end},
     };
     size_t i;
     for (i = 0; i < sizeof steps / sizeof steps[0]; i++)

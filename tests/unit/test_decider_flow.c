@@ -14,7 +14,7 @@
 
 /* ---- map containers ---- */
 
-static const char *PICK_DEF =
+static const char PICK_DEF[] =
     "{'name':'w','tasks':[{'taskReferenceName':'pick','type':'PICK',"
     "'inputParameters':{'case':'${workflow.input.side}'},'cases':{"
     "'left':[" T_("l1", "") "," T_(
@@ -324,6 +324,95 @@ static void test_dynamic_clash(void **state)
     assert_string_equal(enqueued(), "");
 }
 
+/* ---- allocation failures (decider_fixture.h: df_sweep) ---- */
+
+static const char AF_LOOP[] =
+    "{'name':'w','tasks':[{'taskReferenceName':'loop','type':'LOOP','inputParameters':"
+    "{'times':2},'loopOver':[" T_(
+        "body",
+        ",'inputParameters':{'it':'${loop.output.iteration}'}") "]}," T_("after",
+                                                                         ",'inputParameters':{'l':'"
+                                                                         "${loop.output}'}") "]}";
+
+static int step_decide(void)
+{
+    return dec_decide(&ENV, F.x, &F.o);
+}
+
+static void before_body1(void)
+{
+    decide();
+    DS.output = jt_parse("{'n':1}");
+}
+
+/* the body ended: the loop's next iteration, in a scope of its own */
+static int step_body1(void)
+{
+    return df_report("body__1", WEFT_TASK_COMPLETED, NULL);
+}
+
+static void before_body2(void)
+{
+    decide();
+    complete("body__1", "{'n':1}");
+    DS.output = jt_parse("{'n':2}");
+}
+
+/* the last iteration: the loop completes, the task after it is scheduled */
+static int step_body2(void)
+{
+    return df_report("body__2", WEFT_TASK_COMPLETED, NULL);
+}
+
+static void before_timer(void)
+{
+    decide();
+    clock_ms += 500;
+}
+
+static int step_remap(void)
+{
+    dec_remap(&ENV, F.x, xc_find_ref(F.x, "p"), &F.o);
+    return dec_decide(&ENV, F.x, &F.o);
+}
+
+static void before_domains(void)
+{
+    F.x->task_to_domain = jt_parse("{'T':'gone,blue'}");
+}
+
+static const char AF_DYN[] =
+    "{'name':'w','tasks':[{'taskReferenceName':'dyn','type':'DYN',"
+    "'inputParameters':{'tasks':'${workflow.input.dyn}'}}," T_("after", "") "]}";
+
+/* Every allocation of each step fails in turn (df_sweep). */
+static void test_alloc_failures(void **state)
+{
+    static const df_step steps[] = {
+        {"loop: the first iteration", AF_LOOP, NULL, NULL, step_decide},
+        {"loop: the next iteration", AF_LOOP, NULL, before_body1, step_body1},
+        {"loop: the last iteration", AF_LOOP, NULL, before_body2, step_body2},
+        {"dynamic tasks", AF_DYN,
+         "{'k':'K','dyn':[{'taskReferenceName':'d1','type':'T','inputParameters':"
+         "{'v':'${workflow.input.k}'}},{'taskReferenceName':'d2','type':'LOOP',"
+         "'inputParameters':{'times':1},'loopOver':[" T_("d2b", "") "]}]}",
+         NULL, step_decide},
+        {"pick", PICK_DEF, "{'side':'left'}", NULL, step_decide},
+        {"terminate",
+         "{'name':'w','tasks':[{'taskReferenceName':'t','type':'TERM',"
+         "'inputParameters':{'status':'FAILED'}}," T_("after", "") "]}",
+         NULL, NULL, step_decide},
+        {"dec_remap (a timer)",
+         "{'name':'w','tasks':[{'taskReferenceName':'p','type':'POLL'}," T_("after", "") "]}", NULL,
+         before_timer, step_remap},
+        {"task domains", "{'name':'w','tasks':[" T_("a", "") "]}", NULL, before_domains,
+         step_decide},
+    };
+    size_t i;
+    for (i = 0; i < sizeof steps / sizeof steps[0]; i++)
+        df_sweep(&steps[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -341,6 +430,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dynamic_retry, teardown),
         cmocka_unit_test_teardown(test_dynamic_bad_type, teardown),
         cmocka_unit_test_teardown(test_dynamic_clash, teardown),
+        cmocka_unit_test_teardown(test_alloc_failures, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
