@@ -825,21 +825,59 @@ static void reopen(const dec_env *e, xc_exec *x)
     x->updated_ms = e->now();
 }
 
+/* Whether dec_retry runs t again: the latest instance of its node, ended
+ * badly and not yet replaced. */
+static int retryable(const xc_exec *x, const xc_task *t)
+{
+    return !xc_task_ok(t->status) && xc_task_terminal(t->status) && !t->retried &&
+           xc_latest(x, t->def) == t;
+}
+
+/* A join or loop cut short: retried, it picks up where it was. */
+static int cut_short(const xc_task *t)
+{
+    return t->def->type->map && t->status == WEFT_TASK_CANCELED;
+}
+
 int dec_retry(const dec_env *e, xc_exec *x, dec_out *o, weft_error *err)
 {
-    size_t i, n = x->tasks.len;
-    int again = 0;
+    size_t i, k, n = x->tasks.len, again = 0;
+    xc_task **from;
     if (x->status != WEFT_WF_FAILED && x->status != WEFT_WF_TIMED_OUT &&
         x->status != WEFT_WF_TERMINATED)
         return wf_state(err, x, "retried", "FAILED, TIMED_OUT or TERMINATED");
+    for (i = 0; i < n; i++)
+        again += retryable(x, x->tasks.items[i]);
+    if (!again) return wu_err(err, WEFT_ESTATE, "workflow %s has no failed task to retry", x->id);
+    /* The new instances first, with nothing else changed: when one cannot
+     * be made, those made are dropped and x is as it was (room in the maps
+     * first, so that dropping one cannot fail). */
+    if (!(from = malloc(again * sizeof *from)) || wu_map_reserve(x->by_ref, again) ||
+        wu_map_reserve(x->by_def, again)) {
+        free(from);
+        return wu_err(err, WEFT_ENOMEM, "out of memory");
+    }
+    for (i = k = 0; i < n; i++) {
+        xc_task *t = x->tasks.items[i], *r;
+        if (!retryable(x, t)) continue;
+        from[k++] = t;
+        if (cut_short(t)) continue;
+        r = xc_add_task(x, t->def, t->scope, ((xc_scope *)x->scopes.items[t->scope])->iteration);
+        if (r) {
+            r->retry_count = t->retry_count + 1;
+            r->dyn_json = json_object_get(t->dyn_json);
+        }
+        if (!r || resolve_input(x, r)) {
+            while (x->tasks.len > n)
+                xc_drop_last(x);
+            free(from);
+            return wu_err(err, WEFT_ENOMEM, "out of memory");
+        }
+    }
     reopen(e, x);
-    for (i = 0; i < n; i++) {
-        xc_task *t = x->tasks.items[i];
-        if (xc_task_ok(t->status) || !xc_task_terminal(t->status) || t->retried ||
-            xc_latest(x, t->def) != t)
-            continue;
-        if (t->def->type->map && t->status == WEFT_TASK_CANCELED) {
-            /* a join or loop cut short: it picks up where it was */
+    for (i = 0, k = n; i < again; i++) {
+        xc_task *t = from[i], *r;
+        if (cut_short(t)) {
             t->status = WEFT_TASK_IN_PROGRESS;
             t->ended_ms = 0;
             t->followed = 0;
@@ -847,13 +885,14 @@ int dec_retry(const dec_env *e, xc_exec *x, dec_out *o, weft_error *err)
             changed(e, x, t);
         } else {
             t->retried = 1;
-            if (!create(e, x, t->def, t->scope, t->dyn_json, t->retry_count + 1, o))
-                return wu_err(err, WEFT_ENOMEM, "out of memory");
+            r = x->tasks.items[k++];
+            r->fresh = 1;
+            x->fresh++;
+            changed(e, x, r);
         }
-        again++;
     }
+    free(from);
     changed(e, x, NULL);
-    if (!again) return wu_err(err, WEFT_ESTATE, "workflow %s has no failed task to retry", x->id);
     return 0;
 }
 

@@ -214,6 +214,22 @@ xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration)
     return t;
 }
 
+void xc_drop_last(xc_exec *x)
+{
+    xc_task *t = x->tasks.items[--x->tasks.len], *by_ref = NULL, *by_def = NULL;
+    size_t i;
+    for (i = x->tasks.len; i > 0 && (!by_ref || !by_def); i--) {
+        xc_task *p = x->tasks.items[i - 1];
+        if (!by_ref && !strcmp(p->ref, t->ref)) by_ref = p;
+        if (!by_def && p->def == t->def) by_def = p;
+    }
+    /* the keys are there: replacing a value makes no room */
+    wu_map_put(x->by_ref, t->ref, by_ref);
+    wu_map_put(x->by_def, t->def->ref, by_def);
+    if (!xc_task_terminal(t->status)) x->active--;
+    task_free(t);
+}
+
 int xc_child_priority(const xc_exec *x, const xc_task *t)
 {
     json_object *p, *v;

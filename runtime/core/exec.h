@@ -102,6 +102,14 @@ int xc_reset(xc_exec *x);
 /* A new task instance of def in scope, appended (seq = its index + 1). */
 xc_task *xc_add_task(xc_exec *x, def_task *def, int scope, int iteration);
 
+/*
+ * Undo xc_add_task of x's last task, which nothing refers to yet: the
+ * instance before it is again the latest of its ref and of its node. For
+ * a new instance of a ref x has had before (a retry), with room made in
+ * by_ref and by_def beforehand (wu_map_reserve): it allocates nothing.
+ */
+void xc_drop_last(xc_exec *x);
+
 #define XC_DOMAIN_MAX 64 /* a task domain's name */
 #define XC_QUEUE_MAX 128 /* a work queue's name, with the NUL (the stores' limit) */
 

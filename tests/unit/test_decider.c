@@ -770,6 +770,27 @@ static int step_end(void)
     return 0;
 }
 
+static void before_failed(void)
+{
+    before_b_fails();
+    run("b", WEFT_TASK_FAILED, NULL, "flaky");
+    clock_ms += 2000;
+    run("b", WEFT_TASK_FAILED, NULL, "flaky again");
+    assert_int_equal(F.x->status, WEFT_WF_FAILED);
+}
+
+static int step_retry(void)
+{
+    weft_error err = {0};
+    return dec_retry(&ENV, F.x, &F.o, &err);
+}
+
+static int step_restart(void)
+{
+    weft_error err = {0};
+    return dec_restart(&ENV, F.x, &err);
+}
+
 /* Every allocation of each step fails in turn (df_sweep). */
 static void test_alloc_failures(void **state)
 {
@@ -782,6 +803,8 @@ static void test_alloc_failures(void **state)
         {"dec_timeouts", "{'name':'w','timeoutSeconds':5,'tasks':[" T_("a", "") "]}", NULL,
          before_running, step_timeouts},
         {"dec_end", AF_CHAIN, "{'x':5}", before_running, step_end},
+        {"dec_retry", AF_CHAIN, "{'x':5}", before_failed, step_retry},
+        {"dec_restart", AF_CHAIN, "{'x':5}", before_failed, step_restart},
     };
     size_t i;
     for (i = 0; i < sizeof steps / sizeof steps[0]; i++)

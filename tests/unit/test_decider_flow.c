@@ -324,6 +324,24 @@ static void test_dynamic_clash(void **state)
     assert_string_equal(enqueued(), "");
 }
 
+/* A retry refused (nothing failed to run again) leaves the workflow as it
+ * was: still FAILED, with its reason. */
+static void test_retry_refused_unchanged(void **state)
+{
+    weft_error err = {0};
+    start("{'name':'w','tasks':[{'taskReferenceName':'t','type':'TERM',"
+          "'inputParameters':{'status':'FAILED'}}]}",
+          NULL);
+    decide();
+    assert_int_equal(F.x->status, WEFT_WF_FAILED);
+    F.o.n = 0;
+    assert_int_equal(dec_retry(&ENV, F.x, &F.o, &err), WEFT_ESTATE);
+    assert_has(err.msg, "has no failed task to retry");
+    assert_int_equal(F.x->status, WEFT_WF_FAILED);
+    assert_string_equal(F.x->reason, "stopped");
+    assert_non_null(F.x->output);
+}
+
 /* ---- allocation failures (decider_fixture.h: df_sweep) ---- */
 
 static const char AF_LOOP[] =
@@ -430,6 +448,7 @@ int main(void)
         cmocka_unit_test_teardown(test_dynamic_retry, teardown),
         cmocka_unit_test_teardown(test_dynamic_bad_type, teardown),
         cmocka_unit_test_teardown(test_dynamic_clash, teardown),
+        cmocka_unit_test_teardown(test_retry_refused_unchanged, teardown),
         cmocka_unit_test_teardown(test_alloc_failures, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
