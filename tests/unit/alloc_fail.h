@@ -51,6 +51,9 @@ typedef struct af_case {
     int (*call)(void *ud);
     int (*check)(void *ud, int rc, int failed);
     void (*teardown)(void *ud);
+    /* Optional: called in the first run, where nothing fails, after call
+     * and before check, to record the outcome the other runs compare with. */
+    void (*baseline)(void *ud, int rc);
 } af_case;
 
 /*

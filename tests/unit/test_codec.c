@@ -1246,11 +1246,11 @@ static void af_load_teardown(void *ud)
  * fails in turn: WEFT_ENOMEM and nothing made, or the same result. */
 static void test_alloc_failures(void **state)
 {
-    static const af_case doc = {"cd_doc_text", NULL, af_doc_call, af_doc_check, af_buf_free};
-    static const af_case load = {"cd_from_doc", af_load_setup, af_load_call, af_load_check,
-                                 af_load_teardown};
-    static const af_case event = {"cd_event_text", NULL, af_event_call, af_event_check,
-                                  af_buf_free};
+    static const af_case doc = {"cd_doc_text", NULL, af_doc_call, af_doc_check, af_buf_free, NULL};
+    static const af_case load = {"cd_from_doc", af_load_setup,    af_load_call,
+                                 af_load_check, af_load_teardown, NULL};
+    static const af_case event = {"cd_event_text", NULL,        af_event_call,
+                                  af_event_check,  af_buf_free, NULL};
     size_t i;
     af_build();
     assert_int_equal(cd_doc_text(F.x, &AF.b), 0);

@@ -1130,10 +1130,10 @@ static void af_dynamic_teardown(void *ud)
  * turn: WEFT_ENOMEM and nothing made or changed, or the same tree. */
 static void test_alloc_failures(void **state)
 {
-    static const af_case compile = {"def_compile", af_compile_setup, af_compile_call,
-                                    af_compile_check, af_compile_teardown};
-    static const af_case dynamic = {"def_compile_dynamic", af_dynamic_setup, af_dynamic_call,
-                                    af_dynamic_check, af_dynamic_teardown};
+    static const af_case compile = {"def_compile",    af_compile_setup,    af_compile_call,
+                                    af_compile_check, af_compile_teardown, NULL};
+    static const af_case dynamic = {"def_compile_dynamic", af_dynamic_setup,    af_dynamic_call,
+                                    af_dynamic_check,      af_dynamic_teardown, NULL};
     weft_error err = {0};
     wu_buf b = {0};
     size_t i;
