@@ -185,27 +185,19 @@ static int wake(mem *m, mem_exec *ex, int64_t at, int only_earlier)
     return due_at(m, ex, at);
 }
 
-/* Append one stream entry holding events[0..n) (as redis's XADD * would
- * number it). */
-static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
+/* One stream entry holding events[0..n), made ready to append
+ * (events_commit): room for it, and its lines in *lines (malloc'd; NULL
+ * when there is nothing to keep). 0 or WEFT_ENOMEM, nothing changed. */
+static int events_prepare(mem *m, mem_exec *ex, const char *const *events, size_t n, char **lines)
 {
-    mem_event_entry *e;
     size_t i, len = 0;
-    uint64_t now;
     char *p;
+    *lines = NULL;
     if (!m->keep_events || n == 0) return 0;
-    now = (uint64_t)wu_now_ms();
-    if (ex->nev == ex->capev) {
-        size_t cap = ex->capev ? ex->capev * 2 : 8;
-        mem_event_entry *v = realloc(ex->ev, cap * sizeof *v);
-        if (!v) return WEFT_ENOMEM;
-        ex->ev = v;
-        ex->capev = cap;
-    }
+    if (wu_grow(&ex->ev, &ex->capev, ex->nev, 1, sizeof *ex->ev)) return WEFT_ENOMEM;
     for (i = 0; i < n; i++)
         len += strlen(events[i]) + 1;
-    e = &ex->ev[ex->nev];
-    if (!(p = e->lines = malloc(len))) return WEFT_ENOMEM;
+    if (!(p = *lines = malloc(len))) return WEFT_ENOMEM;
     for (i = 0; i < n; i++) {
         size_t l = strlen(events[i]);
         memcpy(p, events[i], l);
@@ -213,6 +205,19 @@ static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
         *p++ = '\n';
     }
     p[-1] = 0;
+    return 0;
+}
+
+/* Append the entry events_prepare made (taking lines), numbered as redis's
+ * XADD * would number it. */
+static void events_commit(mem_exec *ex, char *lines)
+{
+    mem_event_entry *e;
+    uint64_t now;
+    if (!lines) return;
+    now = (uint64_t)wu_now_ms();
+    e = &ex->ev[ex->nev];
+    e->lines = lines;
     e->ms = now;
     e->seq = 0;
     if (ex->nev && ex->ev[ex->nev - 1].ms >= now) {
@@ -220,6 +225,27 @@ static int events_add(mem *m, mem_exec *ex, const char *const *events, size_t n)
         e->seq = ex->ev[ex->nev - 1].seq + 1;
     }
     ex->nev++;
+}
+
+/* Everything the steps and acks of a write will allocate, made first, so
+ * that the write is applied whole or not at all: room in their queues and
+ * in the decider queue. 0 or WEFT_ENOMEM. */
+static int steps_reserve(mem *m, const st_step *steps, size_t n, const st_lease *acks, size_t nacks)
+{
+    size_t i, all = n + nacks;
+    for (i = 0; i < n; i++) {
+        const st_step *st = &steps[i];
+        int rc = 0;
+        if (st->kind == ST_PUSH)
+            rc = mq_reserve(m->queues, st->type, all, st->limit ? st->limit_name : NULL, 1);
+        else if (st->kind == ST_UNQUEUE)
+            rc = mq_reserve(m->queues, st->type, all, NULL, 0);
+        else if (st->kind == ST_WAKE)
+            rc = mq_order_reserve(&m->due, n);
+        if (rc) return WEFT_ENOMEM;
+    }
+    for (i = 0; i < nacks; i++)
+        if (mq_reserve(m->queues, acks[i].type, all, NULL, 0)) return WEFT_ENOMEM;
     return 0;
 }
 
@@ -274,14 +300,19 @@ static int mem_exec_create_many(st_store *s, st_create *c, size_t n, weft_error 
                 c[i].rc = wu_err(&e, WEFT_EEXIST, "workflow %s already exists", c[i].x->id);
         }
         if (c[i].rc == 0) {
-            ex->x = xc_ref(c[i].x);
-            *obj_slot(m, ex->x) = ex; /* its first save finds it without a lookup */
-            ex->fence = c[i].x->fence = 1;
-            if (c[i].nsteps)
-                c[i].rc = steps_apply(m, ex, c[i].steps, c[i].nsteps, &e);
-            else
-                c[i].rc = steps_apply(m, ex, &now, 1, &e);
-            if (c[i].rc == 0 && events_add(m, ex, c[i].events, c[i].nevents)) c[i].rc = oom(&e);
+            const st_step *steps = c[i].nsteps ? c[i].steps : &now;
+            size_t nsteps = c[i].nsteps ? c[i].nsteps : 1;
+            char *lines = NULL;
+            if (steps_reserve(m, steps, nsteps, NULL, 0) ||
+                events_prepare(m, ex, c[i].events, c[i].nevents, &lines)) {
+                c[i].rc = oom(&e);
+            } else {
+                ex->x = xc_ref(c[i].x);
+                *obj_slot(m, ex->x) = ex; /* its first save finds it without a lookup */
+                ex->fence = c[i].x->fence = 1;
+                steps_apply(m, ex, steps, nsteps, &e); /* room was made */
+                events_commit(ex, lines);
+            }
         }
         if (c[i].rc) snprintf(c[i].why, sizeof c[i].why, "%s", e.msg);
     }
@@ -487,6 +518,7 @@ static int unrecorded_acks(const mem *m, const st_save *sv)
 static int save_one(mem *m, st_save *sv, weft_error *err)
 {
     mem_exec *ex;
+    char *lines = NULL;
     size_t i;
     int rc;
     if (!sv->x) return wu_err(err, WEFT_EINVAL, "save: no execution");
@@ -499,6 +531,11 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
         return rc;
     ex = exec_of(m, sv->x);
     if ((rc = save_allowed(ex, sv, err)) != 0) return rc;
+    if (steps_reserve(m, sv->steps, sv->nsteps, sv->acks, sv->nacks) ||
+        events_prepare(m, ex, sv->events, sv->nevents, &lines)) {
+        free(lines);
+        return oom(err);
+    }
     sv->new_fence = fence_bump(ex);
     if (sv->x != ex->x) {
         xc_exec *old = ex->x;
@@ -509,8 +546,8 @@ static int save_one(mem *m, st_save *sv, weft_error *err)
     ex->x->fence = ex->fence;
     free(ex->x->cmd);
     ex->x->cmd = NULL;
-    if ((rc = steps_apply(m, ex, sv->steps, sv->nsteps, err)) != 0) return rc;
-    if (events_add(m, ex, sv->events, sv->nevents)) return oom(err);
+    steps_apply(m, ex, sv->steps, sv->nsteps, err); /* room was made */
+    events_commit(ex, lines);
     for (i = 0; i < sv->nacks; i++)
         if (!(m->unrecorded_eager && sv->acks[i].never_reaped)) mq_ack(m->queues, &sv->acks[i], 0);
     return 0;
@@ -536,8 +573,8 @@ static int mem_exec_fail(st_store *s, const char *id, uint64_t fence, const char
 {
     mem *m = (mem *)s;
     mem_exec *ex;
-    json_object *ev;
-    const char *line;
+    wu_buf ev = {0};
+    char *reason = NULL, *lines = NULL;
     int rc;
     if ((rc = check_id(id, err)) != 0) return rc;
     if (!(ex = exec_find(m, id)) || !ex->x)
@@ -546,20 +583,26 @@ static int mem_exec_fail(st_store *s, const char *id, uint64_t fence, const char
         return wu_err(err, WEFT_ESTATE,
                       "execution %s was changed by someone else (fence %llu, expected %llu)", id,
                       (unsigned long long)ex->fence, (unsigned long long)fence);
+    /* what it allocates first: its reason, its event (events() adds
+     * workflowId and time) */
+    if (!(reason = strdup(why ? why : "failed")) ||
+        wu_buf_add(&ev, "{\"status\":\"FAILED\",\"reason\":", 28) ||
+        wu_buf_add_json_str(&ev, reason) || wu_buf_add(&ev, "}", 1) ||
+        events_prepare(m, ex, (const char *const *)&ev.data, 1, &lines)) {
+        free(reason);
+        wu_buf_free(&ev);
+        return oom(err);
+    }
+    wu_buf_free(&ev);
     fence_bump(ex);
     ex->x->fence = ex->fence;
     ex->x->status = WEFT_WF_FAILED;
-    xc_set_reason(&ex->x->reason, "%s", why ? why : "failed");
+    free(ex->x->reason);
+    ex->x->reason = reason;
     ex->x->ended_ms = ex->x->updated_ms = wu_now_ms();
     ex->due_seq = 0;
-    /* its event: events() adds workflowId and time */
-    if (!(ev = json_object_new_object())) return oom(err);
-    json_object_object_add(ev, "status", json_object_new_string("FAILED"));
-    json_object_object_add(ev, "reason", json_object_new_string(ex->x->reason));
-    line = json_object_to_json_string_ext(ev, JSON_C_TO_STRING_PLAIN);
-    rc = events_add(m, ex, &line, 1) ? oom(err) : 0;
-    json_object_put(ev);
-    return rc;
+    events_commit(ex, lines);
+    return 0;
 }
 
 static int cmd_ended(weft_wf_status ws)
@@ -792,6 +835,12 @@ static int mem_due_claim(st_store *s, int wait_ms, int due_max, int64_t hold_ms,
             now = wu_now_ms();
         }
     }
+    /* room first: an execution taken off the decider queue and not put
+     * back held would never be looked at again, a task taken off ready
+     * and not leased never run */
+    if (nd && mq_order_reserve(&m->due, (size_t)due_max)) return oom(err);
+    for (i = 0; i < ntypes; i++)
+        if (mq_claim_room(m->queues, types[i], max)) return oom(err);
     if (nd) {
         /* taken first, then held: a hold of 0 must not hand one out twice */
         mq_item *it;

@@ -73,6 +73,7 @@ struct mq {
     wu_map *queues; /* borrowing: type -> mq_queue */
     wu_vec all_queues;
     mq_member *pool; /* free members */
+    size_t npool;    /* how many */
     wu_vec chunks;
 };
 
@@ -142,6 +143,12 @@ static int fifo_push(mq_order *q, mq_item it)
     }
     *fifo_at(q, q->nfifo++) = it;
     return 0;
+}
+
+int mq_order_reserve(mq_order *q, size_t n)
+{
+    /* a push that finds the ring full and cannot grow it goes to the heap */
+    return wu_grow(&q->heap, &q->capheap, q->nheap, n, sizeof *q->heap);
 }
 
 /* Queue obj at `at` under seq (which the caller stores in obj's slot). */
@@ -292,18 +299,15 @@ static void member_grow(mq_queue *q)
     q->nbuckets = n;
 }
 
-/* The member "<wf>|<task>" of q, made when missing (NULL: out of memory). */
-static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *task)
+/* At least n free members in the pool. 0 or WEFT_ENOMEM. */
+static int pool_reserve(mq *w, size_t n)
 {
-    uint32_t h = member_hash(wf, task);
-    mq_member *p = member_find(q, wf, task, h);
     size_t i;
-    if (p) return p;
-    if (!w->pool) {
+    while (w->npool < n) {
         mq_member *c = malloc(POOL_CHUNK * sizeof *c);
         if (!c || wu_vec_push(&w->chunks, c)) {
             free(c);
-            return NULL;
+            return WEFT_ENOMEM;
         }
         for (i = POOL_CHUNK; i-- > 0;) {
             c[i].slot = (uint32_t)((w->chunks.len - 1) * POOL_CHUNK + i);
@@ -313,9 +317,21 @@ static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *tas
             c[i].ready_seq = c[i].lease_seq = 0;
             w->pool = &c[i];
         }
+        w->npool += POOL_CHUNK;
     }
+    return 0;
+}
+
+/* The member "<wf>|<task>" of q, made when missing (NULL: out of memory). */
+static mq_member *member_get(mq *w, mq_queue *q, const char *wf, const char *task)
+{
+    uint32_t h = member_hash(wf, task);
+    mq_member *p = member_find(q, wf, task, h);
+    if (p) return p;
+    if (pool_reserve(w, 1)) return NULL;
     p = w->pool;
     w->pool = p->next;
+    w->npool--;
     /* ready_seq/lease_seq are 0 in a free member: stale items never match */
     p->q = q;
     p->xslot = NULL;
@@ -349,6 +365,7 @@ static void member_release(mq *w, mq_member *p)
     p->q->nmembers--;
     p->next = w->pool;
     w->pool = p;
+    w->npool++;
 }
 
 /* p is no longer in due or a park (its ready item moves elsewhere). */
@@ -365,19 +382,22 @@ static void member_unplace(mq_member *p)
 }
 
 /* Queue p as ready at `at` (lease 0) or leased until `at` (lease 1), in
- * place of what it was there. */
+ * place of what it was there. WEFT_ENOMEM leaves it as it was. */
 static int member_put(mq *w, mq_member *p, int lease, int64_t at)
 {
     uint64_t *seq = lease ? &p->lease_seq : &p->ready_seq;
+    if (mq_order_reserve(lease ? &p->q->leases : &p->q->ready, 1)) return WEFT_ENOMEM;
     if (!*seq) (*(lease ? &p->q->nleased : &p->q->nready))++;
     if (!lease) member_unplace(p);
     *seq = ++w->seq;
     return mq_order_push(lease ? &p->q->leases : &p->q->ready, at, *seq, p);
 }
 
-/* A ready p into due at score (or into its bucket's park: park 1). */
+/* A ready p into due at score (or into its bucket's park: park 1).
+ * WEFT_ENOMEM leaves it as it was. */
 static int member_place(mq *w, mq_member *p, int park, int64_t score)
 {
+    if (mq_order_reserve(park ? &p->b->park : &p->q->due, 1)) return WEFT_ENOMEM;
     if (!p->ready_seq) p->q->nready++;
     member_unplace(p);
     p->ready_seq = ++w->seq;
@@ -709,6 +729,27 @@ void mq_free(mq *w)
     free(w);
 }
 
+/* Room in q for n members to be pushed, claimed, moved between due and
+ * parks: free members, and room in each of its orders. 0 or WEFT_ENOMEM. */
+static int queue_room(mq *w, mq_queue *q, size_t n)
+{
+    size_t i;
+    if (pool_reserve(w, n) || mq_order_reserve(&q->ready, n) || mq_order_reserve(&q->leases, n) ||
+        mq_order_reserve(&q->due, n))
+        return WEFT_ENOMEM;
+    for (i = 0; i < q->limits.len; i++)
+        if (mq_order_reserve(&((mq_bucket *)q->limits.items[i])->park, n)) return WEFT_ENOMEM;
+    return 0;
+}
+
+int mq_reserve(mq *w, const char *type, size_t n, const char *limit_name, int create)
+{
+    mq_queue *q = queue_of(w, type, create);
+    if (!q) return create ? WEFT_ENOMEM : 0;
+    if (limit_name && !bucket_get(q, limit_name)) return WEFT_ENOMEM;
+    return queue_room(w, q, n);
+}
+
 static mq_member *member_of(mq *w, const char *type, const char *wf, const char *task)
 {
     mq_queue *q = queue_of(w, type, 0);
@@ -761,10 +802,20 @@ void mq_unqueue(mq *w, const char *type, const char *wf, const char *task)
     }
 }
 
-int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out)
+int mq_claim_room(mq *w, const char *type, int max)
 {
     mq_queue *q = queue_of(w, type, 1); /* made when none is: its poll is kept */
     if (!q) return WEFT_ENOMEM;
+    /* controls around: every ready member may move to due, or a park */
+    return queue_room(w, q, (size_t)max + (q->nctl || q->ndue ? (size_t)q->nready : 0));
+}
+
+int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out)
+{
+    mq_queue *q;
+    /* room first: a claim that stopped half-way would lose the members it
+     * took (off ready, not leased) */
+    if (mq_claim_room(w, type, max) || !(q = queue_of(w, type, 0))) return WEFT_ENOMEM;
     q->polled = now;
     return queue_claim(w, q, now, lease_ms, max, out);
 }

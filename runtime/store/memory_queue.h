@@ -41,6 +41,8 @@ typedef struct mq_order {
 /* Queue obj at `at` under seq; the caller stores seq in obj's slot
  * (seq_off) and removes the item by changing that slot. 0 or WEFT_ENOMEM. */
 int mq_order_push(mq_order *q, int64_t at, uint64_t seq, void *obj);
+/* Room for n more items: the next n pushes cannot fail. 0 or WEFT_ENOMEM. */
+int mq_order_reserve(mq_order *q, size_t n);
 /* The first live item (stale ones in front are dropped), or NULL; valid
  * until the next push or pop. */
 mq_item *mq_order_peek(mq_order *q);
@@ -58,11 +60,21 @@ void mq_free(mq *w);
  * go away: checked before a claim hands it out). 0 or WEFT_ENOMEM. */
 int mq_push(mq *w, const char *type, const char *wf, const char *task, xc_exec *const *xslot,
             xc_task *t, int64_t at, const char *lease, int64_t lease_until, const st_step *ctl);
+/* Room in type's queue (made when create; nothing to do for a queue that
+ * is not there otherwise) for n members: after it, that many mq_push,
+ * mq_unqueue and mq_ack of that queue cannot fail (limit_name: pushes
+ * with that limit). A store makes the room for a write's steps first, so
+ * that the write is applied whole or not at all. 0 or WEFT_ENOMEM. */
+int mq_reserve(mq *w, const char *type, size_t n, const char *limit_name, int create);
 /* Take the member off its queue, ready or leased, and forget its reap count. */
 void mq_unqueue(mq *w, const char *type, const char *wf, const char *task);
 /* Lease up to max members visible at now for lease_ms into out (with the
  * execution and task objects): the count, or WEFT_ENOMEM. */
 int mq_claim(mq *w, const char *type, int64_t now, int64_t lease_ms, int max, st_lease *out);
+/* The room mq_claim of up to max members of type makes first (a store
+ * claiming from several queues makes it in all of them before the first
+ * claim). 0 or WEFT_ENOMEM. */
+int mq_claim_room(mq *w, const char *type, int max);
 /* Move c's lease to expiry if it is current: 1, 0 (stale), WEFT_ENOMEM. */
 int mq_renew(mq *w, const st_lease *c, int64_t expiry);
 /* Drop c's lease and reap count if current (check 0: whatever the token):

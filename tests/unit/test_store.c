@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc_fail.h"
 #include "redis_fixture.h"
 #include "core/exec.h"
 #include "plugin/host.h"
@@ -95,6 +96,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    if (state) af_stopped();
     while (nmade)
         xc_free(made[--nmade]);
     st_free(S);
@@ -1946,6 +1948,381 @@ static void test_bench(void **state)
             S->ops->name, n, (cpu_ns() - t0) / (double)n);
 }
 
+/* ---- allocation failures (the memory backend; alloc_fail.h) ----
+ *
+ * Every allocation of a store operation fails in turn. The operation gives
+ * WEFT_ENOMEM (the whole call, or each item of a batch) and the store is as
+ * it was, or it gives what it gives when nothing fails and the store ends
+ * the same. The store is seen through the interface: the runs' documents,
+ * fences, commands and events, every member of the queues the cases use,
+ * the decider queue's next time, the definitions, task definitions,
+ * secrets and daemons.
+ */
+
+static const char *const AF_IDS[] = {"wf-1", "wf-2"};
+static const char *const AF_TYPES[] = {"T", "U", "blue:T"};
+static const char *const AF_TASKS[] = {"t0", "t1", "t2", "t3"};
+
+/* digit runs of epoch milliseconds, and the lease tokens' counters, as "T" */
+static void af_norm(wu_buf *b, const char *s)
+{
+    while (*s) {
+        size_t n = strspn(s, "0123456789");
+        if (n >= 12) {
+            assert_int_equal(wu_buf_add(b, "T", 1), 0);
+        } else {
+            if (!n) n = 1;
+            assert_int_equal(wu_buf_add(b, s, n), 0);
+        }
+        s += n;
+    }
+}
+
+static int af_event(void *ud, const char *id, const char *json)
+{
+    af_norm(ud, json);
+    return wu_buf_add(ud, "\n", 1);
+}
+
+/* The store as its callers see it, as text (caller frees). */
+static char *af_store_state(void)
+{
+    wu_buf b = {0};
+    char line[512], next[ST_EVENT_ID_MAX];
+    size_t i, k, t;
+    char *json = NULL, **names = NULL;
+    size_t nnames = 0;
+    weft_error err = {0};
+    for (i = 0; i < sizeof AF_IDS / sizeof AF_IDS[0]; i++) {
+        st_doc d = {0};
+        int rc = ST(S, exec_read, AF_IDS[i], &d, &err);
+        snprintf(line, sizeof line, "%s: %d fence %llu %s cmd %s\n", AF_IDS[i], rc,
+                 (unsigned long long)d.fence, d.status ? d.status : "-", d.cmd ? d.cmd : "-");
+        af_norm(&b, line);
+        if (d.doc) af_norm(&b, d.doc);
+        st_doc_clear(&d);
+        assert_int_equal(wu_buf_add(&b, "\nevents:\n", 9), 0);
+        assert_true(ST(S, events, AF_IDS[i], "0", next, 0, af_event, &b, &err) >= 0);
+    }
+    for (t = 0; t < sizeof AF_TYPES / sizeof AF_TYPES[0]; t++) {
+        long long ready = -1, leased = -1;
+        ST(S, queue_sizes, AF_TYPES[t], &ready, &leased, &err);
+        snprintf(line, sizeof line, "queue %s: %lld ready, %lld leased\n", AF_TYPES[t], ready,
+                 leased);
+        af_norm(&b, line);
+        for (i = 0; i < sizeof AF_IDS / sizeof AF_IDS[0]; i++)
+            for (k = 0; k < sizeof AF_TASKS / sizeof AF_TASKS[0]; k++) {
+                st_qmember m;
+                memset(&m, 0, sizeof m);
+                assert_int_equal(ST(S, queue_member, AF_TYPES[t], AF_IDS[i], AF_TASKS[k], &m, &err),
+                                 0);
+                if (m.state == ST_Q_NONE) continue;
+                snprintf(line, sizeof line,
+                         "  %s|%s: %d visible %lld name %s limit %d/%lld/%d held %d window "
+                         "%lld/%d\n",
+                         AF_IDS[i], AF_TASKS[k], (int)m.state, (long long)m.visible, m.name,
+                         m.limit.rate_count, (long long)m.limit.rate_per_ms, m.limit.concurrency,
+                         m.held, (long long)m.window_start, m.window_claims);
+                af_norm(&b, line);
+            }
+    }
+    snprintf(line, sizeof line, "next %lld\n",
+             (long long)st_memory_next(S, AF_TYPES, sizeof AF_TYPES / sizeof AF_TYPES[0]));
+    af_norm(&b, line);
+    OK(ST(S, def_list, &json, &e_));
+    af_norm(&b, json);
+    free(json);
+    OK(ST(S, taskdef_list, &json, &e_));
+    af_norm(&b, json);
+    free(json);
+    OK(ST(S, daemons, &json, &e_));
+    af_norm(&b, json);
+    free(json);
+    OK(ST(S, secret_names, &names, &nnames, &e_));
+    for (i = 0; i < nnames; i++) {
+        char *v = NULL;
+        OK(ST(S, secret_get, names[i], &v, &e_));
+        snprintf(line, sizeof line, "\nsecret %s=%s", names[i], v);
+        af_norm(&b, line);
+        free(v);
+    }
+    free_list(names, nnames);
+    return b.data;
+}
+
+/* One store case: the state before it (built unarmed, on a fresh store),
+ * the operation (armed), and what else it gives besides the store. */
+typedef struct af_store_case {
+    const char *name;
+    void (*before)(void);
+    int (*call)(void);
+    char *(*result)(void); /* what the call gave (caller frees), or NULL */
+} af_store_case;
+
+static struct {
+    const af_store_case *c;
+    char *before, *want, *before_result, *want_result;
+    /* what cases pass the call and read back */
+    xc_exec *x;
+    st_lease leases[8];
+    int nleases;
+    char due_ids[4][64];
+    int ndue;
+    st_create cr[1];
+    st_save sv[1];
+} AS;
+
+static void af_store_setup(void *ud)
+{
+    weft_error err = {0};
+    if (st_memory_open(NULL, &S, &err)) fail_msg("open: %s", err.msg);
+    memset(AS.leases, 0, sizeof AS.leases);
+    AS.nleases = AS.ndue = 0;
+    memset(AS.cr, 0, sizeof AS.cr);
+    memset(AS.sv, 0, sizeof AS.sv);
+    AS.x = NULL;
+    AS.c->before();
+    AS.before = af_store_state();
+    AS.before_result = AS.c->result ? AS.c->result() : NULL;
+}
+
+static int af_store_call(void *ud)
+{
+    return AS.c->call();
+}
+
+static int af_store_check(void *ud, int rc, int failed)
+{
+    char *got = af_store_state(), *res = AS.c->result ? AS.c->result() : NULL;
+    int same;
+    if (rc == WEFT_ENOMEM) {
+        assert_string_equal(got, AS.before);
+        if (res) assert_string_equal(res, AS.before_result);
+        same = 0;
+    } else {
+        assert_string_equal(got, AS.want);
+        if (res) assert_string_equal(res, AS.want_result);
+        same = 1;
+    }
+    free(got);
+    free(res);
+    return same;
+}
+
+static void af_store_teardown(void *ud)
+{
+    free(AS.before);
+    free(AS.before_result);
+    AS.before = AS.before_result = NULL;
+    teardown(NULL);
+}
+
+static void af_store_baseline(void *ud, int rc)
+{
+    assert_int_equal(rc, 0);
+    AS.want = af_store_state();
+    AS.want_result = AS.c->result ? AS.c->result() : NULL;
+}
+
+static void af_store_sweep(const af_store_case *c)
+{
+    af_case ac = {c->name,        af_store_setup,    af_store_call,
+                  af_store_check, af_store_teardown, af_store_baseline};
+    AS.c = c;
+    af_run(&ac, NULL);
+    free(AS.want);
+    free(AS.want_result);
+    AS.want = AS.want_result = NULL;
+}
+
+/* The code of a batch of one: the call's, else its item's. A failed
+ * call must have set the item's code too (STYLE 15). */
+static int af_item(int call_rc, int item_rc)
+{
+    if (call_rc) assert_int_not_equal(item_rc, 0);
+    return call_rc ? call_rc : item_rc;
+}
+
+/* wf-1 with a task in each queue, one of them claimed */
+static void af_two_queued(void)
+{
+    int64_t now = wu_now_ms();
+    st_step sp[3] = {push("T", "t0", now - 10), push("T", "t1", now - 10),
+                     push("U", "t2", now + 60000)};
+    AS.x = queued("wf-1", sp, 3);
+    assert_int_equal(claim("T", 1, 60000, AS.leases), 1);
+    AS.nleases = 1;
+}
+
+static const char *const AF_EVENTS[2] = {"{\"status\":\"RUNNING\"}", "{\"taskId\":\"t1\"}"};
+
+/* an execution to create (a batch of one: each item of a batch is a
+ * create of its own) */
+static void af_new(void)
+{
+    AS.cr[0].x = new_exec("wf-1");
+}
+
+static int af_create_call(void)
+{
+    int64_t now = wu_now_ms();
+    static st_step sp[4];
+    int rc;
+    sp[0] = push("T", "t0", now);
+    sp[1] = push("U", "t1", now + 5000);
+    sp[2] = push("blue:T", "t2", now);
+    sp[3].kind = ST_WAKE;
+    sp[3].at = now + 1000;
+    AS.cr[0].steps = sp;
+    AS.cr[0].nsteps = 4;
+    AS.cr[0].events = AF_EVENTS;
+    AS.cr[0].nevents = 2;
+    rc = ST(S, exec_create_many, AS.cr, 1, &e_);
+    return af_item(rc, AS.cr[0].rc);
+}
+
+static int af_save_call(void)
+{
+    int64_t now = wu_now_ms();
+    static st_step sp[5];
+    int rc;
+    sp[0].kind = ST_UNQUEUE;
+    sp[0].type = "T";
+    sp[0].task_id = "t0";
+    sp[1] = push("T", "t3", now);
+    sp[2] = push("blue:T", "t2", now);
+    sp[2].lease = "tok-1";
+    sp[2].lease_until = now + 60000;
+    sp[3] = push("U", "t1", now);
+    sp[3].priority = 5;
+    sp[4].kind = ST_WAKE;
+    sp[4].at = now + 2000;
+    AS.x->status = WEFT_WF_RUNNING;
+    AS.sv[0].x = AS.x;
+    AS.sv[0].fence = AS.x->fence;
+    AS.sv[0].loaded_fence = AS.x->fence;
+    AS.sv[0].steps = sp;
+    AS.sv[0].nsteps = 5;
+    AS.sv[0].events = AF_EVENTS;
+    AS.sv[0].nevents = 2;
+    AS.sv[0].acks = AS.leases;
+    AS.sv[0].nacks = 1;
+    rc = ST(S, exec_save_many, AS.sv, 1, &e_);
+    return af_item(rc, AS.sv[0].rc);
+}
+
+static int af_claim_call(void)
+{
+    const char *types[2] = {"T", "U"};
+    int n = ST(S, due_claim, 0, 4, 60000, AS.due_ids, &AS.ndue, types, 2, 4, 60000,
+               AS.leases + AS.nleases, &e_);
+    if (n < 0) return n;
+    AS.nleases += n;
+    return 0;
+}
+
+static char *af_claim_result(void)
+{
+    wu_buf b = {0};
+    char line[256];
+    int i;
+    for (i = 0; i < AS.ndue; i++) {
+        snprintf(line, sizeof line, "due %s\n", AS.due_ids[i]);
+        af_norm(&b, line);
+    }
+    for (i = 0; i < AS.nleases; i++) {
+        snprintf(line, sizeof line, "lease %s|%s %s %s\n", AS.leases[i].workflow_id,
+                 AS.leases[i].task_id, AS.leases[i].type, AS.leases[i].lease);
+        af_norm(&b, line);
+    }
+    return b.data ? b.data : strdup("");
+}
+
+static int af_renew_call(void)
+{
+    int ok = -1, rc = ST(S, renew_many, AS.leases, 1, 30000, &ok, &e_);
+    return rc < 0 ? rc : ok == 1 ? 0 : WEFT_ESTATE;
+}
+
+static int af_ack_call(void)
+{
+    return ST(S, ack, &AS.leases[0], &e_) < 0 ? e_.code : 0;
+}
+
+static int af_fail_call(void)
+{
+    return ST(S, exec_fail, "wf-1", 0, "cannot be read", &e_);
+}
+
+static int af_command_call(void)
+{
+    char *pending = NULL, status[32];
+    int rc = ST(S, exec_command, "wf-1", "tok|pause|by me", "pause", &pending, status, &e_);
+    free(pending);
+    return rc == ST_CMD_RECORDED ? 0 : rc;
+}
+
+static int af_def_call(void)
+{
+    return ST(S, def_register, "order", 2, "{\"name\":\"order\",\"version\":2}", &e_);
+}
+
+static int af_taskdef_call(void)
+{
+    return ST(S, taskdef_put, "T", "{\"name\":\"T\",\"retryCount\":2}", &e_);
+}
+
+static int af_secret_call(void)
+{
+    return ST(S, secret_set, "KEY", "s3cret", &e_);
+}
+
+static int af_idem_call(void)
+{
+    char existing[64];
+    int rc = ST(S, idem_claim, "key-1", "wf-1", existing, &e_);
+    return rc < 0 ? rc : 0;
+}
+
+static void af_created(void)
+{
+    AS.x = queued("wf-1", NULL, 0);
+}
+
+/* wf-1 due, with tasks ready in two queues, one with queue controls */
+static void af_ready(void)
+{
+    int64_t now = wu_now_ms();
+    st_step sp[3] = {push("T", "t0", now - 10), push("T", "t1", now - 10),
+                     push("U", "t2", now - 10)};
+    sp[2].priority = 3;
+    AS.x = queued("wf-1", sp, 3);
+}
+
+/* Every allocation of each memory store operation fails in turn. */
+static void test_alloc_failures(void **state)
+{
+    static const af_store_case cases[] = {
+        {"exec_create_many", af_new, af_create_call, NULL},
+        {"exec_save_many", af_two_queued, af_save_call, NULL},
+        {"due_claim", af_ready, af_claim_call, af_claim_result},
+        {"renew_many", af_two_queued, af_renew_call, NULL},
+        {"ack", af_two_queued, af_ack_call, NULL},
+        {"exec_fail", af_two_queued, af_fail_call, NULL},
+        {"exec_command", af_two_queued, af_command_call, NULL},
+        {"def_register", af_created, af_def_call, NULL},
+        {"taskdef_put", af_created, af_taskdef_call, NULL},
+        {"secret_set", af_created, af_secret_call, NULL},
+        {"idem_claim", af_created, af_idem_call, NULL},
+    };
+    size_t i;
+    if (!is_memory()) skip();
+    st_free(S); /* each run opens its own */
+    S = NULL;
+    for (i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        af_store_sweep(&cases[i]);
+}
+
 /* ---- the run ---- */
 
 static const weft_task_type type_t = {.name = "T"};
@@ -2004,6 +2381,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_memory_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bench, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     json_object *def = json_tokener_parse(
         "{\"name\":\"order\",\"version\":1,\"tasks\":[{\"name\":\"a\",\"taskReferenceName\":\"a\","
