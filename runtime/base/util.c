@@ -310,6 +310,16 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
     obj = json_tokener_parse_ex(tok, text, (int)len + 1);
     jerr = json_tokener_get_error(tok);
     off = json_tokener_get_parse_end(tok);
+    if (jerr == json_tokener_success && !obj) {
+        /* json-c (0.16) says nothing else of a value it could not make:
+         * no value and success is out of memory, but for the text null */
+        for (i = 0; i < len && strchr(" \t\r\n", text[i]); i++)
+            ;
+        if (strncmp(text + i, "null", 4)) {
+            json_tokener_free(tok);
+            return wu_err(err, WEFT_ENOMEM, "%s: out of memory", what);
+        }
+    }
     if (jerr == json_tokener_success && off < len) {
         /* trailing garbage after a complete value is an error too, unless blank */
         for (i = off; i < len; i++)

@@ -299,7 +299,11 @@ int mm_daemon_beat(st_store *s, const char *daemon_id, const char *info_json, we
     int rc;
     if ((rc = st_check_name("daemon id", daemon_id, NAME_MAX_, 1, err)) != 0) return rc;
     if ((rc = st_daemon_info(daemon_id, info_json, &j, err)) != 0) return rc;
-    return json_object_object_add(t->daemons, daemon_id, j) ? oom(err) : 0;
+    if (json_object_object_add(t->daemons, daemon_id, j)) {
+        json_object_put(j); /* not taken */
+        return oom(err);
+    }
+    return 0;
 }
 
 int mm_daemons(st_store *s, char **json, weft_error *err)

@@ -61,13 +61,20 @@ int st_event_text(wu_buf *b, const char *workflow_id, uint64_t ms, const char *l
 
 int st_daemon_info(const char *daemon_id, const char *info_json, json_object **out, weft_error *err)
 {
-    json_object *j = json_tokener_parse(info_json ? info_json : "{}");
+    json_object *j = NULL, *seen;
+    int rc;
     *out = NULL;
-    if (!j || !json_object_is_type(j, json_type_object)) {
+    if ((rc = wu_parse_json("info", info_json ? info_json : "{}", &j, err)) == WEFT_ENOMEM)
+        return wu_err_prefix(err, "daemon %s: ", daemon_id);
+    if (rc || !json_object_is_type(j, json_type_object)) {
         json_object_put(j);
         return wu_err(err, WEFT_EINVAL, "daemon %s: info is not a JSON object", daemon_id);
     }
-    json_object_object_add(j, "seen", json_object_new_int64(wu_now_ms()));
+    if (!(seen = json_object_new_int64(wu_now_ms())) || json_object_object_add(j, "seen", seen)) {
+        json_object_put(seen);
+        json_object_put(j);
+        return wu_err(err, WEFT_ENOMEM, "daemon %s: out of memory", daemon_id);
+    }
     *out = j;
     return 0;
 }

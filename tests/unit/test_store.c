@@ -2277,6 +2277,13 @@ static int af_secret_call(void)
     return ST(S, secret_set, "KEY", "s3cret", &e_);
 }
 
+/* (info without keys: json-c 0.16's parser crashes when a key's copy
+ * cannot be made, strlen(NULL) in json_object_object_add_ex) */
+static int af_daemon_call(void)
+{
+    return ST(S, daemon_beat, "d-1", "{}", &e_);
+}
+
 static int af_idem_call(void)
 {
     char existing[64];
@@ -2313,6 +2320,7 @@ static void test_alloc_failures(void **state)
         {"def_register", af_created, af_def_call, NULL},
         {"taskdef_put", af_created, af_taskdef_call, NULL},
         {"secret_set", af_created, af_secret_call, NULL},
+        {"daemon_beat", af_created, af_daemon_call, NULL},
         {"idem_claim", af_created, af_idem_call, NULL},
     };
     size_t i;
