@@ -433,14 +433,16 @@ static int mem_task_log_add(st_store *s, const char *workflow_id, const char *ta
     for (i = 0; i < n; i++)
         if (strchr(lines[i], '\n'))
             return wu_err(err, WEFT_EINVAL, "task %s: log line %zu spans lines", task_id, i);
-    if (!(l = log_of(ex, task_id, 1))) return oom(err);
-    for (i = 0; i < n; i++) {
-        char *c = strdup(lines[i]);
-        if (!c || wu_vec_push(&l->lines, c)) {
-            free(c);
+    /* every line copied, and room for them, before one is added: all or none
+     * (an empty log made for them reads as none) */
+    if (!(l = log_of(ex, task_id, 1)) || wu_vec_reserve(&l->lines, n)) return oom(err);
+    for (i = 0; i < n; i++)
+        if (!(l->lines.items[l->lines.len + i] = strdup(lines[i]))) {
+            while (i > 0)
+                free(l->lines.items[l->lines.len + --i]);
             return oom(err);
         }
-    }
+    l->lines.len += n;
     if (l->lines.len > ST_LOG_LINES_MAX) { /* the newest kept */
         size_t drop = l->lines.len - ST_LOG_LINES_MAX;
         for (i = 0; i < drop; i++)

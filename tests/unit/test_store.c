@@ -2277,6 +2277,19 @@ static int af_secret_call(void)
     return ST(S, secret_set, "KEY", "s3cret", &e_);
 }
 
+static int af_log_call(void)
+{
+    const char *lines[2] = {"{\"log\":\"one\"}", "{\"log\":\"two\"}"};
+    return ST(S, task_log_add, "wf-1", "t0", lines, 2, &e_);
+}
+
+static char *af_log_result(void)
+{
+    char *lines = NULL;
+    OK(ST(S, task_log, "wf-1", "t0", &lines, &e_));
+    return lines;
+}
+
 /* (info without keys: json-c 0.16's parser crashes when a key's copy
  * cannot be made, strlen(NULL) in json_object_object_add_ex) */
 static int af_daemon_call(void)
@@ -2321,6 +2334,7 @@ static void test_alloc_failures(void **state)
         {"taskdef_put", af_created, af_taskdef_call, NULL},
         {"secret_set", af_created, af_secret_call, NULL},
         {"daemon_beat", af_created, af_daemon_call, NULL},
+        {"task_log_add", af_created, af_log_call, af_log_result},
         {"idem_claim", af_created, af_idem_call, NULL},
     };
     size_t i;
