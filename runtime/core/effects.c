@@ -100,20 +100,25 @@ int fx_steps_in(op_env *env, const dec_env *dec, xc_exec *x, dec_out *o, int fol
     st_step *s;
     st_lease *got = NULL;
     size_t i, k = 0, ng = 0;
-    int64_t now = dec->now();
-    /* first: next_due may time tasks out, adding their cancels to o */
-    int64_t due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow, now);
-    /* (next_due may have added actions: the room is counted after it) */
-    int inline_steps = buf && o->n + 1 <= sizeof buf->steps / sizeof buf->steps[0];
+    int64_t now = dec->now(), due;
+    /* Room first: next_due may time tasks out, adding their cancels to o
+     * (a cancel and a child's end each, the workflow's end), and a call
+     * that then failed would leave them applied to x with no steps. */
+    int may_time_out = !xc_wf_terminal(x->status) &&
+                       (x->timed || (x->def->timeout_ms > 0 && x->def->timeout_fails));
+    size_t most = o->n + (may_time_out ? 2 * (size_t)x->active + 3 : 0);
+    int inline_steps = buf && most + 1 <= sizeof buf->steps / sizeof buf->steps[0];
+    /* (eager leases are of pushes: a timeout adds none) */
     int inline_leases = buf && o->n <= sizeof buf->leases / sizeof buf->leases[0];
     /* filled entry by entry below: nothing to zero */
-    s = inline_steps ? buf->steps : malloc((o->n + 1) * sizeof *s);
+    s = inline_steps ? buf->steps : malloc((most + 1) * sizeof *s);
     if (s && room && *room &&
         !(got = inline_leases ? buf->leases : malloc((o->n + 1) * sizeof *got))) {
         if (!inline_steps) free(s);
         return WEFT_ENOMEM;
     }
     if (!s) return WEFT_ENOMEM;
+    due = xc_wf_terminal(x->status) ? 0 : next_due(env, dec, x, o, follow, now);
     for (i = 0; i < o->n; i++) {
         dec_action *a = &o->a[i];
         st_step st = {0};

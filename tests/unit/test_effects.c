@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_fail.h"
+#include "core/codec.h"
 #include "core/effects.h"
 #include "core/ops.h"
 #include "store/memory.h"
@@ -71,6 +73,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
+    if (state) af_stopped();
     while (F.nmine > 0)
         xc_free(F.mine[--F.nmine]);
     def_unref(F.def);
@@ -78,13 +81,14 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A stored execution of the definition (a reference of the store's). */
-static xc_exec *stored(const char *parent)
+/* A stored execution of the definition with this id (NULL: a fresh one),
+ * a reference of the store's. */
+static xc_exec *stored_id(const char *id, const char *parent)
 {
     weft_error err = {0};
     st_create c = {0};
     xc_exec *x = NULL;
-    assert_int_equal(xc_new(F.def, NULL, NULL, &x, &err), 0);
+    assert_int_equal(xc_new(F.def, NULL, id, &x, &err), 0);
     if (parent) {
         x->parent_id = strdup(parent);
         x->parent_task_id = strdup("none");
@@ -94,6 +98,11 @@ static xc_exec *stored(const char *parent)
     assert_int_equal(c.rc, 0);
     F.mine[F.nmine++] = x;
     return x;
+}
+
+static xc_exec *stored(const char *parent)
+{
+    return stored_id(NULL, parent);
 }
 
 static size_t count_kind(const st_step *s, size_t n, st_step_kind kind)
@@ -179,12 +188,172 @@ static void test_parent_woken(void **state)
     dec_out_free(&o);
 }
 
+/* ---- allocation failures (alloc_fail.h) ---- */
+
+/* The timed definition: a's timeout has passed when the steps are made. */
+static const char *TIMED_JSON =
+    "{\"name\":\"fx_t\",\"tasks\":[{\"taskReferenceName\":\"a\",\"type\":\"Q\","
+    "\"taskDefinition\":{\"timeoutSeconds\":1}},{\"taskReferenceName\":\"b\",\"type\":\"Q\"}]}";
+
+static struct {
+    def_workflow *timed;
+    xc_exec *x;
+    dec_out o;
+    st_step *s;
+    st_lease *eager;
+    size_t n, neager, room;
+    char *before, *want;
+} AX;
+
+/* x's document, its actions, the steps and eager leases made, the
+ * cascades queued (text; caller frees). */
+static char *af_fx_state(void)
+{
+    wu_buf b = {0};
+    char line[256];
+    size_t i;
+    json_object *doc = NULL;
+    weft_error err = {0};
+    assert_int_equal(cd_doc_text(AX.x, &b), 0);
+    assert_int_equal(wu_parse_json("doc", b.data, &doc, &err), 0);
+    b.len = 0;
+    /* task ids and the times taken from the wall clock differ run to run */
+    {
+        json_object *tasks = json_object_object_get(doc, "tasks");
+        json_object_object_del(doc, "createTime");
+        json_object_object_del(doc, "updateTime");
+        json_object_object_del(doc, "endTime");
+        for (i = 0; i < json_object_array_length(tasks); i++) {
+            json_object *t = json_object_array_get_idx(tasks, i);
+            json_object_object_del(t, "id");
+            json_object_object_del(t, "scheduledTime");
+            json_object_object_del(t, "updateTime");
+            json_object_object_del(t, "startTime");
+            json_object_object_del(t, "endTime");
+            json_object_object_del(t, "callbackTime");
+        }
+    }
+    snprintf(line, sizeof line, "%s\n",
+             json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN));
+    json_object_put(doc);
+    assert_int_equal(wu_buf_add(&b, line, strlen(line)), 0);
+    for (i = 0; i < AX.o.n; i++) {
+        snprintf(line, sizeof line, "action %d %s\n", (int)AX.o.a[i].kind,
+                 AX.o.a[i].task ? AX.o.a[i].task->ref : "-");
+        assert_int_equal(wu_buf_add(&b, line, strlen(line)), 0);
+    }
+    for (i = 0; i < AX.n; i++) {
+        snprintf(line, sizeof line, "step %d %s %s\n", (int)AX.s[i].kind,
+                 AX.s[i].type ? AX.s[i].type : "-", AX.s[i].task ? AX.s[i].task->ref : "-");
+        assert_int_equal(wu_buf_add(&b, line, strlen(line)), 0);
+    }
+    for (i = 0; i < AX.neager; i++) {
+        snprintf(line, sizeof line, "eager %s\n", AX.eager[i].t->ref);
+        assert_int_equal(wu_buf_add(&b, line, strlen(line)), 0);
+    }
+    for (i = 0; i < F.env.nlater; i++) {
+        snprintf(line, sizeof line, "later %d\n", (int)i);
+        assert_int_equal(wu_buf_add(&b, line, strlen(line)), 0);
+    }
+    return b.data;
+}
+
+static int take_all(void *ud, const xc_task *t)
+{
+    return 1;
+}
+
+/* x decided: a and b queued in a workflow whose a is timed (its timeout
+ * passed), so that finding x's next look times it out */
+static void af_steps_setup(void *ud)
+{
+    weft_error err = {0};
+    setup(NULL);
+    assert_int_equal(op_def(&F.env, TIMED_JSON, "fx_t.json", &AX.timed, &err), 0);
+    assert_int_equal(xc_new(AX.timed, NULL, "wf-fx", &AX.x, &err), 0);
+    memset(&AX.o, 0, sizeof AX.o);
+    assert_int_equal(dec_decide(&F.dec, AX.x, &AX.o), 0);
+    dec_start(&F.dec, AX.x, xc_find_ref(AX.x, "a"));
+    xc_find_ref(AX.x, "a")->started_ms -= 5000;
+    F.env.eager = take_all;
+    F.env.lease_ms = 60000;
+    AX.room = 4;
+    AX.s = NULL;
+    AX.eager = NULL;
+    AX.n = AX.neager = 0;
+    AX.before = af_fx_state();
+}
+
+static int af_steps_call(void *ud)
+{
+    return fx_steps(&F.env, &F.dec, AX.x, &AX.o, 0, &AX.s, &AX.n, &AX.room, &AX.eager, &AX.neager);
+}
+
+/* Whether the steps look at x again at once (a timeout put off for want
+ * of memory: nothing changed, the next look times it out). */
+static int af_looks_now(void)
+{
+    size_t i;
+    for (i = 0; i < AX.n; i++)
+        if (AX.s[i].kind == ST_WAKE && AX.s[i].at <= wu_now_ms()) return 1;
+    return 0;
+}
+
+static int af_fx_check(void *ud, int rc, int failed)
+{
+    char *got = af_fx_state();
+    int same = rc == 0 && !strcmp(got, AX.want);
+    if (rc == WEFT_ENOMEM) {
+        assert_string_equal(got, AX.before);
+    } else if (!same) {
+        /* x and its actions as they were, and a look at once */
+        assert_true(AX.n > 0);
+        assert_memory_equal(got, AX.before, strchr(AX.before, '\n') - AX.before);
+        assert_true(af_looks_now());
+    }
+    free(got);
+    return same;
+}
+
+static void af_fx_baseline(void *ud, int rc)
+{
+    assert_int_equal(rc, 0);
+    AX.want = af_fx_state();
+}
+
+static void af_fx_teardown(void *ud)
+{
+    free(AX.s);
+    free(AX.eager);
+    dec_out_free(&AX.o);
+    xc_free(AX.x);
+    def_unref(AX.timed);
+    free(AX.before);
+    AX.before = NULL;
+    AX.x = NULL;
+    AX.timed = NULL;
+    teardown(NULL);
+}
+
+/* Every allocation of making a decision's steps fails in turn. */
+static void test_alloc_failures(void **state)
+{
+    static const af_case steps = {"fx_steps",  af_steps_setup, af_steps_call,
+                                  af_fx_check, af_fx_teardown, af_fx_baseline};
+    teardown(NULL); /* each run has its own store */
+    af_run(&steps, NULL);
+    free(AX.want);
+    AX.want = NULL;
+    setup(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_steps, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_and_child, setup, teardown),
         cmocka_unit_test_setup_teardown(test_parent_woken, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
