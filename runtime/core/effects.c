@@ -207,23 +207,23 @@ static void later_clear(struct op_later *l)
     json_object_put(l->data);
 }
 
-/* Queue a cascade step (taken, also on failure). */
-static void later_push(op_env *env, struct op_later *l)
+static void warn(op_env *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Queue a cascade step (taken, also on failure). One that cannot be
+ * queued, or was not made whole (ok 0), is said (the sweeper repairs what
+ * a crash or this loses: a parent reads its child's end). */
+static void later_push(op_env *env, struct op_later *l, int ok)
 {
-    if (env->nlater == env->caplater) {
-        size_t cap = env->caplater ? env->caplater * 2 : 8;
-        struct op_later *v = realloc(env->later, cap * sizeof *v);
-        if (!v) {
-            later_clear(l);
-            return;
-        }
-        env->later = v;
-        env->caplater = cap;
+    if (!ok || wu_grow(&env->later, &env->caplater, env->nlater, 1, sizeof *env->later)) {
+        warn(env, "out of memory: a cascade was lost (%s; the sweeper repairs it)",
+             l->kind == LATER_TERMINATE ? "a child to terminate"
+             : l->kind == LATER_PARENT  ? "a parent to tell"
+                                        : "a failure workflow to start");
+        later_clear(l);
+        return;
     }
     env->later[env->nlater++] = *l;
 }
-
-static void warn(op_env *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(op_env *env, const char *fmt, ...)
 {
     char line[WEFT_ERROR_MAX * 2];
@@ -318,7 +318,7 @@ void fx_drain(op_env *env)
 void fx_terminate_later(op_env *env, const char *id)
 {
     struct op_later l = {.kind = LATER_TERMINATE, .id = strdup(id)};
-    if (l.id) later_push(env, &l);
+    later_push(env, &l, l.id != NULL);
 }
 
 static char *dup_or_null(const char *s)
@@ -355,10 +355,7 @@ void fx_after(op_env *env, xc_exec *x, const dec_out *o)
                 l.task_id = strdup(x->parent_task_id);
                 l.child_id = strdup(x->id);
                 l.text = l.status == WEFT_TASK_COMPLETED ? NULL : strdup(reason);
-                if (l.id && l.task_id && l.child_id)
-                    later_push(env, &l);
-                else
-                    later_clear(&l);
+                later_push(env, &l, l.data && l.id && l.task_id && l.child_id);
             }
             break;
         case DEC_START_FAILURE:
@@ -369,10 +366,7 @@ void fx_after(op_env *env, xc_exec *x, const dec_out *o)
             l.data = xc_failure_input(x);
             l.depth = x->depth;
             l.priority = x->priority;
-            if (l.id && l.text)
-                later_push(env, &l);
-            else
-                later_clear(&l);
+            later_push(env, &l, l.data && l.id && l.text);
             break;
         case DEC_WF_ENDED:
             if (env->hooks && env->hooks->ended) env->hooks->ended(env->hooks->ud, x);

@@ -441,38 +441,58 @@ json_object *xc_summary(const xc_exec *x)
     return o;
 }
 
-static void copy_members(json_object *to, json_object *from)
+/* from's members into to (references). 0, or WEFT_ENOMEM. */
+static int copy_members(json_object *to, json_object *from)
 {
-    if (!json_object_is_type(from, json_type_object)) return;
+    if (!json_object_is_type(from, json_type_object)) return 0;
     json_object_object_foreach(from, k, v)
     {
-        json_object_object_add(to, k, json_object_get(v));
+        if (json_object_object_add(to, k, json_object_get(v))) {
+            json_object_put(v);
+            return WEFT_ENOMEM;
+        }
     }
+    return 0;
+}
+
+/* o[k] = v (taken); v NULL is a value that could not be made. 0, or WEFT_ENOMEM. */
+static int add_made(json_object *o, const char *k, json_object *v)
+{
+    if (!v || json_object_object_add(o, k, v)) {
+        json_object_put(v);
+        return WEFT_ENOMEM;
+    }
+    return 0;
 }
 
 json_object *xc_child_result(const xc_exec *child, weft_task_status *status, char *reason,
                              size_t size)
 {
     json_object *out = json_object_new_object();
-    copy_members(out, child->output);
-    json_object_object_add(out, "subWorkflowId", json_object_new_string(child->id));
     *status = child->status == WEFT_WF_COMPLETED ? WEFT_TASK_COMPLETED : WEFT_TASK_FAILED;
     char head[128];
     snprintf(head, sizeof head, "sub-workflow %s %s%s", child->id,
              weft_wf_status_name(child->status), child->reason ? ": " : "");
     wu_join_tail(reason, size, head, child->reason);
+    if (!out || copy_members(out, child->output) ||
+        add_made(out, "subWorkflowId", json_object_new_string(child->id))) {
+        json_object_put(out);
+        return NULL;
+    }
     return out;
 }
 
 json_object *xc_failure_input(const xc_exec *x)
 {
     json_object *in = json_object_new_object();
-    copy_members(in, x->input);
-    json_object_object_add(in, "workflowId", json_object_new_string(x->id));
-    json_object_object_add(in, "reason", json_object_new_string(x->reason ? x->reason : ""));
-    json_object_object_add(in, "failureStatus",
-                           json_object_new_string(weft_wf_status_name(x->status)));
-    if (x->failed_task_id)
-        json_object_object_add(in, "failureTaskId", json_object_new_string(x->failed_task_id));
+    if (!in || copy_members(in, x->input) ||
+        add_made(in, "workflowId", json_object_new_string(x->id)) ||
+        add_made(in, "reason", json_object_new_string(x->reason ? x->reason : "")) ||
+        add_made(in, "failureStatus", json_object_new_string(weft_wf_status_name(x->status))) ||
+        (x->failed_task_id &&
+         add_made(in, "failureTaskId", json_object_new_string(x->failed_task_id)))) {
+        json_object_put(in);
+        return NULL;
+    }
     return in;
 }

@@ -169,15 +169,15 @@ int xc_wf_status_parse(const char *s, weft_wf_status *out);
 
 /*
  * What a parent's SUB_WORKFLOW task gets from its ended child: returns the
- * output (the child's, plus subWorkflowId; caller owns), sets *status to
- * COMPLETED or FAILED, and writes "sub-workflow <id> <STATUS>[: reason]"
- * into reason (used when it failed).
+ * output (the child's, plus subWorkflowId; caller owns; NULL when out of
+ * memory), sets *status to COMPLETED or FAILED, and writes "sub-workflow
+ * <id> <STATUS>[: reason]" into reason (used when it failed).
  */
 json_object *xc_child_result(const xc_exec *child, weft_task_status *status, char *reason,
                              size_t size);
 
 /* The input of x's failure workflow: x's input plus workflowId, reason,
- * failureStatus and failureTaskId (caller owns). */
+ * failureStatus and failureTaskId (caller owns; NULL when out of memory). */
 json_object *xc_failure_input(const xc_exec *x);
 
 #endif

@@ -17,9 +17,10 @@ static int child_ended(op_env *env, const char *child_id, op_complete *c, json_o
         return 0;
     }
     *out = xc_child_result(cx, &c->status, reason, rsize);
+    xc_free(cx);
+    if (!*out) return 0; /* out of memory: read again at the next look */
     c->reason = c->status == WEFT_TASK_COMPLETED ? NULL : reason;
     c->output = *out;
-    xc_free(cx);
     return 1;
 }
 

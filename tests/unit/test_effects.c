@@ -197,7 +197,7 @@ static const char *TIMED_JSON =
 
 static struct {
     def_workflow *timed;
-    xc_exec *x;
+    xc_exec *x, *parent;
     dec_out o;
     st_step *s;
     st_lease *eager;
@@ -299,11 +299,22 @@ static int af_looks_now(void)
     return 0;
 }
 
+static int warned;
+
+static void hear_warn(void *ud, const char *msg)
+{
+    warned++;
+}
+
 static int af_fx_check(void *ud, int rc, int failed)
 {
     char *got = af_fx_state();
     int same = rc == 0 && !strcmp(got, AX.want);
-    if (rc == WEFT_ENOMEM) {
+    if (warned) {
+        /* fx_after: a cascade lost, and said; nothing else changed */
+        assert_false(same);
+        assert_memory_equal(got, AX.before, strlen(AX.before));
+    } else if (rc == WEFT_ENOMEM) {
         assert_string_equal(got, AX.before);
     } else if (!same) {
         /* x and its actions as they were, and a look at once */
@@ -323,25 +334,59 @@ static void af_fx_baseline(void *ud, int rc)
 
 static void af_fx_teardown(void *ud)
 {
+    fx_drain(&F.env); /* the cascades queued: run, so that nothing is left */
     free(AX.s);
     free(AX.eager);
     dec_out_free(&AX.o);
     xc_free(AX.x);
+    xc_free(AX.parent);
     def_unref(AX.timed);
     free(AX.before);
     AX.before = NULL;
-    AX.x = NULL;
+    AX.x = AX.parent = NULL;
     AX.timed = NULL;
     teardown(NULL);
 }
 
-/* Every allocation of making a decision's steps fails in turn. */
+/* a child ended failed: its parent is to be told (a cascade) */
+static void af_after_setup(void *ud)
+{
+    weft_error err = {0};
+    setup(NULL);
+    F.env.cascade = 1;
+    F.hooks.warn = hear_warn;
+    warned = 0;
+    AX.parent = xc_ref(stored_id("wf-parent", NULL));
+    AX.x = xc_ref(stored_id("wf-child", "wf-parent"));
+    memset(&AX.o, 0, sizeof AX.o);
+    assert_int_equal(dec_decide(&F.dec, AX.x, &AX.o), 0);
+    AX.o.n = 0;
+    dec_end(&F.dec, AX.x, WEFT_WF_FAILED, "boom", &AX.o);
+    AX.s = NULL;
+    AX.eager = NULL;
+    AX.n = AX.neager = 0;
+    AX.before = af_fx_state();
+    (void)err;
+}
+
+static int af_after_call(void *ud)
+{
+    fx_after(&F.env, AX.x, &AX.o);
+    return 0;
+}
+
+/* Every allocation of making a decision's steps, and of queueing its
+ * cascades, fails in turn. */
 static void test_alloc_failures(void **state)
 {
     static const af_case steps = {"fx_steps",  af_steps_setup, af_steps_call,
                                   af_fx_check, af_fx_teardown, af_fx_baseline};
+    static const af_case after = {"fx_after",  af_after_setup, af_after_call,
+                                  af_fx_check, af_fx_teardown, af_fx_baseline};
     teardown(NULL); /* each run has its own store */
     af_run(&steps, NULL);
+    free(AX.want);
+    af_run(&after, NULL);
     free(AX.want);
     AX.want = NULL;
     setup(NULL);
