@@ -215,6 +215,11 @@ int af_failed(void)
     return A.failed;
 }
 
+int af_sticky(void)
+{
+    return A.sticky;
+}
+
 long af_live(void)
 {
     return __atomic_load_n(&A.live, __ATOMIC_RELAXED);

@@ -35,6 +35,10 @@ int af_failed(void);
 /* Allocations made and not yet freed, armed or not. */
 long af_live(void);
 
+/* Whether every allocation from the failing one on fails (WEFT_AF_STICKY):
+ * then nothing made after it can be kept, not even a note of why. */
+int af_sticky(void);
+
 /*
  * One call swept by af_run. setup and teardown run unarmed, around every
  * run; call runs armed and returns the call's code; check runs unarmed
