@@ -288,10 +288,27 @@ static int run_once(const af_case *c, void *ud, long fail_at, int want, int leak
     return rc;
 }
 
+/* Whether the process's malloc is this file's: valgrind, unless told
+ * --soname-synonyms=somalloc=nouserintercepts, puts its own in its place,
+ * and a sweep would then pass having failed nothing. */
+static int in_effect(void)
+{
+    void *(*volatile alloc)(size_t) = malloc;
+    void *p;
+    af_arm(0);
+    p = alloc(1);
+    free(p);
+    return af_disarm() == 1;
+}
+
 long af_run(const af_case *c, void *ud)
 {
     long max = env_long("WEFT_AF_MAX"), n, same = 0, enomem = 0;
     int trace = env_long("WEFT_AF_TRACE") != 0, want, is_same;
+    if (!in_effect())
+        fail_msg("%s: the failing allocator is not in effect (under valgrind, run with "
+                 "--soname-synonyms=somalloc=nouserintercepts)",
+                 c->name);
     /* the first run may make what lives on (a host table, a cache) */
     want = run_once(c, ud, 0, ANY_CODE, 0, &is_same);
     if (want == WEFT_ENOMEM) fail_msg("%s: WEFT_ENOMEM with no allocation failing", c->name);
