@@ -448,7 +448,7 @@ size_t wu_map_count(const wu_map *m)
     return m ? m->count : 0;
 }
 
-int wu_grow(void *array, size_t *cap, size_t len, size_t n, size_t size)
+int wu_grow_to(void *array, size_t *cap, size_t len, size_t n, size_t size)
 {
     size_t c = *cap ? *cap : 8;
     void *items;

@@ -116,7 +116,11 @@ void wu_buf_free(wu_buf *b);
 /* Room in a growable array for n more elements: *array (the address of a
  * pointer to *cap elements of size bytes, len of them in use) doubles
  * until they fit. 0, or WEFT_ENOMEM with nothing changed. */
-int wu_grow(void *array, size_t *cap, size_t len, size_t n, size_t size);
+int wu_grow_to(void *array, size_t *cap, size_t len, size_t n, size_t size);
+static inline int wu_grow(void *array, size_t *cap, size_t len, size_t n, size_t size)
+{
+    return len + n <= *cap ? 0 : wu_grow_to(array, cap, len, n, size); /* most calls: room */
+}
 
 /* A growable pointer array. */
 typedef struct wu_vec {

@@ -236,6 +236,8 @@ static int steps_reserve(mem *m, const st_step *steps, size_t n, const st_lease 
     for (i = 0; i < n; i++) {
         const st_step *st = &steps[i];
         int rc = 0;
+        if (st->kind == ST_PUSH && st->lease && m->unrecorded_eager)
+            continue; /* not recorded (step_apply) */
         if (st->kind == ST_PUSH)
             rc = mq_reserve(m->queues, st->type, all, st->limit ? st->limit_name : NULL, 1);
         else if (st->kind == ST_UNQUEUE)
@@ -245,7 +247,9 @@ static int steps_reserve(mem *m, const st_step *steps, size_t n, const st_lease 
         if (rc) return WEFT_ENOMEM;
     }
     for (i = 0; i < nacks; i++)
-        if (mq_reserve(m->queues, acks[i].type, all, NULL, 0)) return WEFT_ENOMEM;
+        if (!(m->unrecorded_eager && acks[i].never_reaped) &&
+            mq_reserve(m->queues, acks[i].type, all, NULL, 0))
+            return WEFT_ENOMEM;
     return 0;
 }
 
