@@ -21,64 +21,8 @@
 #include "plugin/host.h"
 #include "base/util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_MAX_INPUT 65536
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_def: invariant broken: %s\n", what);
-        abort();
-    }
-}
-
-static int stub_execute(weft_ctx *ctx, weft_result *r)
-{
-    r->status = WEFT_TASK_COMPLETED;
-    return 0;
-}
-
-static int stub_map(weft_ctx *ctx, json_object *def, json_object *out, weft_result *r)
-{
-    r->status = WEFT_TASK_COMPLETED;
-    return 0;
-}
-
-/* Like a plugin's validate: uses the host table on a field of the task. */
-static int checked_validate(const weft_host *host, json_object *def, weft_error *err)
-{
-    json_object *v;
-    weft_error why;
-    int64_t ms;
-    if (json_object_object_get_ex(def, "duration", &v) && host->parse_duration(v, &ms, &why))
-        return host->error(err, WEFT_EINVAL, "duration: %s", why.msg);
-    if (json_object_object_get_ex(def, "forbidden", NULL))
-        return host->error(err, WEFT_EINVAL, "field 'forbidden' is not allowed");
-    return 0;
-}
-
-static const weft_task_type types[] = {
-    {.name = "SIMPLE", .execute = stub_execute},
-    {.name = "LAMBDA", .execute = stub_execute},
-    {.name = "DECISION", .map = stub_map},
-    {.name = "SWITCH", .map = stub_map},
-    {.name = "FORK_JOIN", .map = stub_map},
-    {.name = "FORK_JOIN_DYNAMIC", .map = stub_map},
-    {.name = "JOIN", .map = stub_map},
-    {.name = "DO_WHILE", .map = stub_map},
-    {.name = "SUB_WORKFLOW", .execute = stub_execute},
-    {.name = "WAIT", .validate = checked_validate, .execute = stub_execute},
-    {.name = "CHECKED", .validate = checked_validate, .execute = stub_execute},
-};
-
-static const weft_task_type *find_type(void *ud, const char *name)
-{
-    size_t i;
-    for (i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(types[i].name, name)) return &types[i];
-    return NULL;
-}
+#define FUZZ_NAME "fuzz_def"
+#include "fuzz.h"
 
 static json_object *lookup(void *ud, const char *root, const char *field)
 {
@@ -107,7 +51,7 @@ static void check_list(const def_workflow *wf, const def_list *l, const def_task
         check(t->list == l && t->index == i, "a task knows its place");
         check(t->ref && *t->ref, "a task has a ref");
         check(t->type != NULL && t->type_name != NULL, "a task has a type");
-        check(find_type(NULL, t->type_name) == t->type, "the type is the resolver's");
+        check(fuzz_find_type(NULL, t->type_name) == t->type, "the type is the resolver's");
         check(wu_map_get(wf->by_ref, t->ref) == t, "by_ref finds the task");
         check(def_of_json(t->json) == t, "the JSON node points back");
         check(t->input != NULL, "inputs are compiled");
@@ -161,8 +105,7 @@ static void run_dynamic(const def_env *env, def_workflow *wf, json_object *list)
         def_task *t = (def_task *)1;
         int rc = def_compile_dynamic(env, wf, wf->root.tasks[0], json_object_array_get_idx(list, i),
                                      &dyn, &t, &err);
-        if (getenv("WEFT_FUZZ_VERBOSE"))
-            printf("def_compile_dynamic %zu: %d %s\n", i, rc, rc ? err.msg : "ok");
+        if (fuzz_verbose()) printf("def_compile_dynamic %zu: %d %s\n", i, rc, rc ? err.msg : "ok");
         if (rc) {
             check(rc == WEFT_EINVAL && err.msg[0], "a dynamic task error has a message");
             check(t == NULL, "a failed dynamic task gives nothing");
@@ -176,7 +119,7 @@ static void run_dynamic(const def_env *env, def_workflow *wf, json_object *list)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static def_env env = {.find_type = find_type, .searched = "/fuzz/plugins"};
+    static def_env env = {.find_type = fuzz_find_type, .searched = "/fuzz/plugins"};
     json_object *json = (json_object *)1, *dynamic;
     def_workflow *wf = (def_workflow *)1;
     weft_error err = {0};
@@ -185,13 +128,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size > FUZZ_MAX_INPUT) return 0;
     env.host = host_table();
-    text = malloc(size + 1);
-    check(text != NULL, "malloc");
-    memcpy(text, data, size);
-    text[size] = 0;
+    text = fuzz_text(data, size);
     rc = wu_parse_json("fuzz.json", text, &json, &err);
     free(text);
-    if (rc && getenv("WEFT_FUZZ_VERBOSE")) printf("wu_parse_json: %d %s\n", rc, err.msg);
+    if (rc && fuzz_verbose()) printf("wu_parse_json: %d %s\n", rc, err.msg);
     if (rc) {
         check(rc == WEFT_EINVAL && err.code == rc, "bad JSON is WEFT_EINVAL");
         check(strncmp(err.msg, "fuzz.json: ", 11) == 0, "a JSON error names the source");
@@ -200,7 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memset(&err, 0, sizeof err);
     rc = def_compile(&env, json, "fuzz.json", NULL, &wf, &err);
-    if (getenv("WEFT_FUZZ_VERBOSE")) printf("def_compile: %d %s\n", rc, rc ? err.msg : "ok");
+    if (fuzz_verbose()) printf("def_compile: %d %s\n", rc, rc ? err.msg : "ok");
     if (rc) {
         check(rc == WEFT_EINVAL && err.code == rc, "a bad definition is WEFT_EINVAL");
         check(err.msg[0] != 0, "a definition error has a message");

@@ -20,26 +20,11 @@
 #include "lua/dsl.h"
 #include "plugin/host.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_MAX_INPUT 65536
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_dsl: invariant broken: %s\n", what);
-        abort();
-    }
-}
-
-static int stub_execute(weft_ctx *ctx, weft_result *r)
-{
-    r->status = WEFT_TASK_COMPLETED;
-    return 0;
-}
+#define FUZZ_NAME "fuzz_dsl"
+#include "fuzz.h"
 
 /* Every name is a type: only the structure of the JSON is under test. */
-static const weft_task_type any_type = {.name = "ANY", .execute = stub_execute};
+static const weft_task_type any_type = {.name = "ANY", .execute = fuzz_execute};
 
 static const weft_task_type *find_any(void *ud, const char *name)
 {
@@ -56,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size > FUZZ_MAX_INPUT) return 0;
     rc = dsl_compile("fuzz.lua", (const char *)data, size, &def, &lines, &err);
-    if (getenv("WEFT_FUZZ_VERBOSE")) printf("dsl_compile: %d %s\n", rc, rc ? err.msg : "ok");
+    if (fuzz_verbose()) printf("dsl_compile: %d %s\n", rc, rc ? err.msg : "ok");
     if (rc) {
         check(rc == WEFT_EINVAL || rc == WEFT_ELIMIT || rc == WEFT_ENOMEM,
               "a DSL error is WEFT_EINVAL, WEFT_ELIMIT or WEFT_ENOMEM");
@@ -80,7 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&err, 0, sizeof err);
     wf = NULL;
     rc = def_compile(&env, def, "fuzz.lua", lines, &wf, &err);
-    if (getenv("WEFT_FUZZ_VERBOSE")) printf("def_compile: %d %s\n", rc, rc ? err.msg : "ok");
+    if (fuzz_verbose()) printf("def_compile: %d %s\n", rc, rc ? err.msg : "ok");
     if (rc == 0)
         def_unref(wf);
     else

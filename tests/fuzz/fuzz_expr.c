@@ -18,10 +18,8 @@
 #include "core/expr.h"
 #include "base/util.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* Bigger inputs add nothing but time. */
-#define FUZZ_MAX_INPUT 65536
+#define FUZZ_NAME "fuzz_expr"
+#include "fuzz.h"
 
 static json_object *docs; /* { "workflow.input": ..., "t1.output": ... } */
 
@@ -35,14 +33,6 @@ static const char DOCS[] =
     " \"t1.input\":{\"x\":\"${not.an.expression}\"},"
     " \"t1\":{\"whole\":true},"
     " \"t1__2.output\":[0,1,2]}";
-
-static void check(int ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_expr: invariant broken: %s\n", what);
-        abort();
-    }
-}
 
 static json_object *lookup(void *ud, const char *root, const char *field)
 {
@@ -77,7 +67,7 @@ static void run(json_object *tmpl)
     int refs = 0, calls = 0, rc;
 
     rc = ex_compile(tmpl, &t, &err);
-    if (getenv("WEFT_FUZZ_VERBOSE")) printf("ex_compile: %d %s\n", rc, rc ? err.msg : "ok");
+    if (fuzz_verbose()) printf("ex_compile: %d %s\n", rc, rc ? err.msg : "ok");
     if (rc != 0) {
         check(rc == WEFT_EINVAL, "compile fails with WEFT_EINVAL");
         check(err.code == rc && err.msg[0] != 0, "a compile error has a message");
@@ -92,7 +82,7 @@ static void run(json_object *tmpl)
     }
     a = ex_eval(t, lookup, &calls);
     b = ex_eval(t, lookup, &calls);
-    if (getenv("WEFT_FUZZ_VERBOSE"))
+    if (fuzz_verbose())
         printf("ex_eval: %s\n",
                a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : "null");
     check(json_object_equal(a, b), "evaluation is repeatable");
@@ -147,10 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_object_put(s);
 
     /* the bytes as JSON text: a template of any shape */
-    text = malloc(size + 1);
-    check(text != NULL, "malloc");
-    memcpy(text, data, size);
-    text[size] = 0;
+    text = fuzz_text(data, size);
     if (wu_parse_json("fuzz", text, &parsed, NULL) == 0) {
         run(parsed);
         json_object_put(parsed);
