@@ -1,7 +1,7 @@
 /*
  * What the fuzz targets share: the entry point, the invariant check, the
- * input as a C string, and task types for the targets that compile
- * definitions. Header-only; each target defines FUZZ_NAME before including
+ * input as a C string, a strict JSON checker, and task types for the
+ * targets that compile definitions. Header-only; each target defines FUZZ_NAME before including
  * it.
  */
 #ifndef WEFT_TESTS_FUZZ_H
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "weft/plugin.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -45,6 +46,118 @@ static __attribute__((unused)) char *fuzz_text(const uint8_t *data, size_t size)
     if (size) memcpy(text, data, size);
     text[size] = 0;
     return text;
+}
+
+/* The end of the JSON value at p (n bytes left), or NULL when it is none:
+ * RFC 8259's grammar (no NaN, Infinity, comments, single quotes or trailing
+ * commas), strings of valid UTF-8 and no control characters; depth levels
+ * at most. */
+static const char *fuzz_json_value(const char *p, const char *end, int depth);
+
+static const char *fuzz_json_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+static const char *fuzz_json_string(const char *p, const char *end)
+{
+    if (p >= end || *p++ != '"') return NULL;
+    while (p < end && *p != '"') {
+        unsigned char ch = (unsigned char)*p;
+        size_t k;
+        if (ch < 0x20) return NULL;
+        if (ch == '\\') {
+            int i;
+            if (++p >= end) return NULL;
+            if (*p == 'u') {
+                for (i = 1; i <= 4; i++)
+                    if (p + i >= end || !strchr("0123456789abcdefABCDEF", p[i]) || !p[i])
+                        return NULL;
+                p += 5;
+            } else if (*p && strchr("\"\\/bfnrt", *p)) {
+                p++;
+            } else {
+                return NULL;
+            }
+            continue;
+        }
+        if (!(k = wu_utf8_seq((const unsigned char *)p, (size_t)(end - p)))) return NULL;
+        p += k;
+    }
+    return p < end ? p + 1 : NULL;
+}
+
+static const char *fuzz_json_number(const char *p, const char *end)
+{
+    const char *start;
+    if (p < end && *p == '-') p++;
+    if (p < end && *p == '0')
+        p++;
+    else if (p < end && *p >= '1' && *p <= '9')
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    else
+        return NULL;
+    if (p < end && *p == '.') {
+        start = ++p;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        if (p == start) return NULL;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        start = p;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        if (p == start) return NULL;
+    }
+    return p;
+}
+
+static const char *fuzz_json_value(const char *p, const char *end, int depth)
+{
+    char close;
+    p = fuzz_json_ws(p, end);
+    if (p >= end || depth < 0) return NULL;
+    switch (*p) {
+    case '"':
+        return fuzz_json_string(p, end);
+    case '{':
+    case '[':
+        close = *p == '{' ? '}' : ']';
+        p = fuzz_json_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (!(p = fuzz_json_string(fuzz_json_ws(p, end), end))) return NULL;
+                p = fuzz_json_ws(p, end);
+                if (p >= end || *p++ != ':') return NULL;
+            }
+            if (!(p = fuzz_json_value(p, end, depth - 1))) return NULL;
+            p = fuzz_json_ws(p, end);
+            if (p < end && *p == close) return p + 1;
+            if (p >= end || *p++ != ',') return NULL;
+        }
+    case 't':
+        return end - p >= 4 && !memcmp(p, "true", 4) ? p + 4 : NULL;
+    case 'f':
+        return end - p >= 5 && !memcmp(p, "false", 5) ? p + 5 : NULL;
+    case 'n':
+        return end - p >= 4 && !memcmp(p, "null", 4) ? p + 4 : NULL;
+    default:
+        return fuzz_json_number(p, end);
+    }
+}
+
+/* Whether text (n bytes) is one JSON value (RFC 8259, UTF-8), white space
+ * around it allowed. */
+static __attribute__((unused)) int fuzz_json_valid(const char *text, size_t n)
+{
+    const char *end = text + n, *p = fuzz_json_value(text, end, 10000);
+    return p && fuzz_json_ws(p, end) == end;
 }
 
 static __attribute__((unused)) int fuzz_execute(weft_ctx *ctx, weft_result *r)

@@ -12,8 +12,9 @@
  * members and trailing null items gone, a byte that is not UTF-8 written
  * \xNN in strings and keys, numbers past int64 as doubles; and it fails only
  * where those rules refuse (two keys that are one in JSON, nesting past 200
- * levels, an array too sparse).
+ * levels, an array too sparse, a number that is not finite).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,21 +87,22 @@ static json_object *expected(json_object *v, int depth, int *refused)
             json_object_put(k);
         }
         return out;
+    case json_type_double:
+        /* 1e999 reads as infinity, and json-c reads NaN: Lua cannot give either back */
+        if (!isfinite(json_object_get_double(v))) *refused = 1;
+        return json_object_new_double(json_object_get_double(v));
     default:
         return json_object_get(v);
     }
 }
 
-/* The result as text: valid UTF-8, and it reads back as itself. */
+/* The result as text: valid UTF-8 JSON, and it reads back as itself. */
 static void check_text(json_object *out)
 {
     const char *text = json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN);
-    size_t len = strlen(text), i, k;
     json_object *back = NULL;
-    for (i = 0; i < len; i += k)
-        check((k = wu_utf8_seq((const unsigned char *)text + i, len - i)) > 0,
-              "the result is valid UTF-8");
-    check(wu_parse_json("result", text, &back, NULL) == 0, "the result is JSON");
+    check(fuzz_json_valid(text, strlen(text)), "the result is valid UTF-8 JSON");
+    check(wu_parse_json("result", text, &back, NULL) == 0, "the result reads back");
     check(json_object_equal(back, out), "the result reads back as itself");
     json_object_put(back);
 }
