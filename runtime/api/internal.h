@@ -130,6 +130,24 @@ typedef struct ctx {
  * ?domain= (into buf). NULL when the domain is bad (400 sent). */
 const char *ap_poll_queue(ctx *c, const char *name, char buf[256]);
 
+/* A search query being parsed (search.c): its text, the tokens cut from it
+ * (each NUL-terminated in toks), the lists the st_query points into, and
+ * what was wrong with it. */
+#define AP_LIST_MAX 32                /* values of one IN (...) */
+#define AP_TIME_MAX 999999999999999LL /* ms: the year 33658 (and no overflow at +1) */
+typedef struct ap_qparse {
+    const char *text, *p;
+    char *toks, *end; /* where the next token goes */
+    const char *statuses[AP_LIST_MAX], *names[AP_LIST_MAX];
+    char why[256];
+} ap_qparse;
+
+/* Conductor's query language (search's query=) from text into q, whose
+ * strings then live in x (zeroed by the caller) until
+ * ap_search_parse_free(x), also after a failure. 0, or -1 with x->why. */
+int ap_search_parse(ap_qparse *x, const char *text, st_query *q);
+void ap_search_parse_free(ap_qparse *x);
+
 typedef mhd_result (*handler)(ctx *c);
 
 /* Whether ap_stop has begun. */

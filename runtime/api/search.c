@@ -14,24 +14,13 @@
 #include <string.h>
 #include <strings.h>
 
-#define LIST_MAX 32                /* values of one IN (...) */
-#define PAGE_MAX 1000              /* size of one search page */
-#define LISTED_MAX 1000            /* runs running/ and correlated/ answer at most */
-#define TIME_MAX 999999999999999LL /* ms: the year 33658 (and no overflow at +1) */
-
-/* A query being parsed: its text, the tokens cut from it (each
- * NUL-terminated in toks), the lists the st_query points into. */
-typedef struct qparse {
-    const char *text, *p;
-    char *toks, *end; /* where the next token goes */
-    const char *statuses[LIST_MAX], *names[LIST_MAX];
-    char why[256];
-} qparse;
+#define PAGE_MAX 1000   /* size of one search page */
+#define LISTED_MAX 1000 /* runs running/ and correlated/ answer at most */
 
 /* The next token into x->toks: a word, a quoted value ('...' or "...";
  * *quoted set), an operator (=, ==, !=, <, <=, >, >=) or one of "(),".
  * NULL at the end, or with x->why on an unclosed quote. */
-static const char *token(qparse *x, int *quoted, int *at)
+static const char *token(ap_qparse *x, int *quoted, int *at)
 {
     const char *s;
     char *t = x->end;
@@ -67,7 +56,7 @@ static const char *token(qparse *x, int *quoted, int *at)
     return t;
 }
 
-__attribute__((format(printf, 2, 3))) static int bad(qparse *x, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static int bad(ap_qparse *x, const char *fmt, ...)
 {
     va_list ap;
     if (!x->why[0]) { /* the first complaint stands */
@@ -79,7 +68,7 @@ __attribute__((format(printf, 2, 3))) static int bad(qparse *x, const char *fmt,
 }
 
 /* A value list after IN: "(" v ("," v)* ")" into list (n of them). */
-static int in_list(qparse *x, const char *field, const char **list, size_t *n)
+static int in_list(ap_qparse *x, const char *field, const char **list, size_t *n)
 {
     int quoted, at;
     const char *t = token(x, &quoted, &at);
@@ -88,9 +77,9 @@ static int in_list(qparse *x, const char *field, const char **list, size_t *n)
     for (*n = 0;;) {
         if (!(t = token(x, &quoted, &at)) || (!quoted && strchr("(),", *t)))
             return bad(x, "query: expected a value in %s IN (...) at position %d", field, at);
-        if (*n == LIST_MAX)
+        if (*n == AP_LIST_MAX)
             return bad(x, "query: %s IN (...) lists more than %d values (at position %d)", field,
-                       LIST_MAX, at);
+                       AP_LIST_MAX, at);
         list[(*n)++] = t;
         if (!(t = token(x, &quoted, &at)) || quoted || (strcmp(t, ",") && strcmp(t, ")")))
             return bad(x, "query: expected ',' or ')' in %s IN (...) at position %d", field, at);
@@ -99,17 +88,17 @@ static int in_list(qparse *x, const char *field, const char **list, size_t *n)
 }
 
 /* A time in ms: digits. */
-static int time_value(qparse *x, const char *field, const char *v, int at, int64_t *ms)
+static int time_value(ap_qparse *x, const char *field, const char *v, int at, int64_t *ms)
 {
     char *end;
     long long n;
     errno = 0;
     n = strtoll(v, &end, 10);
-    if (!*v || *end || errno || n < 0 || n > TIME_MAX)
+    if (!*v || *end || errno || n < 0 || n > AP_TIME_MAX)
         return bad(x,
                    "query: %s takes a time in milliseconds since 1970, at most %lld (at "
                    "position %d)",
-                   field, (long long)TIME_MAX, at);
+                   field, (long long)AP_TIME_MAX, at);
     *ms = n;
     return 0;
 }
@@ -126,14 +115,13 @@ static int status_ok(const char *s)
 }
 
 /*
- * Conductor's query text into q (its strings live in x): clauses joined by
- * AND, each one of
+ * Conductor's query text: clauses joined by AND, each one of
  *   workflowType = 'a' | workflowType IN (a, b)     status = X | status IN (X, Y)
  *   startTime > ms | < | >= | <=                    correlationId = 'c'
  *   version = n
- * Values may be quoted ('...' or "..."). 0, or -1 with x->why.
+ * Values may be quoted ('...' or "...").
  */
-static int parse_query(qparse *x, const char *text, st_query *q)
+int ap_search_parse(ap_qparse *x, const char *text, st_query *q)
 {
     size_t n = strlen(text);
     if (!(x->toks = malloc(2 * n + 2))) {
@@ -216,6 +204,12 @@ static int parse_query(qparse *x, const char *text, st_query *q)
     }
 }
 
+void ap_search_parse_free(ap_qparse *x)
+{
+    free(x->toks);
+    x->toks = NULL;
+}
+
 /* sort=field[:ASC|DESC] (the first of a ';' list): startTime or endTime;
  * DESC when no direction is given. -1 after answering 400. */
 static int parse_sort(ctx *c, st_query *q)
@@ -250,7 +244,7 @@ static mhd_result search(ctx *c, int v2)
 {
     weft_error err = {0};
     st_query q;
-    qparse x;
+    ap_qparse x;
     const char *text = ap_query(c, "query"), *free_text = ap_query(c, "freeText");
     long start, size;
     json_object *res;
@@ -260,8 +254,8 @@ static mhd_result search(ctx *c, int v2)
     if (ap_query_long(c, "start", 0, 0, ST_SEARCH_MAX, &start) ||
         ap_query_long(c, "size", 100, 0, PAGE_MAX, &size) || parse_sort(c, &q))
         return c->res;
-    if (text && *text && parse_query(&x, text, &q)) {
-        free(x.toks);
+    if (text && *text && ap_search_parse(&x, text, &q)) {
+        ap_search_parse_free(&x);
         return ap_send_error(c, 400, "%s", x.why);
     }
     /* Conductor's UI sends "*" for no text */
@@ -269,7 +263,7 @@ static mhd_result search(ctx *c, int v2)
     q.start = (size_t)start;
     q.size = (size_t)size;
     rc = op_search(&c->t->op, &q, v2, &res, &err);
-    free(x.toks);
+    ap_search_parse_free(&x);
     if (rc) return ap_send_werr(c, &err);
     return ap_send_json(c, 200, res);
 }
@@ -303,8 +297,8 @@ mhd_result ap_h_running(ctx *c)
     json_object *arr;
     memset(&q, 0, sizeof q);
     if (ap_query_long(c, "version", 0, 0, 1000000000, &version) ||
-        ap_query_long(c, "startTime", 0, 0, TIME_MAX, &from) ||
-        ap_query_long(c, "endTime", 0, 0, TIME_MAX, &to))
+        ap_query_long(c, "startTime", 0, 0, AP_TIME_MAX, &from) ||
+        ap_query_long(c, "endTime", 0, 0, AP_TIME_MAX, &to))
         return c->res;
     q.names = &name;
     q.nnames = 1;

@@ -160,13 +160,13 @@ static __attribute__((unused)) int fuzz_json_valid(const char *text, size_t n)
     return p && fuzz_json_ws(p, end) == end;
 }
 
-static __attribute__((unused)) int fuzz_execute(weft_ctx *ctx, weft_result *r)
+static __attribute__((unused)) int fuzz_execute(weft_ctx *task, weft_result *r)
 {
     r->status = WEFT_TASK_COMPLETED;
     return 0;
 }
 
-static __attribute__((unused)) int fuzz_map(weft_ctx *ctx, json_object *def, json_object *out,
+static __attribute__((unused)) int fuzz_map(weft_ctx *task, json_object *def, json_object *out,
                                             weft_result *r)
 {
     r->status = WEFT_TASK_COMPLETED;
