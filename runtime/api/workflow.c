@@ -96,7 +96,7 @@ static int registered_def(tls *t, const char *name, long version, json_object **
 {
     char *text = NULL;
     int got = 0, rc = ST(t->st, def_get, name, (int)version, &text, &got, err);
-    if (rc == 0) rc = wu_parse_json(name, text, out, err);
+    if (rc == 0) rc = wu_parse_json_stored(name, text, out, err);
     free(text);
     return rc;
 }

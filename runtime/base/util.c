@@ -297,9 +297,10 @@ int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err)
     return 0;
 }
 
-int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err)
+static int parse_json(const char *what, const char *text, int depth, json_object **out,
+                      weft_error *err)
 {
-    struct json_tokener *tok = json_tokener_new();
+    struct json_tokener *tok = json_tokener_new_ex(depth);
     json_object *obj;
     enum json_tokener_error jerr;
     size_t len = strlen(text), off, line = 1, i;
@@ -342,6 +343,16 @@ int wu_parse_json(const char *what, const char *text, json_object **out, weft_er
     }
     *out = obj;
     return 0;
+}
+
+int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err)
+{
+    return parse_json(what, text, JSON_TOKENER_DEFAULT_DEPTH, out, err);
+}
+
+int wu_parse_json_stored(const char *what, const char *text, json_object **out, weft_error *err)
+{
+    return parse_json(what, text, WU_JSON_STORED_DEPTH, out, err);
 }
 
 struct wu_map {

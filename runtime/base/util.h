@@ -66,8 +66,16 @@ void wu_duration_text(char *buf, size_t n, int64_t ms);
 /* Read a whole file (NUL-terminated; *len excludes the NUL). Caller frees. */
 int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err);
 
-/* Parse JSON text with a clear error ("<what>: line 3: unexpected ..."). */
+/* Parse JSON text with a clear error ("<what>: line 3: unexpected ..."),
+ * nesting under 32 levels (json-c's default): what clients and files send. */
 int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err);
+
+/* wu_parse_json for what weft wrote itself (an execution's document, its
+ * payloads), nesting up to WU_JSON_STORED_DEPTH levels: a value that comes
+ * back from a LAMBDA may nest 200 (lua/json.c), more again inside the
+ * document that holds it. */
+#define WU_JSON_STORED_DEPTH 512
+int wu_parse_json_stored(const char *what, const char *text, json_object **out, weft_error *err);
 
 /* A string -> pointer hash map (open addressing). Keys are copied. */
 typedef struct wu_map wu_map;

@@ -152,7 +152,7 @@ static int r_poll(cli_tp *t, const char *id, int final, tp_wf *w)
         return EXIT_OK;
     }
     w->terminal = 1;
-    if (wu_parse_json("workflow", e.doc, &doc, &err) == 0) {
+    if (wu_parse_json_stored("workflow", e.doc, &doc, &err) == 0) {
         if (!json_object_object_get_ex(doc, "outputRef", &ref) &&
             json_object_object_get_ex(doc, "output", &v))
             w->output = json_object_get(v);

@@ -64,7 +64,7 @@ int dc_compile(dc_cache *c, const def_env *defs, const char *json, const char *s
     int rc;
     cd_def_key(json, key);
     if ((*out = dc_get(c, key))) return 0;
-    if ((rc = wu_parse_json(source, json, &j, err))) return rc;
+    if ((rc = wu_parse_json_stored(source, json, &j, err))) return rc;
     rc = def_compile(defs, j, source, NULL, out, err);
     json_object_put(j);
     if (rc == 0) dc_put(c, key, *out);

@@ -112,8 +112,9 @@ static int kv_json_array(const mem_kv *kv, char **json, weft_error *err)
     *json = NULL;
     if (v && all)
         for (i = 0; i < n; i++) {
-            json_object *d = json_tokener_parse(v[i]->value);
-            if (d) json_object_array_add(all, d);
+            json_object *d = NULL;
+            if (!wu_parse_json_stored("definition", v[i]->value, &d, NULL))
+                json_object_array_add(all, d);
         }
     if (v && all) *json = strdup(json_object_to_json_string_ext(all, JSON_C_TO_STRING_PLAIN));
     free(v);
@@ -210,8 +211,9 @@ int mm_def_list(st_store *s, char **json, weft_error *err)
         }
         qsort(vs, nv, sizeof *vs, by_version);
         for (j = 0; j < nv; j++) {
-            json_object *d = json_tokener_parse(vs[j]->value);
-            if (d) json_object_array_add(all, d);
+            json_object *d = NULL;
+            if (!wu_parse_json_stored("definition", vs[j]->value, &d, NULL))
+                json_object_array_add(all, d);
         }
         free(vs);
     }

@@ -380,7 +380,7 @@ int ps_load(ps_store *s, const char *owner, const char *ref, json_object **out, 
                       "configured here",
                       ref);
     if ((rc = s->ops->get(s->ud, ref, &data, &len, err))) return rc;
-    rc = wu_parse_json(ref, data, out, err);
+    rc = wu_parse_json_stored(ref, data, out, err);
     free(data);
     return rc;
 }

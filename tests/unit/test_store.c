@@ -255,6 +255,40 @@ static void test_create_load(void **state)
     assert_int_equal(ST(S, exec_flush, "wf-1", &e_) >= 0, 1);
 }
 
+/* A value as deep as a LAMBDA may return (lua/json.c: 200 levels), as a
+ * task's output and the workflow's: the execution reads back, and what
+ * readers see of it (its status) too. */
+static void test_deep_values(void **state)
+{
+    xc_exec *x, *y;
+    xc_task *t;
+    json_object *v = json_object_new_int(1);
+    st_doc d = {0};
+    int i;
+    (void)state;
+    for (i = 0; i < 200; i++) {
+        json_object *a = json_object_new_array();
+        json_object_array_add(a, v);
+        v = a;
+    }
+    created("wf-deep");
+    x = load("wf-deep");
+    assert_non_null(t = xc_add_task(x, WF->root.tasks[0], 0, 0));
+    t->status = WEFT_TASK_COMPLETED;
+    t->output = json_object_get(v);
+    json_object_put(x->output);
+    x->output = v;
+    x->status = WEFT_WF_COMPLETED;
+    assert_int_equal(save(x, x->fence, NULL, 0, NULL, 0, NULL), 0);
+    y = load("wf-deep");
+    assert_true(json_object_equal(y->output, v));
+    assert_non_null(t = xc_find_ref(y, WF->root.tasks[0]->ref));
+    assert_true(json_object_equal(t->output, v));
+    OK(ST(S, exec_read, "wf-deep", &d, &e_));
+    assert_string_equal(d.status, "COMPLETED");
+    st_doc_clear(&d);
+}
+
 static void test_save_fence(void **state)
 {
     xc_exec *x;
@@ -2359,6 +2393,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deep_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),

@@ -363,6 +363,33 @@ static void test_parse_json(void **state)
     assert_has(err.msg, "empty: ");
 }
 
+/* n arrays one inside the other around a 1, into text (2n + 2 bytes). */
+static const char *nested(char *text, int n)
+{
+    memset(text, '[', (size_t)n);
+    text[n] = '1';
+    memset(text + n + 1, ']', (size_t)n);
+    text[2 * n + 1] = 0;
+    return text;
+}
+
+/* What a client sends nests under 32 levels; what weft stored, as deep as
+ * a LAMBDA's result inside its document. */
+static void test_parse_json_stored(void **state)
+{
+    char text[2 * 300 + 2];
+    json_object *o = NULL;
+    weft_error err = {0};
+    assert_int_equal(wu_parse_json("body", nested(text, 31), &o, &err), 0);
+    json_object_put(o);
+    assert_int_equal(wu_parse_json("body", nested(text, 32), &o, &err), WEFT_EINVAL);
+    assert_has(err.msg, "body: ");
+    assert_int_equal(wu_parse_json_stored("doc", nested(text, 300), &o, &err), 0);
+    json_object_put(o);
+    assert_int_equal(wu_parse_json_stored("doc", "{\"a\": ", &o, &err), WEFT_EINVAL);
+    assert_has(err.msg, "doc: ");
+}
+
 static void test_read_file(void **state)
 {
     char path[] = "/tmp/weft-util-XXXXXX";
@@ -467,13 +494,21 @@ static void test_utf8(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_duration_good), cmocka_unit_test(test_list_next),
-        cmocka_unit_test(test_duration_bad),  cmocka_unit_test(test_duration_text),
-        cmocka_unit_test(test_uuid),          cmocka_unit_test(test_task_id),
-        cmocka_unit_test(test_map),           cmocka_unit_test(test_map_borrowing),
-        cmocka_unit_test(test_vec),           cmocka_unit_test(test_parse_json),
-        cmocka_unit_test(test_read_file),     cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_clocks),        cmocka_unit_test(test_utf8),
+        cmocka_unit_test(test_duration_good),
+        cmocka_unit_test(test_list_next),
+        cmocka_unit_test(test_duration_bad),
+        cmocka_unit_test(test_duration_text),
+        cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_task_id),
+        cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_borrowing),
+        cmocka_unit_test(test_vec),
+        cmocka_unit_test(test_parse_json),
+        cmocka_unit_test(test_parse_json_stored),
+        cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_clocks),
+        cmocka_unit_test(test_utf8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

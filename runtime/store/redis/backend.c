@@ -129,7 +129,7 @@ static int decode(rb *b, const char *id, rs_exec *e, xc_exec **out, weft_error *
         rc = WEFT_EINVAL;
         goto out;
     }
-    if ((rc = wu_parse_json(id, e->doc, &doc, err))) {
+    if ((rc = wu_parse_json_stored(id, e->doc, &doc, err))) {
         wu_err_prefix(err, "workflow %s: stored state is corrupt: ", id);
         goto out;
     }

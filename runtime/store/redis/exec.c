@@ -38,9 +38,10 @@ static char *events_arg(const char *id, const char *const *ev, size_t n, int *oo
 /* The "status" of a document, or RUNNING. */
 static char *doc_status(const char *doc)
 {
-    json_object *j = json_tokener_parse(doc), *s;
+    json_object *j = NULL, *s;
     char *out;
-    if (j && json_object_object_get_ex(j, "status", &s) && json_object_is_type(s, json_type_string))
+    if (!wu_parse_json_stored("document", doc, &j, NULL) &&
+        json_object_object_get_ex(j, "status", &s) && json_object_is_type(s, json_type_string))
         out = strdup(json_object_get_string(s));
     else
         out = strdup("RUNNING");

@@ -411,9 +411,9 @@ int rs_def_list(rs *r, char **json, weft_error *err)
             if (rs_is_err(hx[i]) || hx[i]->type != REDIS_REPLY_ARRAY) continue;
             for (j = 0; j + 1 < hx[i]->elements && m < 64; j += 2) {
                 const redisReply *v = hx[i]->element[j], *d = hx[i]->element[j + 1];
-                json_object *def;
+                json_object *def = NULL;
                 if (v->type != REDIS_REPLY_STRING || d->type != REDIS_REPLY_STRING) continue;
-                if (!(def = json_tokener_parse(d->str))) continue;
+                if (wu_parse_json_stored("definition", d->str, &def, NULL)) continue;
                 vs[m] = atoi(v->str);
                 byv[m++] = def;
             }
@@ -494,8 +494,9 @@ int rs_taskdef_list(rs *r, char **json, weft_error *err)
     rs_replies_free(&x, 1);
     qsort(vals, n, sizeof *vals, by_text);
     for (i = 0; i < n; i++) {
-        json_object *d = json_tokener_parse(vals[i] + strlen(vals[i]) + 1);
-        if (d) json_object_array_add(all, d);
+        json_object *d = NULL;
+        if (!wu_parse_json_stored("definition", vals[i] + strlen(vals[i]) + 1, &d, NULL))
+            json_object_array_add(all, d);
         free(vals[i]);
     }
     free(vals);
