@@ -25,6 +25,7 @@
 #include "daemon/metrics.h"
 #include "store/payload.h"
 #include "store/redis/redis.h"
+#include "store/store.h"
 
 typedef struct ap_server ap_server;
 
@@ -61,6 +62,10 @@ typedef struct ap_config {
      * key; NULL: none); msg has no newline. */
     void (*log)(void *ud, int level, const lg_field *fields, const char *msg);
     void *log_ud;
+    /* Opens a store handle for a thread that serves requests (NULL: Redis,
+     * as `store` says): a test serves from a memory store. */
+    int (*open_store)(void *ud, st_store **out, weft_error *err);
+    void *open_store_ud;
 } ap_config;
 
 /*

@@ -161,7 +161,8 @@ __attribute__((format(printf, 4, 5))) void ap_log(ap_server *s, int level, const
 
 /* This thread's state, made on first use (freed when the thread ends);
  * NULL when out of memory. Owned by the thread. */
-/* A store handle of the server's Redis (cache may be NULL): st_redis_open. */
+/* A store handle of the server's Redis (cache may be NULL): st_redis_open; or
+ * cfg.open_store's. */
 int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err);
 tls *ap_tls_get(ap_server *s);
 

@@ -93,6 +93,7 @@ static void api_started(void *ud, const xc_exec *x)
 int ap_open_store(ap_server *s, dc_cache *cache, st_store **out, weft_error *err)
 {
     st_redis_opts o = {0};
+    if (s->cfg.open_store) return s->cfg.open_store(s->cfg.open_store_ud, out, err);
     o.rs = s->cfg.store;
     o.defs = s->cfg.defs;
     o.cache = cache;

@@ -187,21 +187,30 @@ static __attribute__((unused)) int fuzz_validate(const weft_host *host, json_obj
     return 0;
 }
 
-/* The task types of the plugins weft ships, as stubs, and CHECKED (a
- * validate that uses the host table). */
+/* The task types of the plugins weft ships, as stubs (SIMPLE external, as
+ * plugins/simple's: queued by the task's name), and CHECKED (a validate
+ * that uses the host table). */
 static const weft_task_type fuzz_types[] __attribute__((unused)) = {
-    {.name = "SIMPLE", .execute = fuzz_execute},
-    {.name = "LAMBDA", .execute = fuzz_execute},
-    {.name = "DECISION", .map = fuzz_map},
-    {.name = "SWITCH", .map = fuzz_map},
-    {.name = "FORK_JOIN", .map = fuzz_map},
-    {.name = "FORK_JOIN_DYNAMIC", .map = fuzz_map},
-    {.name = "JOIN", .map = fuzz_map},
-    {.name = "DO_WHILE", .map = fuzz_map},
-    {.name = "SUB_WORKFLOW", .execute = fuzz_execute},
-    {.name = "WAIT", .validate = fuzz_validate, .execute = fuzz_execute},
-    {.name = "CHECKED", .validate = fuzz_validate, .execute = fuzz_execute},
+    WEFT_TASK_TYPE(.name = "SIMPLE", .flags = WEFT_TASK_EXTERNAL),
+    WEFT_TASK_TYPE(.name = "LAMBDA", .execute = fuzz_execute),
+    WEFT_TASK_TYPE(.name = "HTTP", .execute = fuzz_execute),
+    WEFT_TASK_TYPE(.name = "DECISION", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "SWITCH", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "FORK_JOIN", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "FORK_JOIN_DYNAMIC", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "JOIN", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "DO_WHILE", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "SET_VARIABLE", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "TERMINATE", .map = fuzz_map),
+    WEFT_TASK_TYPE(.name = "SUB_WORKFLOW", .execute = fuzz_execute),
+    WEFT_TASK_TYPE(.name = "WAIT", .validate = fuzz_validate, .execute = fuzz_execute),
+    WEFT_TASK_TYPE(.name = "CHECKED", .validate = fuzz_validate, .execute = fuzz_execute),
 };
+
+/* Their names, as def_env.known lists them. */
+#define FUZZ_TYPE_NAMES                                                                            \
+    "SIMPLE, LAMBDA, HTTP, DECISION, SWITCH, FORK_JOIN, FORK_JOIN_DYNAMIC, JOIN, DO_WHILE, "       \
+    "SET_VARIABLE, TERMINATE, SUB_WORKFLOW, WAIT, CHECKED"
 
 /* A def_env resolver over fuzz_types. */
 static __attribute__((unused)) const weft_task_type *fuzz_find_type(void *ud, const char *name)
