@@ -345,9 +345,52 @@ static int parse_json(const char *what, const char *text, int depth, json_object
     return 0;
 }
 
+/* Whether v holds a number that is not finite: json-c reads NaN and
+ * Infinity even when strict, and 1e999 as infinity, none of which JSON
+ * has. The first one's place goes to path ("input.n", "[2]"). */
+static int not_finite(json_object *v, char *path, size_t size)
+{
+    size_t at = strlen(path), i, n;
+    switch (json_object_get_type(v)) {
+    case json_type_double:
+        return !isfinite(json_object_get_double(v));
+    case json_type_array:
+        n = json_object_array_length(v);
+        for (i = 0; i < n; i++) {
+            snprintf(path + at, size - at, "[%zu]", i);
+            if (not_finite(json_object_array_get_idx(v, i), path, size)) return 1;
+        }
+        break;
+    case json_type_object: {
+        json_object_object_foreach(v, key, val)
+        {
+            snprintf(path + at, size - at, "%s%s", at ? "." : "", key);
+            if (not_finite(val, path, size)) return 1;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    path[at] = 0;
+    return 0;
+}
+
 int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err)
 {
-    return parse_json(what, text, JSON_TOKENER_DEFAULT_DEPTH, out, err);
+    char path[200] = "";
+    json_object *j;
+    int rc = parse_json(what, text, JSON_TOKENER_DEFAULT_DEPTH, &j, err);
+    if (rc) return rc;
+    if (not_finite(j, path, sizeof path)) {
+        json_object_put(j);
+        return wu_err(err, WEFT_EINVAL,
+                      "%s: invalid JSON at %s: a number must be finite (not NaN, Infinity or out "
+                      "of range)",
+                      what, path[0] ? path : "the top");
+    }
+    *out = j;
+    return 0;
 }
 
 int wu_parse_json_stored(const char *what, const char *text, json_object **out, weft_error *err)

@@ -67,7 +67,9 @@ void wu_duration_text(char *buf, size_t n, int64_t ms);
 int wu_read_file(const char *path, char **buf, size_t *len, weft_error *err);
 
 /* Parse JSON text with a clear error ("<what>: line 3: unexpected ..."),
- * nesting under 32 levels (json-c's default): what clients and files send. */
+ * nesting under 32 levels (json-c's default), its numbers finite (json-c
+ * would take NaN and Infinity, which JSON has not): what clients and files
+ * send. */
 int wu_parse_json(const char *what, const char *text, json_object **out, weft_error *err);
 
 /* wu_parse_json for what weft wrote itself (an execution's document, its

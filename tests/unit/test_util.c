@@ -361,6 +361,16 @@ static void test_parse_json(void **state)
     assert_has(err.msg, "line");
     assert_int_equal(wu_parse_json("empty", "", &o, &err), WEFT_EINVAL);
     assert_has(err.msg, "empty: ");
+
+    /* json-c takes NaN and Infinity even when strict; JSON has neither */
+    assert_int_equal(wu_parse_json("body", "{\"input\": {\"n\": NaN}}", &o, &err), WEFT_EINVAL);
+    assert_has(err.msg, "body: invalid JSON at input.n: a number must be finite");
+    assert_int_equal(wu_parse_json("body", "[1, -Infinity]", &o, &err), WEFT_EINVAL);
+    assert_has(err.msg, "at [1]");
+    assert_int_equal(wu_parse_json("body", "1e999", &o, &err), WEFT_EINVAL);
+    assert_has(err.msg, "at the top");
+    assert_int_equal(wu_parse_json("body", "[1e308, -0.0, 5e-324]", &o, &err), 0);
+    json_object_put(o);
 }
 
 /* n arrays one inside the other around a 1, into text (2n + 2 bytes). */
