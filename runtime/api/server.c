@@ -24,6 +24,7 @@
 #define API_CONNS 512        /* connections served, when the config says 0 */
 #define API_REQUEST_MS 60000 /* a whole request must arrive within this (config 0) */
 #define API_IDLE_MS 30000    /* a connection silent this long is closed (config 0) */
+#define AUTH_CHALLENGE "Bearer realm=\"weft\"" /* what a 401 answers in WWW-Authenticate */
 
 /*
  * One client connection, from accept to close (libmicrohttpd's socket
@@ -580,7 +581,8 @@ static mhd_result h_token(ctx *c)
           json_object_is_type(secret, json_type_string) &&
           same_secret(tok, json_object_get_string(secret)))) {
         json_object_put(j);
-        return ap_send_error(c, 401, "keySecret does not match the API token");
+        return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, AUTH_CHALLENGE,
+                            "keySecret does not match the API token");
     }
     json_object_put(j);
     out = json_object_new_object();
@@ -732,7 +734,7 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
         return ap_send_error(c, 403, "%s", why);
     if (q->nseg >= 1 && !strcmp(q->seg[0], "api") &&
         !(q->nseg == 2 && !strcmp(q->seg[1], "token")) && !authorized(c->s, c->conn))
-        return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"weft\"",
+        return send_error_h(c, 401, MHD_HTTP_HEADER_WWW_AUTHENTICATE, AUTH_CHALLENGE,
                             "missing or wrong bearer token (Authorization: Bearer <token>)");
     for (m = 0; m < M_COUNT; m++)
         if (!strcmp(method, method_names[m])) break;

@@ -633,6 +633,7 @@ expect_code "the right token" 200
 # Conductor's SDKs: trade key and secret at /api/token, then send X-Authorization
 http POST /api/token -d '{"keyId":"k","keySecret":"wrong"}'
 expect_code "/api/token with a wrong secret" 401
+expect_header "/api/token with a wrong secret" "WWW-Authenticate: Bearer"
 http POST /api/token -d '{"keyId":"k","keySecret":"s3cret-token"}'
 expect_code "/api/token with the secret" 200
 case $body in *'"token":"s3cret-token"'*) ok "/api/token hands out the token" ;; *) not_ok "/api/token: $body" ;; esac
