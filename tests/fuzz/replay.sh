@@ -32,7 +32,7 @@ replay() {
     fi
 }
 
-for target in expr def dsl lua_json query api; do
+for target in expr def dsl lua_json query api redis; do
     bin="$BUILD/tests/fuzz/fuzz_$target"
     corpus="$SRC/tests/fuzz/corpus/$target"
     seeds=0
