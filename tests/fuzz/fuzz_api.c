@@ -295,9 +295,11 @@ static int exchange(int port, const wu_buf *req, int waits, reply *r)
 static void learn(const reply *r, const char *key, char *into)
 {
     char pat[64];
-    const char *p = r->body.data, *end = r->body.data + r->body.len, *q;
+    const char *p = r->body.data, *end, *q;
     size_t k = (size_t)snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    while (p && p < end && (q = memmem(p, (size_t)(end - p), pat, k))) {
+    if (!p) return;
+    end = p + r->body.len;
+    while (p < end && (q = memmem(p, (size_t)(end - p), pat, k))) {
         const char *v = q + k, *e = memchr(v, '"', (size_t)(end - v));
         if (e && e - v > 0 && e - v < 64) {
             memcpy(into, v, (size_t)(e - v));
