@@ -80,7 +80,7 @@ for t in $targets; do
     nice -n 19 "./fuzz_$t" $opts -rss_limit_mb=2048 -max_total_time="$seconds" \
         -print_final_stats=1 -artifact_prefix="$dir/crashes/$t-" \
         "$dir/work/$t" "tests/fuzz/corpus/$t" >"$dir/log/$t.log" 2>&1 || status=1
-    grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|peak_rss_mb)|^SUMMARY|invariant broken' \
+    grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^SUMMARY|invariant broken' \
         "$dir/log/$t.log" | sed "s/^/  $t: /"
 done
 crashes=$(find "$dir/crashes" -type f | wc -l)
