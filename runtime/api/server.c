@@ -40,6 +40,7 @@ struct conn_rec {
     int busy;      /* a handler has its request */
     int dropped;
     int nul;  /* the request's URL or query held %00 */
+    int utf8; /* ... or bytes that are not UTF-8, once decoded */
     int over; /* past a limit when it came: 1 the total, 2 its address's */
 };
 
@@ -750,6 +751,11 @@ static mhd_result begin(ctx *c, const char *url, const char *method)
                             "%s is not allowed on %s (allowed: %s)", method, url, allow);
     }
     q->m = m;
+    if (cr && cr->utf8)
+        return ap_send_error(c, 400,
+                             "%s: the URL's path or query is not UTF-8 once percent-decoded (names "
+                             "and ids are UTF-8)",
+                             url);
     len = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (len && strtoull(len, NULL, 10) > (unsigned long long)c->s->cfg.body_limit)
         return ap_send_error(
@@ -821,6 +827,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         cr->since = wu_mono_ms();
         cr->busy = 0;
         cr->nul = 0;
+        cr->utf8 = 0;
         pthread_mutex_unlock(&s->mu);
     }
     if (!q) return;
@@ -954,17 +961,18 @@ static int hexval(char ch)
  * Percent-decoding of the URL path and query arguments, in place. %00
  * would end the C string there, so that "/api/workflow/abc%00def" read as
  * "abc": it is noted on the connection instead (begin answers 400) and
- * left encoded.
+ * left encoded. So is what is not UTF-8 once decoded: names and ids are,
+ * and what the URL holds comes back in JSON (a queue's name, a reason).
  */
 static size_t unescape(void *cls, struct MHD_Connection *conn, char *str)
 {
     char *r = str, *w = str;
+    conn_rec *cr = conn_of(conn);
     (void)cls;
     while (*r) {
         int hi, lo;
         if (*r == '%' && (hi = hexval(r[1])) >= 0 && (lo = hexval(r[2])) >= 0) {
             if (hi == 0 && lo == 0) {
-                conn_rec *cr = conn_of(conn);
                 if (cr) cr->nul = 1;
                 *w++ = *r++;
                 continue;
@@ -976,6 +984,7 @@ static size_t unescape(void *cls, struct MHD_Connection *conn, char *str)
         }
     }
     *w = 0;
+    if (cr && wu_utf8_len(str, (size_t)(w - str)) != (size_t)(w - str)) cr->utf8 = 1;
     return (size_t)(w - str);
 }
 

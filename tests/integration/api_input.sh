@@ -50,6 +50,15 @@ valid_json "400 for invalid UTF-8 names"
 http GET '/api/tasks/poll/batch/q?count=%ff'
 expect_code "a query argument with invalid UTF-8" 400
 valid_json "400 for count=%ff"
+# what the URL names comes back in JSON: a name that is not UTF-8 is refused
+http GET '/api/queue/caf%e9'
+expect_code "a queue name that is not UTF-8" 400
+valid_json "400 for /api/queue/caf%e9"
+grep -q 'not UTF-8' "$TMP/body" && ok "the 400 says why" || not_ok "no reason in: $body"
+http GET '/api/tasks/queue/sizes?taskType=%ff'
+expect_code "a taskType that is not UTF-8" 400
+http GET '/api/queue/caf%c3%a9'
+expect_code "a queue name in UTF-8" 200
 
 # ---- a NUL in a name is refused ----
 http GET '/api/workflow/abc%00def'
