@@ -69,7 +69,7 @@ done
 status=0
 for t in $targets; do
     case $t in
-    dsl) opts="-max_len=4096 -timeout=30" ;;
+    dsl | api) opts="-max_len=4096 -timeout=60" ;;
     query) opts="-max_len=1024 -timeout=10" ;;
     *) opts="-max_len=8192 -timeout=10" ;;
     esac

@@ -19,7 +19,7 @@
  * what an earlier one started.
  *
  * Invariants checked (abort() when broken): every request but a long poll
- * or an event stream is answered within 8 s with a status the API uses and
+ * or an event stream is answered within 30 s with a status the API uses and
  * no 5xx (the memory store does not fail); a JSON response is RFC 8259 JSON
  * and an error one has Conductor's shape {status, message, retryable} with
  * the response's status; a text response is UTF-8; 401 says how to
@@ -49,8 +49,10 @@
 #define REQUESTS_MAX 8
 #define SEPARATOR "\n~~~\n"
 #define TOKEN "fuzz-token"
-#define ANSWER_MS 8000 /* a request's answer must come within this */
-#define WAITING_MS 60  /* what a long poll or an event stream is given */
+#define ANSWER_MS                                                                                  \
+    30000             /* a request's answer must come within this (a Lua definition                \
+                       * may spin to its instruction limit: seconds under ASan) */
+#define WAITING_MS 60 /* what a long poll or an event stream is given */
 
 static const char *const hosts[] = {"weft.example", "other.example:8080"};
 static const char *const types[] = {"task_a", "LAMBDA", "HTTP"};
@@ -419,7 +421,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             learn(&r, "workflowInstanceId", ss.wf);
             learn(&r, "taskId", ss.task);
         } else {
-            check(waits || r.head, "a request is answered within 8 s");
+            check(waits || r.head, "a request is answered within 30 s");
         }
         wu_buf_free(&r.raw);
         wu_buf_free(&r.body);
