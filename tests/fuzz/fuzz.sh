@@ -69,7 +69,8 @@ done
 status=0
 for t in $targets; do
     case $t in
-    dsl | api) opts="-max_len=4096 -timeout=60" ;;
+    dsl) opts="-max_len=4096 -timeout=30" ;;
+    api) opts="-max_len=4096 -timeout=600" ;; # fuzz_api.c: ANSWER_CPU_MS
     query) opts="-max_len=1024 -timeout=10" ;;
     *) opts="-max_len=8192 -timeout=10" ;;
     esac
