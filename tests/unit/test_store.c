@@ -394,6 +394,8 @@ static void test_exec_fail(void **state)
     /* nothing waits on it: off the decider queue */
     assert_int_equal(due(4, 60000, ids), 0);
     assert_int_equal(RC(ST(S, exec_fail, "nope", 0, "x", &e_)) < 0, 1);
+    /* refused before anything is written: nothing it made is left (LSan) */
+    assert_int_equal(RC(ST(S, exec_fail, "a|b", 1, "x", &e_)), WEFT_EINVAL);
 }
 
 /* ---- the execution index ---- */

@@ -335,7 +335,7 @@ out:
 static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char *why,
                         weft_error *err)
 {
-    json_object *doc = json_object_new_object();
+    json_object *doc, *r;
     rs_step done = {.kind = RS_DONE};
     char ev[WEFT_ERROR_MAX + 128];
     const char *evs[1] = {ev};
@@ -343,11 +343,11 @@ static int rb_exec_fail(st_store *s, const char *id, uint64_t fence, const char 
      * the field: start 0, no name) */
     rs_index ix = {.status = "FAILED", .name = "", .end_ms = wu_now_ms()};
     rs_save sv;
-    json_object *r;
     char *what = NULL;
     int rc;
     if ((rc = rs_exec_field(rb_of(s)->r, id, "", "ix", &what, err)) != 0) return rc;
     ix.what = what;
+    doc = json_object_new_object();
     json_object_object_add(doc, "id", json_object_new_string(id));
     json_object_object_add(doc, "status", json_object_new_string("FAILED"));
     json_object_object_add(doc, "reason", json_object_new_string(why));
