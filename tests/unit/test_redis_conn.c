@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "redis_store_fixture.h"
+#include "fake_redis.h"
 #include "base/keyslot.h"
 
 /* ---- connecting ---- */
@@ -152,6 +153,41 @@ static void test_unix_socket(void **state)
 }
 
 /* ---- failures ---- */
+
+/* A SCRIPT LOAD answered with what is no SHA1 (a NUL, letters that are not
+ * hex): the connect fails saying so, rather than send EVALSHA with it. */
+static void test_bad_sha(void **state)
+{
+    static const char good[] = "$40\r\n1fc062685980c67e00d6ae1716d1c9167df54a56\r\n";
+    static const char *const bad[] = {"$40\r\n1fc0626859\0000c67e00d6ae1716d1c9167df54a56\r\n",
+                                      "$40\r\n1FC062685980C67E00D6AE1716D1C9167DF54A5Z\r\n"};
+    static const char tail[] = "$19\r\ncluster_enabled:0\r\n\r\n"            /* INFO cluster */
+                               "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$4\r\nslot\r\n"; /* the layout */
+    size_t k;
+    (void)state;
+    for (k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char replies[4096];
+        size_t n = 0, i;
+        fake_redis f;
+        rs_opts o = {0};
+        rs *x = NULL;
+        weft_error err = {0};
+        for (i = 0; i < 14; i++) { /* the scripts, the fourth one's SHA1 broken */
+            const char *one = i == 3 ? bad[k] : good;
+            size_t len = i == 3 ? 47 : sizeof good - 1;
+            memcpy(replies + n, one, len);
+            n += len;
+        }
+        memcpy(replies + n, tail, sizeof tail - 1);
+        n += sizeof tail - 1;
+        assert_int_equal(fr_start(&f, replies, n), 0);
+        o.url = f.url;
+        assert_int_equal(rs_open(&o, &x, &err), WEFT_EIO);
+        assert_has(err.msg, "SCRIPT LOAD: unexpected reply");
+        rs_free(x);
+        fr_stop(&f);
+    }
+}
 
 static void test_wrong_type(void **state)
 {
@@ -509,6 +545,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_defaults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_auth_and_db, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unix_socket, setup, teardown),
+        cmocka_unit_test(test_bad_sha),
         cmocka_unit_test_setup_teardown(test_wrong_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_step_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_noscript, setup, teardown),

@@ -457,8 +457,10 @@ int rs_greet(rs *r, redisContext *c, const char *shown, int first, int *cluster,
                                               : script_names[i - first_load];
             rc = wu_err(err, WEFT_EIO, "%s: %s failed: %s", shown, what, rep[i]->str);
         } else if (i >= first_load) {
-            /* the same on every server: the SHA1 of the source */
-            if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40)
+            /* the same on every server: the SHA1 of the source, 40 hex
+             * digits (EVALSHA sends it as a C string) */
+            if (rep[i]->type != REDIS_REPLY_STRING || rep[i]->len != 40 ||
+                strspn(rep[i]->str, "0123456789abcdef") != 40)
                 rc = wu_err(err, WEFT_EIO, "%s: SCRIPT LOAD: unexpected reply", shown);
             else
                 memcpy(r->sha[i - first_load], rep[i]->str, 41);
