@@ -14,9 +14,9 @@
  * 0x21-0x7e percent-encoded (so every byte reaches the server), Host and
  * the bearer token added unless given, Content-Length the body's (the
  * input's Content-Length, Transfer-Encoding, Expect and Connection are
- * dropped). "$WF" and "$TASK" anywhere stand for the last workflow id and
- * task id a response named, so a later request can poll, report or stop
- * what an earlier one started.
+ * dropped, and lines without a field name). "$WF" and "$TASK" anywhere stand for the last workflow
+ * id and task id a response named, so a later request can poll, report or stop what an earlier one
+ * started.
  *
  * Invariants checked (abort() when broken): every request but a long poll
  * or an event stream is answered in time with a status the API uses and
@@ -164,7 +164,10 @@ static void build(const char *in, size_t n, wu_buf *out, int *waits)
             p = e < end ? e + 1 : end;
             break;
         }
-        if (memchr(p, ':', len) && !memchr(p, 0, len) && !memchr(p, '\r', len) &&
+        /* a line without a field name (":x") is left out: libmicrohttpd
+         * 0.9.75 ends the header section there, answers the rest as a second
+         * request, and can crash if the server stops meanwhile (README) */
+        if (memchr(p, ':', len) && *p != ':' && !memchr(p, 0, len) && !memchr(p, '\r', len) &&
             !header_is(p, len, "Content-Length") && !header_is(p, len, "Transfer-Encoding") &&
             !header_is(p, len, "Expect") && !header_is(p, len, "Connection")) {
             host |= header_is(p, len, "Host");
