@@ -38,16 +38,17 @@ void rs_claims_of(const redisReply *x, const char *type, int shard, int max, rs_
         const char *bar;
         size_t wl, tl;
         if (m->type != REDIS_REPLY_STRING || t->type != REDIS_REPLY_STRING) continue;
-        memset(cl, 0, sizeof *cl);
+        /* a member weft did not write ("<wfid>|<taskid>", each fitting) or
+         * no token is no claim: nothing could ack it */
         bar = memchr(m->str, '|', m->len);
-        wl = bar ? (size_t)(bar - m->str) : m->len;
-        if (wl >= sizeof cl->workflow_id) wl = sizeof cl->workflow_id - 1;
+        wl = bar ? (size_t)(bar - m->str) : 0;
+        tl = bar ? m->len - wl - 1 : 0;
+        if (!wl || wl >= sizeof cl->workflow_id || !tl || tl >= sizeof cl->task_id || !t->len ||
+            t->len >= sizeof cl->lease || memchr(m->str, 0, m->len) || memchr(t->str, 0, t->len))
+            continue;
+        memset(cl, 0, sizeof *cl);
         memcpy(cl->workflow_id, m->str, wl);
-        if (bar) {
-            tl = m->len - (size_t)(bar + 1 - m->str);
-            if (tl >= sizeof cl->task_id) tl = sizeof cl->task_id - 1;
-            memcpy(cl->task_id, bar + 1, tl);
-        }
+        memcpy(cl->task_id, bar + 1, tl);
         rs_copy_str(cl->lease, sizeof cl->lease, t);
         snprintf(cl->type, sizeof cl->type, "%s", type);
         cl->controlled = f->type == REDIS_REPLY_INTEGER && f->integer == 1;
