@@ -34,8 +34,8 @@ struct weft_ctx {
     json_object *resolved; /* the input with its secrets filled in (owned), or NULL */
     wu_vec secrets;        /* values filled in (malloc'd, longest first), redacted from results */
     weft_ctx *outer;       /* the callback this one runs inside (same thread), or NULL */
-    int oom; /* a lookup could not be answered for want of memory (it gave NULL, which
-              * means "not scheduled"): the callback's result is not to be used */
+    int oom;               /* a lookup could not be answered for want of memory (it gave NULL, which
+                            * means "not scheduled"): the callback's result is not to be used */
 };
 
 /* The one host table (static storage). */
