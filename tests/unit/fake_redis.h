@@ -74,6 +74,26 @@ FR_FN int fr_start(fake_redis *f, const char *replies, size_t len)
     return 0;
 }
 
+/* What a store's first connect to a single Redis reads (SCRIPT LOAD of each
+ * of its 14 scripts, INFO cluster, the layout: one partition, one queue
+ * shard), then then (len bytes): malloc'd, *n bytes, for fr_start. */
+FR_FN char *fr_greeted(const char *then, size_t len, size_t *n)
+{
+    static const char sha[] = "$40\r\n1fc062685980c67e00d6ae1716d1c9167df54a56\r\n";
+    static const char tail[] = "$19\r\ncluster_enabled:0\r\n\r\n"
+                               "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$4\r\nslot\r\n";
+    char *out = malloc(14 * (sizeof sha - 1) + sizeof tail - 1 + len), *p = out;
+    int i;
+    if (!out) return NULL;
+    for (i = 0; i < 14; i++, p += sizeof sha - 1)
+        memcpy(p, sha, sizeof sha - 1);
+    memcpy(p, tail, sizeof tail - 1);
+    p += sizeof tail - 1;
+    memcpy(p, then, len);
+    *n = (size_t)(p - out) + len;
+    return out;
+}
+
 FR_FN void fr_stop(fake_redis *f)
 {
     if (write(f->stop[1], "x", 1) == 1) pthread_join(f->thread, NULL);

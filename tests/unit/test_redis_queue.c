@@ -77,37 +77,28 @@ static void test_claim_renew_ack(void **state)
  * those are no claims, the good ones around them are. */
 static void test_claim_malformed(void **state)
 {
-    static const char sha[] = "$40\r\n1fc062685980c67e00d6ae1716d1c9167df54a56\r\n";
-    static const char tail[] = "$19\r\ncluster_enabled:0\r\n\r\n"           /* INFO cluster */
-                               "*3\r\n$1\r\n1\r\n$1\r\n1\r\n$4\r\nslot\r\n" /* the layout */
-                               "*18\r\n" /* claim.lua: member, token, controlled */
-                               "$7\r\nwf-1|t1\r\n$2\r\nk1\r\n:0\r\n"
-                               "$5\r\nnobar\r\n$2\r\nk2\r\n:0\r\n"
-                               "$5\r\n|t-no\r\n$2\r\nk3\r\n:0\r\n"
-                               "$6\r\nwf-no|\r\n$2\r\nk4\r\n:0\r\n"
-                               "$7\r\nwf-5|t5\r\n$0\r\n\r\n:0\r\n"
-                               "$7\r\nwf-6|t6\r\n$2\r\nk6\r\n:1\r\n";
+    static const char claims[] = /* claim.lua: member, token, controlled */
+        "*18\r\n"
+        "$7\r\nwf-1|t1\r\n$2\r\nk1\r\n:0\r\n"
+        "$5\r\nnobar\r\n$2\r\nk2\r\n:0\r\n"
+        "$5\r\n|t-no\r\n$2\r\nk3\r\n:0\r\n"
+        "$6\r\nwf-no|\r\n$2\r\nk4\r\n:0\r\n"
+        "$7\r\nwf-5|t5\r\n$0\r\n\r\n:0\r\n"
+        "$7\r\nwf-6|t6\r\n$2\r\nk6\r\n:1\r\n";
     static const char *const types[] = {"task_a"};
-    char replies[2048];
-    size_t n = 0, i;
+    size_t n = 0;
+    char *replies = fr_greeted(claims, sizeof claims - 1, &n);
     fake_redis f;
     rs_opts o = {0};
     rs *x = NULL;
     rs_lease got[8];
     weft_error err = {0};
-    int k;
     (void)state;
-    for (i = 0; i < 14; i++) { /* SCRIPT LOAD of each script */
-        memcpy(replies + n, sha, sizeof sha - 1);
-        n += sizeof sha - 1;
-    }
-    memcpy(replies + n, tail, sizeof tail - 1);
-    n += sizeof tail - 1;
+    assert_non_null(replies);
     assert_int_equal(fr_start(&f, replies, n), 0);
     o.url = f.url;
     assert_int_equal(rs_open(&o, &x, &err), 0);
-    k = rs_claim(x, types, 1, 8, 30000, got, &err);
-    assert_int_equal(k, 2);
+    assert_int_equal(rs_claim(x, types, 1, 8, 30000, got, &err), 2);
     assert_string_equal(got[0].workflow_id, "wf-1");
     assert_string_equal(got[0].task_id, "t1");
     assert_string_equal(got[0].lease, "k1");
@@ -116,6 +107,7 @@ static void test_claim_malformed(void **state)
     assert_int_equal(got[1].controlled, 1);
     rs_free(x);
     fr_stop(&f);
+    free(replies);
 }
 
 static void test_claim_many_types(void **state)

@@ -21,6 +21,7 @@
 
 #include "alloc_fail.h"
 #include "redis_fixture.h"
+#include "fake_redis.h"
 #include "core/exec.h"
 #include "plugin/host.h"
 #include "store/memory.h"
@@ -287,6 +288,43 @@ static void test_deep_values(void **state)
     OK(ST(S, exec_read, "wf-deep", &d, &e_));
     assert_string_equal(d.status, "COMPLETED");
     st_doc_clear(&d);
+}
+
+/* Redis stops answering between an execution's document and its
+ * definition (a restart, a failover): the load fails as Redis did, not as
+ * an execution that cannot be read, which would fail the workflow
+ * (op_update's exec_fail). Redis only: a stand-in that answers the
+ * greeting, the layout and the document, then nothing. */
+static void test_def_unanswered(void **state)
+{
+    static const char doc[] = /* HMGET doc defkey status fence cmd */
+        "*5\r\n$2\r\n{}\r\n$2\r\nk1\r\n$7\r\nRUNNING\r\n$1\r\n3\r\n$-1\r\n";
+    size_t n = 0;
+    char *replies = fr_greeted(doc, sizeof doc - 1, &n);
+    fake_redis f;
+    st_redis_opts o;
+    st_store *st = NULL;
+    xc_exec *x = NULL;
+    uint64_t fence = 0;
+    (void)state;
+    assert_non_null(replies);
+    if (is_memory()) {
+        free(replies);
+        skip();
+    }
+    assert_int_equal(fr_start(&f, replies, n), 0);
+    memset(&o, 0, sizeof o);
+    o.rs.url = f.url;
+    o.rs.timeout_ms = 200;
+    o.defs = &ENV;
+    OK(st_redis_open(&o, &st, &e_));
+    assert_int_equal(RC(ST(st, exec_load, "wf-1", &x, &fence, &e_)), WEFT_EIO);
+    assert_int_equal(e_.code, WEFT_EIO);
+    assert_has(e_.msg, "stored definition");
+    assert_null(x);
+    st_free(st);
+    fr_stop(&f);
+    free(replies);
 }
 
 static void test_save_fence(void **state)
@@ -2396,6 +2434,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_values, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_def_unanswered, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),

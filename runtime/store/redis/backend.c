@@ -126,7 +126,10 @@ static int decode(rb *b, const char *id, rs_exec *e, xc_exec **out, weft_error *
     }
     if ((rc = exec_def(b, id, e->defkey, &def, err))) {
         wu_err_prefix(err, "workflow %s: stored definition: ", id);
-        rc = WEFT_EINVAL;
+        /* a definition that cannot be read makes the run unreadable (it is
+         * failed); Redis not answering, or the run gone meanwhile, does not */
+        if (rc != WEFT_EIO && rc != WEFT_ETIMEOUT && rc != WEFT_ENOMEM && rc != WEFT_ENOTFOUND)
+            rc = err->code = WEFT_EINVAL;
         goto out;
     }
     if ((rc = wu_parse_json_stored(id, e->doc, &doc, err))) {
