@@ -110,6 +110,34 @@ static void test_claim_malformed(void **state)
     free(replies);
 }
 
+/* Entries of the decider queue that are no workflow id weft writes (empty,
+ * past 63 bytes: it would be cut to another id, a NUL inside) are not
+ * handed to a decider; the good ones are. */
+static void test_due_malformed(void **state)
+{
+    static const char due[] = /* due.lua: the ids taken */
+        "*5\r\n$4\r\nwf-1\r\n$0\r\n\r\n"
+        "$70\r\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"
+        "$5\r\nwf\000-2\r\n$4\r\nwf-3\r\n";
+    size_t n = 0;
+    char *replies = fr_greeted(due, sizeof due - 1, &n), ids[8][64];
+    fake_redis f;
+    rs_opts o = {0};
+    rs *x = NULL;
+    weft_error err = {0};
+    (void)state;
+    assert_non_null(replies);
+    assert_int_equal(fr_start(&f, replies, n), 0);
+    o.url = f.url;
+    assert_int_equal(rs_open(&o, &x, &err), 0);
+    assert_int_equal(rs_due(x, 8, 1000, ids, &err), 2);
+    assert_string_equal(ids[0], "wf-1");
+    assert_string_equal(ids[1], "wf-3");
+    rs_free(x);
+    fr_stop(&f);
+    free(replies);
+}
+
 static void test_claim_many_types(void **state)
 {
     weft_error err = {0};
@@ -694,6 +722,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_claim_renew_ack, setup, teardown),
         cmocka_unit_test(test_claim_malformed),
+        cmocka_unit_test(test_due_malformed),
         cmocka_unit_test_setup_teardown(test_claim_many_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_due_claim, setup, teardown),
