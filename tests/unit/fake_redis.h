@@ -9,6 +9,8 @@
  *     fr_start(&f, "+OK\r\n:1\r\n", 9);   // f.url: unix:///tmp/.../redis.sock
  *     ... rs_open with f.url ...
  *     fr_stop(&f);
+ *
+ * fr_start_greeted answers a store's first connect first (fr_greeted).
  */
 #ifndef WEFT_TEST_FAKE_REDIS_H
 #define WEFT_TEST_FAKE_REDIS_H
@@ -28,6 +30,7 @@ typedef struct fake_redis {
     char dir[64], path[108], url[160];
     const char *replies; /* borrowed: outlives the server */
     size_t len;
+    char *owned; /* fr_start_greeted's replies */
     int lfd, stop[2];
     pthread_t thread;
 } fake_redis;
@@ -94,6 +97,19 @@ FR_FN char *fr_greeted(const char *then, size_t len, size_t *n)
     return out;
 }
 
+/* fr_start with fr_greeted(then, len)'s replies (freed by fr_stop). */
+FR_FN int fr_start_greeted(fake_redis *f, const char *then, size_t len)
+{
+    size_t n = 0;
+    char *replies = fr_greeted(then, len, &n);
+    if (!replies || fr_start(f, replies, n)) {
+        free(replies);
+        return -1;
+    }
+    f->owned = replies;
+    return 0;
+}
+
 FR_FN void fr_stop(fake_redis *f)
 {
     if (write(f->stop[1], "x", 1) == 1) pthread_join(f->thread, NULL);
@@ -102,6 +118,7 @@ FR_FN void fr_stop(fake_redis *f)
     close(f->lfd);
     unlink(f->path);
     rmdir(f->dir);
+    free(f->owned);
 }
 
 #endif

@@ -72,6 +72,19 @@ static void test_claim_renew_ack(void **state)
     assert_int_equal(rs_ack(r, &stale, &err), WEFT_EINVAL);
 }
 
+/* A handle on a stand-in Redis that answers the first connect, then then
+ * (len bytes of RESP). */
+static rs *open_fake(fake_redis *f, const char *then, size_t len)
+{
+    rs_opts o = {0};
+    rs *x = NULL;
+    weft_error err = {0};
+    if (fr_start_greeted(f, then, len)) fail_msg("fr_start_greeted");
+    o.url = f->url;
+    if (rs_open(&o, &x, &err)) fail_msg("rs_open %s: %s", o.url, err.msg);
+    return x;
+}
+
 /* A claim's reply holding members that are not "<workflow id>|<task id>",
  * or without a lease token (a key someone else wrote, a broken server):
  * those are no claims, the good ones around them are. */
@@ -86,18 +99,11 @@ static void test_claim_malformed(void **state)
         "$7\r\nwf-5|t5\r\n$0\r\n\r\n:0\r\n"
         "$7\r\nwf-6|t6\r\n$2\r\nk6\r\n:1\r\n";
     static const char *const types[] = {"task_a"};
-    size_t n = 0;
-    char *replies = fr_greeted(claims, sizeof claims - 1, &n);
     fake_redis f;
-    rs_opts o = {0};
-    rs *x = NULL;
+    rs *x = open_fake(&f, claims, sizeof claims - 1);
     rs_lease got[8];
     weft_error err = {0};
     (void)state;
-    assert_non_null(replies);
-    assert_int_equal(fr_start(&f, replies, n), 0);
-    o.url = f.url;
-    assert_int_equal(rs_open(&o, &x, &err), 0);
     assert_int_equal(rs_claim(x, types, 1, 8, 30000, got, &err), 2);
     assert_string_equal(got[0].workflow_id, "wf-1");
     assert_string_equal(got[0].task_id, "t1");
@@ -107,7 +113,6 @@ static void test_claim_malformed(void **state)
     assert_int_equal(got[1].controlled, 1);
     rs_free(x);
     fr_stop(&f);
-    free(replies);
 }
 
 /* Entries of the decider queue that are no workflow id weft writes (empty,
@@ -119,23 +124,16 @@ static void test_due_malformed(void **state)
         "*5\r\n$4\r\nwf-1\r\n$0\r\n\r\n"
         "$70\r\nxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\r\n"
         "$5\r\nwf\000-2\r\n$4\r\nwf-3\r\n";
-    size_t n = 0;
-    char *replies = fr_greeted(due, sizeof due - 1, &n), ids[8][64];
+    char ids[8][64];
     fake_redis f;
-    rs_opts o = {0};
-    rs *x = NULL;
+    rs *x = open_fake(&f, due, sizeof due - 1);
     weft_error err = {0};
     (void)state;
-    assert_non_null(replies);
-    assert_int_equal(fr_start(&f, replies, n), 0);
-    o.url = f.url;
-    assert_int_equal(rs_open(&o, &x, &err), 0);
     assert_int_equal(rs_due(x, 8, 1000, ids, &err), 2);
     assert_string_equal(ids[0], "wf-1");
     assert_string_equal(ids[1], "wf-3");
     rs_free(x);
     fr_stop(&f);
-    free(replies);
 }
 
 static void test_claim_many_types(void **state)
