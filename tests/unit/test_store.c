@@ -290,6 +290,21 @@ static void test_deep_values(void **state)
     st_doc_clear(&d);
 }
 
+/* A redis store on a stand-in Redis that answers the first connect, then
+ * then (len bytes of RESP), then nothing (a command waits 200 ms). */
+static st_store *open_fake(fake_redis *f, const char *then, size_t len)
+{
+    st_redis_opts o;
+    st_store *st = NULL;
+    if (fr_start_greeted(f, then, len)) fail_msg("fr_start_greeted");
+    memset(&o, 0, sizeof o);
+    o.rs.url = f->url;
+    o.rs.timeout_ms = 200;
+    o.defs = &ENV;
+    OK(st_redis_open(&o, &st, &e_));
+    return st;
+}
+
 /* Redis stops answering between an execution's document and its
  * definition (a restart, a failover): the load fails as Redis did, not as
  * an execution that cannot be read, which would fail the workflow
@@ -300,22 +315,49 @@ static void test_def_unanswered(void **state)
     static const char doc[] = /* HMGET doc defkey status fence cmd */
         "*5\r\n$2\r\n{}\r\n$2\r\nk1\r\n$7\r\nRUNNING\r\n$1\r\n3\r\n$-1\r\n";
     fake_redis f;
-    st_redis_opts o;
-    st_store *st = NULL;
+    st_store *st;
     xc_exec *x = NULL;
     uint64_t fence = 0;
     (void)state;
     if (is_memory()) skip();
-    assert_int_equal(fr_start_greeted(&f, doc, sizeof doc - 1), 0);
-    memset(&o, 0, sizeof o);
-    o.rs.url = f.url;
-    o.rs.timeout_ms = 200;
-    o.defs = &ENV;
-    OK(st_redis_open(&o, &st, &e_));
+    st = open_fake(&f, doc, sizeof doc - 1);
     assert_int_equal(RC(ST(st, exec_load, "wf-1", &x, &fence, &e_)), WEFT_EIO);
     assert_int_equal(e_.code, WEFT_EIO);
     assert_has(e_.msg, "stored definition");
     assert_null(x);
+    st_free(st);
+    fr_stop(&f);
+}
+
+/* A search of runs not ended, over a decider queue holding members that
+ * are no workflow ids (an integer, an empty string: keys weft did not
+ * write): those are passed over, the runs found. Redis only. */
+static void test_search_odd_members(void **state)
+{
+    static const char replies[] =
+        "*4\r\n$4\r\nwf-1\r\n:5\r\n$0\r\n\r\n$4\r\nwf-2\r\n" /* ZRANGE of the decider queue */
+        "*2\r\n$7\r\nRUNNING\r\n$14\r\n1700:1:5:order\r\n"   /* HMGET status ix of each */
+        "*2\r\n$6\r\nPAUSED\r\n$14\r\n1800:1:5:order\r\n";
+    static const char *const open[] = {"RUNNING", "PAUSED"};
+    fake_redis f;
+    st_store *st;
+    st_query q;
+    st_hit *hits = NULL;
+    size_t n = 0;
+    long long total = 0;
+    (void)state;
+    if (is_memory()) skip();
+    st = open_fake(&f, replies, sizeof replies - 1);
+    memset(&q, 0, sizeof q);
+    q.statuses = open;
+    q.nstatuses = 2;
+    q.size = 10;
+    OK(ST(st, search, &q, &total, &hits, &n, &e_));
+    assert_int_equal(total, 2);
+    assert_int_equal(n, 2);
+    assert_string_equal(hits[0].id, "wf-2"); /* the newest first */
+    assert_string_equal(hits[1].id, "wf-1");
+    free(hits);
     st_free(st);
     fr_stop(&f);
 }
@@ -2428,6 +2470,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_create_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deep_values, setup, teardown),
         cmocka_unit_test_setup_teardown(test_def_unanswered, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_search_odd_members, setup, teardown),
         cmocka_unit_test_setup_teardown(test_save_fence, setup, teardown),
         cmocka_unit_test_setup_teardown(test_command, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exec_fail, setup, teardown),

@@ -1018,6 +1018,14 @@ int rs_is_str(const redisReply *x)
     return x && (x->type == REDIS_REPLY_STRING || x->type == REDIS_REPLY_STATUS);
 }
 
+/* Whether x is a workflow id as weft writes one: a string rs_check_id takes,
+ * with no NUL inside. */
+int rs_reply_id(const redisReply *x)
+{
+    return x && x->type == REDIS_REPLY_STRING && strlen(x->str) == x->len &&
+           !rs_check_id(x->str, NULL);
+}
+
 void rs_copy_str(char *dst, size_t n, const redisReply *x)
 {
     size_t len = x->len < n - 1 ? x->len : n - 1;

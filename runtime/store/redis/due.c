@@ -71,14 +71,6 @@ static void due_cmd(rs *r, int part, int max, int64_t hold_ms, long long now, rs
  * out more, the extra ones are given back in one more round trip (only
  * then). The due executions go to due_ids, their count to *ndue.
  */
-/* Whether x is a workflow id as weft writes one (rs_check_id, no NUL
- * inside): anything else in the decider queue (a key weft did not write)
- * would be cut or misread, and is left there. */
-static int id_of(const redisReply *x)
-{
-    return x->type == REDIS_REPLY_STRING && strlen(x->str) == x->len && !rs_check_id(x->str, NULL);
-}
-
 int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_ids)[64], int *ndue,
                  const char *const *types, size_t ntypes, int max, int64_t lease_ms, rs_lease *out,
                  weft_error *err)
@@ -226,7 +218,9 @@ int rs_due_claim(rs *r, int wait_ms, int due_max, int64_t hold_ms, char (*due_id
                 rc = rs_bad_reply(r, dq, err);
             else
                 for (i = 0; i < d->elements && *ndue < due_max; i++)
-                    if (id_of(d->element[i])) rs_copy_str(due_ids[(*ndue)++], 64, d->element[i]);
+                    /* anything else would be cut or misread: it was not written by weft */
+                    if (rs_reply_id(d->element[i]))
+                        rs_copy_str(due_ids[(*ndue)++], 64, d->element[i]);
         }
     }
     cx = x + nw + nd;

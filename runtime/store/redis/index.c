@@ -73,57 +73,62 @@ static int open_hits(rs *r, const st_query *q, redisReply **dq, st_hit **hits, s
     size_t n = 0, k, j;
     rs_cmd *c;
     redisReply **x;
+    const redisReply **ids;
     int p, rc;
     for (p = 0; p < r->parts; p++)
         n += dq[p]->elements;
     if (!n) return 0;
     c = calloc(n + 1, sizeof *c);
     x = calloc(n + 1, sizeof *x);
-    if (!c || !x) {
+    ids = calloc(n + 1, sizeof *ids);
+    if (!c || !x || !ids) {
         free(c);
         free(x);
+        free(ids);
         return rs_oom(err);
     }
-    for (p = 0, k = 0; p < r->parts; p++)
-        for (j = 0; j < dq[p]->elements; j++, k++) {
-            char h[KEY_MAX], id[ID_MAX];
-            rs_copy_str(id, sizeof id, dq[p]->element[j]);
-            rs_k_exec(r, id, "", h);
-            rs_cmd_add(&c[k], "HMGET");
-            rs_cmd_dup(&c[k], h);
-            rs_cmd_add(&c[k], "status");
-            rs_cmd_add(&c[k], "ix");
-        }
-    rc = rs_pipe(r, c, n, x, "search", err);
-    for (p = 0, k = 0; rc == 0 && p < r->parts; p++)
-        for (j = 0; j < dq[p]->elements; j++, k++) {
-            char id[ID_MAX], *name;
-            redisReply *y = x[k];
-            rs_what w;
-            int match;
-            /* gone, or ended (the index has it, or will in a moment) */
-            if (!y || y->type != REDIS_REPLY_ARRAY || y->elements != 2 ||
-                !rs_is_str(y->element[0]) || !rs_is_str(y->element[1]) ||
-                !is_open(y->element[0]->str))
-                continue;
-            /* (the correlation id ends the text; the name is followed by it) */
-            rs_index_what_parse(y->element[1]->str, &w);
-            if (!(name = strndup(w.name, w.name_len))) {
-                rc = rs_oom(err);
-                break;
+    /* the members that are ids (anything else was not written by weft) */
+    for (p = 0, n = 0; p < r->parts; p++)
+        for (j = 0; j < dq[p]->elements; j++)
+            if (rs_reply_id(dq[p]->element[j])) {
+                char h[KEY_MAX];
+                ids[n] = dq[p]->element[j];
+                rs_k_exec(r, ids[n]->str, "", h);
+                rs_cmd_add(&c[n], "HMGET");
+                rs_cmd_dup(&c[n], h);
+                rs_cmd_add(&c[n], "status");
+                rs_cmd_add(&c[n], "ix");
+                n++;
             }
-            rs_copy_str(id, sizeof id, dq[p]->element[j]);
-            match = st_query_match(q, id, y->element[0]->str, name, w.version, w.corr, w.start_ms);
-            free(name);
-            if (!match) continue;
-            (*total)++;
-            if (hits_room(hits, *have, cap, 1)) {
-                rc = rs_oom(err);
-                break;
-            }
-            snprintf((*hits)[*have].id, sizeof(*hits)[*have].id, "%s", id);
-            (*hits)[(*have)++].key = q->by_end ? 0 : w.start_ms;
+    rc = n ? rs_pipe(r, c, n, x, "search", err) : 0;
+    for (k = 0; rc == 0 && k < n; k++) {
+        const char *id = ids[k]->str;
+        char *name;
+        redisReply *y = x[k];
+        rs_what w;
+        int match;
+        /* gone, or ended (the index has it, or will in a moment) */
+        if (!y || y->type != REDIS_REPLY_ARRAY || y->elements != 2 || !rs_is_str(y->element[0]) ||
+            !rs_is_str(y->element[1]) || !is_open(y->element[0]->str))
+            continue;
+        /* (the correlation id ends the text; the name is followed by it) */
+        rs_index_what_parse(y->element[1]->str, &w);
+        if (!(name = strndup(w.name, w.name_len))) {
+            rc = rs_oom(err);
+            break;
         }
+        match = st_query_match(q, id, y->element[0]->str, name, w.version, w.corr, w.start_ms);
+        free(name);
+        if (!match) continue;
+        (*total)++;
+        if (hits_room(hits, *have, cap, 1)) {
+            rc = rs_oom(err);
+            break;
+        }
+        snprintf((*hits)[*have].id, sizeof(*hits)[*have].id, "%s", id);
+        (*hits)[(*have)++].key = q->by_end ? 0 : w.start_ms;
+    }
+    free(ids);
     rs_replies_free(x, n);
     rs_cmds_free(c, n);
     free(c);
@@ -206,7 +211,7 @@ int rs_search(rs *r, const st_query *q, long long *total, st_hit **hits_out, siz
         }
         for (j = 1; j + 1 < y->elements; j += 2) {
             const redisReply *id = y->element[j], *kv = y->element[j + 1];
-            if (!rs_is_str(id) || kv->type != REDIS_REPLY_INTEGER) continue;
+            if (!rs_reply_id(id) || kv->type != REDIS_REPLY_INTEGER) continue;
             rs_copy_str(hits[have].id, sizeof hits[have].id, id);
             hits[have++].key = kv->integer;
         }

@@ -269,6 +269,7 @@ int rs_check_id(const char *id, weft_error *err);
 char *rs_reply_dup(const redisReply *x);
 int rs_is_str(const redisReply *x);
 void rs_copy_str(char *dst, size_t n, const redisReply *x);
+int rs_reply_id(const redisReply *x);
 void rs_claim_member(const rs_lease *c, char *buf, size_t n);
 
 /* cluster.c */
