@@ -77,11 +77,14 @@ for t in $targets; do
     [ -f "tests/fuzz/$t.dict" ] && opts="$opts -dict=tests/fuzz/$t.dict"
     mkdir -p "$dir/work/$t"
     echo "fuzz.sh: fuzz_$t for $seconds s (log: $dir/log/$t.log)"
+    # the CPU time it had (under nice -n 19 on a busy machine, less than the wall clock)
+    time=
+    [ -x /usr/bin/time ] && time="/usr/bin/time -f cpu:%U+%Ss_wall:%es"
     # shellcheck disable=SC2086
-    nice -n 19 "./fuzz_$t" $opts -rss_limit_mb=2048 -max_total_time="$seconds" \
+    $time nice -n 19 "./fuzz_$t" $opts -rss_limit_mb=2048 -max_total_time="$seconds" \
         -print_final_stats=1 -artifact_prefix="$dir/crashes/$t-" \
         "$dir/work/$t" "tests/fuzz/corpus/$t" >"$dir/log/$t.log" 2>&1 || status=1
-    grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^SUMMARY|invariant broken' \
+    grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^SUMMARY|invariant broken|^cpu:' \
         "$dir/log/$t.log" | sed "s/^/  $t: /"
 done
 crashes=$(find "$dir/crashes" -type f | wc -l)
