@@ -14,9 +14,9 @@
  * 0x21-0x7e percent-encoded (so every byte reaches the server), Host and
  * the bearer token added unless given, Content-Length the body's (the
  * input's Content-Length, Transfer-Encoding, Expect and Connection are
- * dropped, and lines without a field name). "$WF" and "$TASK" anywhere stand for the last workflow
- * id and task id a response named, so a later request can poll, report or stop what an earlier one
- * started.
+ * dropped, and lines without a field name). "$WF" and "$TASK" anywhere
+ * stand for the last workflow id and task id a response named, so a later
+ * request can poll, report or stop what an earlier one started.
  *
  * Invariants checked (abort() when broken): every request but a long poll
  * or an event stream is answered in time with a status the API uses and
